@@ -1,0 +1,1 @@
+//! Benchmark workloads shared by the criterion benches and the benchmark reporter.

@@ -1,0 +1,4 @@
+//! # karpenter-aws
+//!
+//! The AWS provider for `karpenter-core`: EC2NodeClass, instance types built from EC2 data with
+//! upstream's capacity and overhead rules, and the offline us-east-1 catalog.

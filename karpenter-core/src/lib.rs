@@ -1,0 +1,22 @@
+//! # karpenter-core
+//!
+//! Karpenter's node-autoscaling decisions as a library: the `karpenter.sh/v1` API types, exact
+//! Kubernetes resource quantities, the node-requirement algebra, the provisioning scheduler and
+//! the disruption planner.
+//!
+//! The crate is *sans-IO* and deterministic: it performs no network or file I/O, never reads the
+//! wall clock (time is a parameter) and iterates in stable orders, so the same input always gives
+//! the same output. The only async surface is the [`cloud::CloudProvider`] trait, which callers
+//! implement (see `karpenter-fake` for an in-memory provider and `karpenter-aws` for EC2).
+//!
+//! Data flows one way: [`api`] → [`model`] → scheduling / disruption → results.
+
+pub mod api;
+pub mod cloud;
+pub mod hostports;
+pub mod labels;
+pub mod model;
+pub mod requirements;
+pub mod resources;
+pub mod scheduling;
+pub mod taints;
