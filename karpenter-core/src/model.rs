@@ -1,1 +1,742 @@
-//! (module under construction in this commit series)
+//! The scheduling view of the world: compact pods, nodes, DaemonSets, instance types and
+//! offerings.
+//!
+//! These types carry exactly what the scheduler and the disruption planner read. They are built
+//! by the caller: from the [`crate::api`] types, from Kubernetes objects (feature `k8s-openapi`,
+//! see [`crate::convert`]) or by hand in tests. Affinity and topology-spread types use Kubernetes'
+//! field names in serde, so fixtures can be written as the familiar YAML.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hostports::HostPort;
+use crate::labels;
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::{ResourceList, names};
+use crate::taints::{Taint, Toleration};
+
+/// A point in time, as nanoseconds since the Unix epoch. The core never reads the clock: callers
+/// pass times in.
+pub type Timestamp = jiff::Timestamp;
+
+// ---------------------------------------------------------------------------------------------
+// Label selectors and affinity
+// ---------------------------------------------------------------------------------------------
+
+/// The operator of a label-selector expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum SelectorOperator {
+    /// The label's value is one of the values.
+    In,
+    /// The label is absent or its value is none of the values.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+}
+
+/// One expression of a [`LabelSelector`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelectorRequirement {
+    /// The label key.
+    pub key: String,
+    /// The operator.
+    pub operator: SelectorOperator,
+    /// The values (for In / NotIn).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+impl LabelSelectorRequirement {
+    /// Whether a set of labels satisfies this expression.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        let value = labels.get(&self.key);
+        match self.operator {
+            SelectorOperator::In => value.is_some_and(|v| self.values.contains(v)),
+            SelectorOperator::NotIn => value.is_none_or(|v| !self.values.contains(v)),
+            SelectorOperator::Exists => value.is_some(),
+            SelectorOperator::DoesNotExist => value.is_none(),
+        }
+    }
+}
+
+/// A Kubernetes label selector. An empty selector matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    /// Labels that must be present with these values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Expressions that must all hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+impl LabelSelector {
+    /// A selector matching exactly these labels.
+    pub fn from_labels<'a>(labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        LabelSelector {
+            match_labels: labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            match_expressions: Vec::new(),
+        }
+    }
+
+    /// Whether the labels satisfy every part of the selector.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self.match_expressions.iter().all(|e| e.matches(labels))
+    }
+
+    /// Whether the selector is empty (matches everything).
+    pub fn is_empty(&self) -> bool {
+        self.match_labels.is_empty() && self.match_expressions.is_empty()
+    }
+}
+
+/// One term of node affinity: all expressions must hold. (`matchFields` are not modelled:
+/// upstream ignores them in preferred terms and rejects pods that use them in required terms;
+/// converters report such pods as invalid.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    /// The expressions, ANDed.
+    #[serde(default)]
+    pub match_expressions: Vec<crate::requirements::NodeSelectorRequirement>,
+}
+
+/// A weighted preferred node-affinity term.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreferredSchedulingTerm {
+    /// The weight (1-100).
+    pub weight: i32,
+    /// The term.
+    pub preference: NodeSelectorTerm,
+}
+
+/// Node affinity: required terms (ORed) and weighted preferences.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAffinity {
+    /// `requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`: ORed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<NodeSelectorTerm>,
+    /// `preferredDuringSchedulingIgnoredDuringExecution`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred: Vec<PreferredSchedulingTerm>,
+}
+
+/// A pod (anti-)affinity term.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodAffinityTerm {
+    /// Which pods the term refers to. `None` selects nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// Namespaces to look in (empty and no selector: the pod's own namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Namespaces selected by their labels (an empty selector selects every namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// The node label that defines a topology domain.
+    pub topology_key: String,
+}
+
+/// A weighted preferred pod (anti-)affinity term.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightedPodAffinityTerm {
+    /// The weight (1-100).
+    pub weight: i32,
+    /// The term.
+    pub pod_affinity_term: PodAffinityTerm,
+}
+
+/// Pod affinity or anti-affinity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodAffinity {
+    /// Required terms (all must hold).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<PodAffinityTerm>,
+    /// Preferred terms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred: Vec<WeightedPodAffinityTerm>,
+}
+
+impl PodAffinity {
+    /// Whether there are no terms at all.
+    pub fn is_empty(&self) -> bool {
+        self.required.is_empty() && self.preferred.is_empty()
+    }
+}
+
+/// `whenUnsatisfiable` of a topology spread constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum WhenUnsatisfiable {
+    /// A hard constraint.
+    #[default]
+    DoNotSchedule,
+    /// A preference, relaxed when it cannot be met.
+    ScheduleAnyway,
+}
+
+/// `nodeAffinityPolicy` / `nodeTaintsPolicy` of a topology spread constraint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeInclusionPolicy {
+    /// Only nodes that match are counted.
+    Honor,
+    /// Every node is counted.
+    Ignore,
+}
+
+/// A topology spread constraint.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologySpreadConstraint {
+    /// The maximum allowed difference between domains.
+    pub max_skew: i32,
+    /// The node label that defines a domain.
+    pub topology_key: String,
+    /// Hard or soft.
+    #[serde(default)]
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    /// Which pods are counted (`None` counts nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label_selector: Option<LabelSelector>,
+    /// The minimum number of eligible domains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_domains: Option<i32>,
+    /// Whether node affinity limits the counted nodes (default Honor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity_policy: Option<NodeInclusionPolicy>,
+    /// Whether node taints limit the counted nodes (default Ignore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_taints_policy: Option<NodeInclusionPolicy>,
+    /// Pod label keys whose values are added to the selector.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_label_keys: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods
+// ---------------------------------------------------------------------------------------------
+
+/// The controller that owns a pod, as far as scheduling cares.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    /// `apiVersion` of the owner.
+    #[serde(default)]
+    pub api_version: String,
+    /// Kind of the owner (`ReplicaSet`, `DaemonSet`, `Node`, ...).
+    pub kind: String,
+    /// Name of the owner.
+    pub name: String,
+    /// Whether this owner is the managing controller.
+    #[serde(default)]
+    pub controller: bool,
+}
+
+/// A pod's phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum PodPhase {
+    /// Not yet running.
+    #[default]
+    Pending,
+    /// Running.
+    Running,
+    /// Terminated successfully.
+    Succeeded,
+    /// Terminated with failure.
+    Failed,
+    /// State unknown.
+    Unknown,
+}
+
+/// A pod as the scheduler sees it.
+///
+/// `requests` are the pod's *effective* requests (containers, init containers, sidecars and
+/// RuntimeClass overhead already combined, limits copied into missing requests); the scheduler
+/// adds `pods: 1` itself. Use [`Pod::new`] and the builder-style methods in tests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Unique id; ties in the scheduling queue are broken by it.
+    pub uid: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// When the pod was created.
+    pub creation_timestamp: Timestamp,
+    /// Set when the pod is terminating.
+    #[serde(default)]
+    pub deletion_timestamp: Option<Timestamp>,
+    /// Phase.
+    #[serde(default)]
+    pub phase: PodPhase,
+    /// The node the pod is bound to, if any.
+    #[serde(default)]
+    pub node_name: Option<String>,
+    /// Controlling owner.
+    #[serde(default)]
+    pub owner: Option<OwnerReference>,
+    /// `spec.nodeSelector`.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// `spec.affinity.nodeAffinity`.
+    #[serde(default)]
+    pub node_affinity: Option<NodeAffinity>,
+    /// `spec.affinity.podAffinity`.
+    #[serde(default)]
+    pub pod_affinity: Option<PodAffinity>,
+    /// `spec.affinity.podAntiAffinity`.
+    #[serde(default)]
+    pub pod_anti_affinity: Option<PodAffinity>,
+    /// `spec.tolerations`.
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// `spec.topologySpreadConstraints`.
+    #[serde(default)]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    /// Effective resource requests (without the implicit `pods: 1`).
+    #[serde(default)]
+    pub requests: ResourceList,
+    /// Host ports of the regular containers.
+    #[serde(default)]
+    pub host_ports: Vec<HostPort>,
+    /// Whether the pod references DRA resource claims.
+    #[serde(default)]
+    pub has_resource_claims: bool,
+    /// `spec.priority`.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// `spec.terminationGracePeriodSeconds`.
+    #[serde(default)]
+    pub termination_grace_period_seconds: Option<i64>,
+}
+
+impl Pod {
+    /// A pending pod in `namespace` named `name`, with uid `<namespace>/<name>`, created at the
+    /// Unix epoch, requesting nothing.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Pod {
+        let namespace = namespace.into();
+        let name = name.into();
+        Pod {
+            uid: format!("{namespace}/{name}"),
+            namespace,
+            name,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            creation_timestamp: Timestamp::UNIX_EPOCH,
+            deletion_timestamp: None,
+            phase: PodPhase::Pending,
+            node_name: None,
+            owner: None,
+            node_selector: BTreeMap::new(),
+            node_affinity: None,
+            pod_affinity: None,
+            pod_anti_affinity: None,
+            tolerations: Vec::new(),
+            topology_spread_constraints: Vec::new(),
+            requests: ResourceList::new(),
+            host_ports: Vec::new(),
+            has_resource_claims: false,
+            priority: None,
+            termination_grace_period_seconds: None,
+        }
+    }
+
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Whether the pod is owned by a DaemonSet.
+    pub fn is_daemonset_pod(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+    }
+
+    /// Whether the pod is a static (mirror) pod owned by a Node.
+    pub fn is_mirror_pod(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| o.kind == "Node")
+    }
+
+    /// Whether the pod has finished (Succeeded or Failed).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    /// Whether the pod is being deleted.
+    pub fn is_terminating(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+
+    /// The requests the scheduler packs: the effective requests plus `pods: 1`.
+    pub fn scheduling_requests(&self) -> ResourceList {
+        let mut r = self.requests.clone();
+        r.insert(
+            names::PODS,
+            r.get_or_zero(names::PODS) + crate::resources::Quantity::from_units(1),
+        );
+        r
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instance types and offerings
+// ---------------------------------------------------------------------------------------------
+
+/// Resources a node reserves for the system; allocatable = capacity − their sum.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overhead {
+    /// Reserved for the kubelet and container runtime.
+    #[serde(default)]
+    pub kube_reserved: ResourceList,
+    /// Reserved for the operating system.
+    #[serde(default)]
+    pub system_reserved: ResourceList,
+    /// The kubelet's hard eviction threshold.
+    #[serde(default)]
+    pub eviction_threshold: ResourceList,
+}
+
+impl Overhead {
+    /// The sum of the three parts.
+    pub fn total(&self) -> ResourceList {
+        self.kube_reserved
+            .add(&self.system_reserved)
+            .add(&self.eviction_threshold)
+    }
+}
+
+/// One way to buy an instance type: a zone, a capacity type and a price.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offering {
+    /// `topology.kubernetes.io/zone`.
+    pub zone: String,
+    /// `karpenter.sh/capacity-type`: `spot`, `on-demand` or `reserved`.
+    pub capacity_type: String,
+    /// Price per hour.
+    pub price: f64,
+    /// Whether the offering can currently be launched.
+    #[serde(default = "default_true")]
+    pub available: bool,
+    /// For reserved offerings: the reservation's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation_id: Option<String>,
+    /// For reserved offerings: instances left in the reservation.
+    #[serde(default)]
+    pub reservation_capacity: u32,
+    /// The offering's requirements: zone and capacity type (and the reservation id label when
+    /// the policy defines one). Built by [`Offering::new`]; kept in sync by the constructors.
+    #[serde(skip)]
+    requirements: Requirements,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl Offering {
+    /// An available offering.
+    pub fn new(zone: impl Into<String>, capacity_type: impl Into<String>, price: f64) -> Offering {
+        let mut o = Offering {
+            zone: zone.into(),
+            capacity_type: capacity_type.into(),
+            price,
+            available: true,
+            reservation_id: None,
+            reservation_capacity: 0,
+            requirements: Requirements::new(),
+        };
+        o.rebuild_requirements(None);
+        o
+    }
+
+    /// A reserved offering (capacity type `reserved`) of reservation `id` with `capacity`
+    /// instances left. `reservation_label` is the provider's reservation-id label key.
+    pub fn reserved(
+        zone: impl Into<String>,
+        id: impl Into<String>,
+        capacity: u32,
+        price: f64,
+        reservation_label: &str,
+    ) -> Offering {
+        let mut o = Offering::new(zone, labels::CAPACITY_TYPE_RESERVED, price);
+        o.reservation_id = Some(id.into());
+        o.reservation_capacity = capacity;
+        o.available = capacity > 0;
+        o.rebuild_requirements(Some(reservation_label));
+        o
+    }
+
+    /// Recomputes the offering's requirements from its fields. With `reservation_label`, non
+    /// reserved offerings get `DoesNotExist` for that key and reserved ones `In [id]`.
+    pub fn rebuild_requirements(&mut self, reservation_label: Option<&str>) {
+        let mut r = Requirements::new();
+        r.add(Requirement::new(
+            labels::ZONE,
+            Operator::In,
+            [self.zone.as_str()],
+        ));
+        r.add(Requirement::new(
+            labels::CAPACITY_TYPE,
+            Operator::In,
+            [self.capacity_type.as_str()],
+        ));
+        if let Some(key) = reservation_label {
+            match &self.reservation_id {
+                Some(id) => r.add(Requirement::new(key, Operator::In, [id.as_str()])),
+                None => r.add(Requirement::does_not_exist(key)),
+            }
+        }
+        self.requirements = r;
+    }
+
+    /// The offering's requirements (zone, capacity type, reservation id).
+    pub fn requirements(&self) -> &Requirements {
+        &self.requirements
+    }
+
+    /// Whether this is a reserved-capacity offering.
+    pub fn is_reserved(&self) -> bool {
+        self.capacity_type == labels::CAPACITY_TYPE_RESERVED
+    }
+}
+
+/// A kind of machine the cloud provider can launch, with its offerings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceType {
+    /// Name; equals its `node.kubernetes.io/instance-type` value.
+    pub name: String,
+    /// The labels nodes of this type may have, as requirements.
+    pub requirements: Requirements,
+    /// Ways to buy it.
+    pub offerings: Vec<Offering>,
+    /// Full capacity.
+    pub capacity: ResourceList,
+    /// System overhead.
+    pub overhead: Overhead,
+    allocatable: ResourceList,
+}
+
+impl InstanceType {
+    /// Builds an instance type and computes its allocatable resources: for every resource in
+    /// `capacity`, capacity − overhead (negative results kept); then memory is further reduced
+    /// by every `hugepages-*` capacity (clamped at zero).
+    ///
+    /// The `node.kubernetes.io/instance-type`, zone and capacity-type requirements are added
+    /// when missing (the latter two as the union of the *available* offerings' values).
+    pub fn new(
+        name: impl Into<String>,
+        mut requirements: Requirements,
+        offerings: Vec<Offering>,
+        capacity: ResourceList,
+        overhead: Overhead,
+    ) -> InstanceType {
+        let name = name.into();
+        if !requirements.has(labels::INSTANCE_TYPE) {
+            requirements.add(Requirement::new(
+                labels::INSTANCE_TYPE,
+                Operator::In,
+                [name.as_str()],
+            ));
+        }
+        let available = offerings.iter().filter(|o| o.available);
+        if !requirements.has(labels::ZONE) {
+            let zones: Vec<&str> = available.clone().map(|o| o.zone.as_str()).collect();
+            requirements.add(Requirement::new(labels::ZONE, Operator::In, zones));
+        }
+        if !requirements.has(labels::CAPACITY_TYPE) {
+            let cts: Vec<&str> = available.map(|o| o.capacity_type.as_str()).collect();
+            requirements.add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, cts));
+        }
+        let allocatable = compute_allocatable(&capacity, &overhead);
+        InstanceType {
+            name,
+            requirements,
+            offerings,
+            capacity,
+            overhead,
+            allocatable,
+        }
+    }
+
+    /// Capacity − overhead (see [`InstanceType::new`]).
+    pub fn allocatable(&self) -> &ResourceList {
+        &self.allocatable
+    }
+
+    /// Available offerings.
+    pub fn available_offerings(&self) -> impl Iterator<Item = &Offering> {
+        self.offerings.iter().filter(|o| o.available)
+    }
+
+    /// The cheapest available offering loosely compatible with `reqs`, if any.
+    pub fn cheapest_offering(
+        &self,
+        reqs: &Requirements,
+        policy: &labels::LabelPolicy,
+    ) -> Option<&Offering> {
+        self.available_offerings()
+            .filter(|o| reqs.is_compatible(o.requirements(), Some(policy)))
+            .min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+
+    /// Upstream's `WorstLaunchPrice`: among available offerings compatible with `reqs`, take the
+    /// first capacity type in the precedence reserved → spot → on-demand that has any, and return
+    /// its most expensive price; `None` if no offering is compatible.
+    pub fn worst_launch_price(
+        &self,
+        reqs: &Requirements,
+        policy: &labels::LabelPolicy,
+    ) -> Option<f64> {
+        let compatible: Vec<&Offering> = self
+            .available_offerings()
+            .filter(|o| reqs.is_compatible(o.requirements(), Some(policy)))
+            .collect();
+        [
+            labels::CAPACITY_TYPE_RESERVED,
+            labels::CAPACITY_TYPE_SPOT,
+            labels::CAPACITY_TYPE_ON_DEMAND,
+        ]
+        .iter()
+        .find_map(|ct| {
+            compatible
+                .iter()
+                .filter(|o| o.capacity_type == *ct)
+                .map(|o| o.price)
+                .max_by(f64::total_cmp)
+        })
+    }
+}
+
+fn compute_allocatable(capacity: &ResourceList, overhead: &Overhead) -> ResourceList {
+    let total = overhead.total();
+    let mut alloc = ResourceList::new();
+    for (name, q) in capacity.iter() {
+        alloc.insert(name, q - total.get_or_zero(name));
+    }
+    let hugepages: Vec<_> = capacity
+        .iter()
+        .filter(|(n, _)| n.starts_with("hugepages-"))
+        .map(|(_, q)| q)
+        .collect();
+    if let Some(mut mem) = alloc.get(names::MEMORY) {
+        for h in hugepages {
+            mem -= h;
+        }
+        if mem.is_negative() {
+            mem = crate::resources::Quantity::ZERO;
+        }
+        alloc.insert(names::MEMORY, mem);
+    }
+    alloc
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes and DaemonSets
+// ---------------------------------------------------------------------------------------------
+
+/// A node already in the cluster, or an in-flight NodeClaim that has no Node yet, as the
+/// scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNode {
+    /// Node name (or NodeClaim name while unregistered).
+    pub name: String,
+    /// Node labels (NodeClaim labels while unregistered).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Current taints.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+    /// Startup taints of the owning NodeClaim (ignored while the node is uninitialized).
+    #[serde(default)]
+    pub startup_taints: Vec<Taint>,
+    /// Capacity (includes `pods`).
+    #[serde(default)]
+    pub capacity: ResourceList,
+    /// Allocatable resources.
+    #[serde(default)]
+    pub allocatable: ResourceList,
+    /// Whether Karpenter manages the node (it has a NodePool label).
+    #[serde(default)]
+    pub managed: bool,
+    /// Whether the node is initialized (`karpenter.sh/initialized`); unmanaged nodes count as
+    /// initialized.
+    #[serde(default = "default_true")]
+    pub initialized: bool,
+    /// Whether the node is marked for deletion (excluded from scheduling).
+    #[serde(default)]
+    pub marked_for_deletion: bool,
+    /// When the node (or its claim) was created.
+    #[serde(default = "epoch")]
+    pub creation_timestamp: Timestamp,
+}
+
+fn epoch() -> Timestamp {
+    Timestamp::UNIX_EPOCH
+}
+
+impl ClusterNode {
+    /// An initialized, unmanaged node with no labels or resources.
+    pub fn new(name: impl Into<String>) -> ClusterNode {
+        ClusterNode {
+            name: name.into(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            startup_taints: Vec::new(),
+            capacity: ResourceList::new(),
+            allocatable: ResourceList::new(),
+            managed: false,
+            initialized: true,
+            marked_for_deletion: false,
+            creation_timestamp: Timestamp::UNIX_EPOCH,
+        }
+    }
+
+    /// The NodePool that owns the node, if any.
+    pub fn nodepool(&self) -> Option<&str> {
+        self.labels.get(labels::NODEPOOL).map(String::as_str)
+    }
+
+    /// The hostname domain: the `kubernetes.io/hostname` label, else the name.
+    pub fn hostname(&self) -> &str {
+        self.labels
+            .get(labels::HOSTNAME)
+            .map_or(self.name.as_str(), String::as_str)
+    }
+}
+
+/// A DaemonSet, represented by the pod it would run on every eligible node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DaemonSet {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The pod it runs (requests, tolerations, node selector and required node affinity are
+    /// what matter).
+    pub pod: Pod,
+}

@@ -1,1 +1,220 @@
-//! The provisioning scheduler.
+//! The provisioning scheduler (spec `scheduler.md` sections 3-5).
+//!
+//! Given pending pods, the cluster's existing nodes (and in-flight NodeClaims), the NodePools and
+//! their instance types, [`solve`] decides where every pod goes: onto an existing node, onto a
+//! NodeClaim created earlier in the same solve, or onto a new NodeClaim built from a NodePool
+//! template. Pods that fit nowhere get a reason.
+//!
+//! The solve is deterministic: the same [`SchedulingInput`] and [`SchedulerOptions`] always give
+//! the same [`Results`], byte for byte once serialised. Where upstream Karpenter is
+//! nondeterministic (Go map order, unstable sorts, random label values) this module uses the
+//! documented rules in `docs/conformance.md`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::labels::LabelPolicy;
+use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
+use crate::requirements::{NodeSelectorRequirement, Requirements};
+use crate::resources::ResourceList;
+use crate::taints::Taint;
+
+/// What to do when the candidate instance types cannot satisfy a requirement's `minValues`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MinValuesPolicy {
+    /// The placement fails (upstream's default).
+    #[default]
+    Strict,
+    /// The placement succeeds and the NodeClaim's `minValues` is lowered to what was achieved.
+    BestEffort,
+}
+
+/// Whether soft constraints (preferred affinities, `ScheduleAnyway` spreads) are honoured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PreferencePolicy {
+    /// Preferences are treated as constraints until relaxed one by one (upstream's default).
+    #[default]
+    Respect,
+    /// Preferences are ignored.
+    Ignore,
+}
+
+/// How reserved-capacity offerings constrain placement (spec 5.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReservedCapacityMode {
+    /// A pod compatible with a reservation that has no capacity left waits (the provisioner's
+    /// mode upstream).
+    #[default]
+    Strict,
+    /// Never fail because of reservations (the scheduler's default mode upstream, used by its
+    /// benchmark).
+    Fallback,
+}
+
+/// Options of a solve.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Well-known and restricted labels (core plus the provider's).
+    pub label_policy: LabelPolicy,
+    /// See [`MinValuesPolicy`].
+    pub min_values_policy: MinValuesPolicy,
+    /// See [`PreferencePolicy`].
+    pub preference_policy: PreferencePolicy,
+    /// See [`ReservedCapacityMode`].
+    pub reserved_capacity_mode: ReservedCapacityMode,
+    /// Instance types kept per NodeClaim after the solve, cheapest first (upstream: 600).
+    pub max_instance_types: usize,
+    /// Pods that reference DRA resource claims are not scheduled (upstream default `true`).
+    pub ignore_dra_requests: bool,
+    /// The provider's reservation-id label key (fake: `karpenter.test.sh/reservation-id`).
+    pub reservation_id_label: Option<String>,
+}
+
+impl Default for SchedulerOptions {
+    fn default() -> Self {
+        SchedulerOptions {
+            label_policy: LabelPolicy::core(),
+            min_values_policy: MinValuesPolicy::Strict,
+            preference_policy: PreferencePolicy::Respect,
+            reserved_capacity_mode: ReservedCapacityMode::Strict,
+            max_instance_types: 600,
+            ignore_dra_requests: true,
+            reservation_id_label: None,
+        }
+    }
+}
+
+/// A NodePool as the scheduler needs it: its template and its instance types.
+///
+/// Build it from a `karpenter.sh/v1` NodePool with [`NodePoolInput::from_nodepool`] (once the
+/// API types are wired in) or field by field in tests.
+#[derive(Debug, Clone)]
+pub struct NodePoolInput {
+    /// The NodePool's name.
+    pub name: String,
+    /// `spec.weight` (None = 0). Higher weights are tried first; ties by name descending.
+    pub weight: i32,
+    /// `spec.template.spec.requirements`.
+    pub requirements: Vec<NodeSelectorRequirement>,
+    /// `spec.template.metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `spec.template.spec.taints`.
+    pub taints: Vec<Taint>,
+    /// `spec.template.spec.startupTaints`.
+    pub startup_taints: Vec<Taint>,
+    /// The node-class label `<group>/<lowercase kind>` = name, if the pool has a nodeClassRef.
+    pub node_class_label: Option<(String, String)>,
+    /// `spec.limits` (absent resources are unlimited).
+    pub limits: ResourceList,
+    /// The instance types the cloud provider offers for this pool.
+    pub instance_types: Vec<Arc<InstanceType>>,
+}
+
+/// A node already in the cluster (or an in-flight NodeClaim) and the pods bound to it.
+#[derive(Debug, Clone)]
+pub struct ExistingNodeInput {
+    /// The node.
+    pub node: ClusterNode,
+    /// Pods bound to it (all of them, including DaemonSet pods).
+    pub pods: Vec<Pod>,
+}
+
+/// Everything a solve reads.
+#[derive(Debug, Clone, Default)]
+pub struct SchedulingInput {
+    /// Eligible NodePools (ready, dynamic, not being deleted), any order.
+    pub node_pools: Vec<NodePoolInput>,
+    /// Existing nodes and in-flight NodeClaims with their bound pods.
+    pub existing_nodes: Vec<ExistingNodeInput>,
+    /// DaemonSets, whose pods add overhead to every node they would run on.
+    pub daemonsets: Vec<DaemonSet>,
+    /// Pods to place.
+    pub pods: Vec<Pod>,
+    /// Namespace labels, for pod-affinity terms with a `namespaceSelector`.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// A NodeClaim the solve decided to create.
+#[derive(Debug, Clone)]
+pub struct NewNodeClaim {
+    /// The NodePool it comes from.
+    pub node_pool: String,
+    /// Its requirements (template ∧ pods ∧ topology), without the simulation-only keys
+    /// (`karpenter.sh/registered`, `karpenter.sh/initialized`) and without the hostname.
+    pub requirements: Requirements,
+    /// The instance types it may launch as, cheapest compatible offering first, truncated to
+    /// `max_instance_types`.
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Keys (`namespace/name`) of the pods placed on it, in placement order.
+    pub pods: Vec<String>,
+    /// The pods' requests plus the smallest daemon overhead among the remaining instance types.
+    pub requests: ResourceList,
+    /// Labels the node will carry (template labels, pool and node-class labels, resolved custom
+    /// requirement labels).
+    pub labels: BTreeMap<String, String>,
+    /// Taints from the template.
+    pub taints: Vec<Taint>,
+    /// Startup taints from the template.
+    pub startup_taints: Vec<Taint>,
+    /// Whether a `minValues` was lowered under [`MinValuesPolicy::BestEffort`].
+    pub min_values_relaxed: bool,
+    /// Reservation ids this claim holds (it launches into one of them).
+    pub reservation_ids: Vec<String>,
+}
+
+/// An existing node that received pods in this solve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExistingNodeResult {
+    /// The node's name.
+    pub name: String,
+    /// Keys (`namespace/name`) of the pods placed on it, in placement order.
+    pub pods: Vec<String>,
+}
+
+/// Why a pod could not be placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PodError {
+    /// The category of the last failure.
+    pub kind: PodErrorKind,
+    /// A human-readable reason naming what failed.
+    pub message: String,
+}
+
+/// The category of a [`PodError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PodErrorKind {
+    /// No instance type satisfies requirements, resources and offerings together.
+    InstanceTypes,
+    /// A taint of every candidate is not tolerated.
+    Taints,
+    /// The pod's node requirements conflict with every NodePool.
+    Requirements,
+    /// A topology spread or pod (anti-)affinity constraint cannot be met.
+    Topology,
+    /// NodePool limits are exhausted.
+    Limits,
+    /// minValues could not be met.
+    MinValues,
+    /// A reserved offering the pod needs has no capacity left (the pod waits).
+    ReservedOffering,
+    /// The pod references DRA claims, which are ignored.
+    Dra,
+    /// Host-port conflict.
+    HostPorts,
+    /// No NodePool is available.
+    NoNodePools,
+    /// The pod is invalid for scheduling (restricted label, bad operator, ...).
+    Invalid,
+}
+
+/// The result of a solve.
+#[derive(Debug, Clone, Default)]
+pub struct Results {
+    /// NodeClaims to create, in creation order.
+    pub new_node_claims: Vec<NewNodeClaim>,
+    /// Existing nodes that received pods, in the order nodes were considered.
+    pub existing_nodes: Vec<ExistingNodeResult>,
+    /// Pods that could not be placed, by `namespace/name`.
+    pub pod_errors: BTreeMap<String, PodError>,
+}
