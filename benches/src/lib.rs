@@ -1,1 +1,4 @@
 //! Benchmark workloads shared by the criterion benches and the benchmark reporter.
+
+pub mod gorand;
+pub mod workload;
