@@ -1,1 +1,5 @@
 //! Benchmark workloads shared by the criterion benches and the benchmark reporter.
+
+pub mod gorand;
+pub mod scenario;
+pub mod workload;

@@ -218,3 +218,10 @@ pub struct Results {
     /// Pods that could not be placed, by `namespace/name`.
     pub pod_errors: BTreeMap<String, PodError>,
 }
+
+mod dense;
+mod podreqs;
+mod solver;
+pub(crate) mod topology;
+
+pub use solver::solve;

@@ -1,0 +1,221 @@
+//! The scheduling benchmark reporter: reproduces upstream's `BenchmarkScheduling*` workloads
+//! (spec `scheduler.md` 6.5) and prints, per row, pods, nodes, time per solve, time per pod,
+//! pods/s and peak memory.
+//!
+//! ```text
+//! cargo run --release -p karpenter-bench --bin reporter            # every row, a table
+//! cargo run --release -p karpenter-bench --bin reporter -- --markdown
+//! cargo run --release -p karpenter-bench --bin reporter -- --rows diverse:1000,diverse:20000
+//! ```
+//!
+//! Each row runs in a child process (this binary with `--child ROW`), so the peak resident
+//! memory (`VmHWM` of `/proc/self/status`) belongs to that row alone.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use karpenter_bench::scenario;
+use karpenter_bench::workload::Workload;
+use karpenter_core::scheduling::{PreferencePolicy, solve};
+
+const DEFAULT_ROWS: &[&str] = &[
+    "diverse:1",
+    "diverse:50",
+    "diverse:100",
+    "diverse:500",
+    "diverse:1000",
+    "diverse:1500",
+    "diverse:2000",
+    "diverse:5000",
+    "diverse:10000",
+    "diverse:20000",
+    "respect:4000",
+    "ignore:4000",
+];
+
+struct Row {
+    name: String,
+    pods: usize,
+    scheduled: usize,
+    nodes: usize,
+    iterations: u32,
+    per_solve: Duration,
+    peak_kib: u64,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(pos) = args.iter().position(|a| a == "--child") {
+        let Some(row) = args.get(pos + 1) else {
+            eprintln!("--child needs a row such as diverse:1000");
+            std::process::exit(2);
+        };
+        match run_row(row) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    let markdown = args.iter().any(|a| a == "--markdown");
+    let rows: Vec<String> = match args.iter().position(|a| a == "--rows") {
+        Some(pos) => args
+            .get(pos + 1)
+            .map(|s| s.split(',').map(str::to_string).collect())
+            .unwrap_or_default(),
+        None => DEFAULT_ROWS.iter().map(|s| s.to_string()).collect(),
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("cannot find the reporter executable: {e}");
+            std::process::exit(1);
+        }
+    };
+    let mut results = Vec::new();
+    for row in &rows {
+        let out = Command::new(&exe).arg("--child").arg(row).output();
+        match out {
+            Ok(o) if o.status.success() => {
+                let text = String::from_utf8_lossy(&o.stdout);
+                match parse_child(row, text.trim()) {
+                    Some(r) => results.push(r),
+                    None => eprintln!("row {row}: unreadable output {text:?}"),
+                }
+            }
+            Ok(o) => eprintln!("row {row} failed: {}", String::from_utf8_lossy(&o.stderr)),
+            Err(e) => eprintln!("row {row} could not start: {e}"),
+        }
+    }
+    print_table(&results, markdown);
+}
+
+fn run_row(row: &str) -> Result<String, String> {
+    let (kind, n) = row
+        .split_once(':')
+        .ok_or_else(|| format!("row {row:?} is not KIND:N"))?;
+    let n: usize = n.parse().map_err(|_| format!("row {row:?}: bad count"))?;
+    let policy = match kind {
+        "diverse" | "respect" => PreferencePolicy::Respect,
+        "ignore" => PreferencePolicy::Ignore,
+        other => return Err(format!("unknown row kind {other:?}")),
+    };
+    // A fresh generator per row (upstream shares one per process; see workload docs).
+    let draws = match kind {
+        "diverse" => Workload::new().diverse_pods(n),
+        _ => Workload::new().preference_pods(n),
+    };
+    let pods = scenario::to_pods(&draws);
+    let input = scenario::input(pods);
+    let options = scenario::options(policy);
+    // Warm-up and the reported solve.
+    let results = solve(&input, &options);
+    let scheduled = n - results.pod_errors.len();
+    let nodes = results.new_node_claims.len();
+    let mut iterations = 0u32;
+    let start = Instant::now();
+    while iterations < 3 || (start.elapsed() < Duration::from_secs(2) && iterations < 1000) {
+        std::hint::black_box(solve(&input, &options));
+        iterations += 1;
+    }
+    let per_solve = start.elapsed() / iterations;
+    Ok(format!(
+        "{n} {scheduled} {nodes} {iterations} {} {}",
+        per_solve.as_nanos(),
+        peak_rss_kib()
+    ))
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn parse_child(row: &str, line: &str) -> Option<Row> {
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let [pods, scheduled, nodes, iterations, nanos, peak] = f[..] else {
+        return None;
+    };
+    Some(Row {
+        name: row.to_string(),
+        pods: pods as usize,
+        scheduled: scheduled as usize,
+        nodes: nodes as usize,
+        iterations: iterations as u32,
+        per_solve: Duration::from_nanos(nanos),
+        peak_kib: peak,
+    })
+}
+
+fn print_table(rows: &[Row], markdown: bool) {
+    let header = [
+        "row",
+        "pods",
+        "scheduled",
+        "nodes",
+        "solves",
+        "time/solve",
+        "time/pod",
+        "pods/s",
+        "peak RSS",
+    ];
+    let lines: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            let per_pod = r.per_solve.as_secs_f64() / r.pods.max(1) as f64;
+            [
+                r.name.clone(),
+                r.pods.to_string(),
+                r.scheduled.to_string(),
+                r.nodes.to_string(),
+                r.iterations.to_string(),
+                format!("{:.3} ms", r.per_solve.as_secs_f64() * 1e3),
+                format!("{:.2} µs", per_pod * 1e6),
+                format!("{:.0}", 1.0 / per_pod),
+                format!("{:.1} MB", r.peak_kib as f64 / 1024.0),
+            ]
+        })
+        .collect();
+    if markdown {
+        println!("| {} |", header.join(" | "));
+        println!("|{}", " --- |".repeat(header.len()));
+        for l in &lines {
+            println!("| {} |", l.join(" | "));
+        }
+        return;
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let fmt = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", fmt(header.to_vec()));
+    for l in &lines {
+        println!("{}", fmt(l.iter().map(String::as_str).collect()));
+    }
+}

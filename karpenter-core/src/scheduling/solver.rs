@@ -1,0 +1,1235 @@
+//! The Solve (spec section 3): queue, placement on existing nodes, in-flight and new NodeClaims,
+//! instance-type filtering, limits, reserved capacity and finalisation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use std::cell::RefCell;
+
+use rustc_hash::FxHashMap;
+
+/// (template, requirements without hostname) → per instance type (requirements met, offering
+/// available).
+type FilterCache = FxHashMap<(usize, Requirements), Arc<Vec<(u32, bool, bool)>>>;
+
+use crate::hostports::HostPortUsage;
+use crate::labels::{self, LabelPolicy};
+use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::{ResourceList, names};
+use crate::taints::{self, Taint, TaintEffect, Toleration, TolerationOperator};
+
+use super::dense::{self, Res, ResourceIndex};
+use super::podreqs::{self, PodRequirements};
+use super::topology::{DomainUniverse, Topology, TopologyInput, UniversePool};
+use super::{
+    ExistingNodeInput, ExistingNodeResult, MinValuesPolicy, NewNodeClaim, PodError, PodErrorKind,
+    PreferencePolicy, ReservedCapacityMode, Results, SchedulerOptions, SchedulingInput,
+};
+
+/// Runs a solve. See the [module documentation](super).
+pub fn solve(input: &SchedulingInput, options: &SchedulerOptions) -> Results {
+    Solver::new(input, options).run()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Templates and daemon overhead groups
+// ---------------------------------------------------------------------------------------------
+
+/// Instance types of one template with the same set of compatible DaemonSets (spec 5.1).
+struct DaemonGroup {
+    overhead: Res,
+    overhead_list: ResourceList,
+    host_ports: HostPortUsage,
+}
+
+struct Template {
+    pool: String,
+    requirements: Requirements,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    startup_taints: Vec<Taint>,
+    instance_types: Vec<Arc<InstanceType>>,
+    allocatable: Vec<Res>,
+    group_of: Vec<usize>,
+    groups: Vec<DaemonGroup>,
+    /// Limited resources: (resource index, remaining milli-units). `nodes` is tracked too.
+    limits: Vec<(usize, i64)>,
+    nodes_limit: Option<i64>,
+    capacity: Vec<Res>,
+}
+
+/// Known ephemeral taints, ignored on uninitialized managed nodes (spec 1.5).
+fn is_ephemeral_taint(t: &Taint) -> bool {
+    match (t.key.as_str(), t.effect) {
+        ("node.kubernetes.io/not-ready", TaintEffect::NoSchedule | TaintEffect::NoExecute) => true,
+        ("node.kubernetes.io/unreachable", TaintEffect::NoSchedule) => true,
+        ("node.cloudprovider.kubernetes.io/uninitialized", TaintEffect::NoSchedule) => {
+            t.value == "true"
+        }
+        (labels::UNREGISTERED_TAINT_KEY, TaintEffect::NoExecute) => true,
+        (k, _) => k.starts_with("readiness.k8s.io/"),
+    }
+}
+
+fn prefer_no_schedule_wildcard() -> Toleration {
+    Toleration {
+        operator: Some(TolerationOperator::Exists),
+        effect: Some(TaintEffect::PreferNoSchedule),
+        ..Toleration::default()
+    }
+}
+
+/// Whether a DaemonSet pod would run on a node described by `node_reqs` (and, for templates, an
+/// instance type): trying its required node-affinity terms in order (spec 5.1).
+fn daemon_compatible(
+    daemon: &Pod,
+    node_reqs: &Requirements,
+    instance_type: Option<&InstanceType>,
+    loose: Option<&LabelPolicy>,
+) -> bool {
+    let mut pod = daemon.clone();
+    loop {
+        let reqs = podreqs::pod_requirements(&pod, PreferencePolicy::Ignore).strict;
+        let ok = node_reqs.is_compatible(&reqs, loose)
+            && instance_type.is_none_or(|it| it.requirements.intersects(&reqs).is_ok());
+        if ok {
+            return true;
+        }
+        match pod.node_affinity.as_mut() {
+            Some(a) if a.required.len() >= 2 => {
+                a.required.remove(0);
+            }
+            _ => return false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Existing nodes and NodeClaims under construction
+// ---------------------------------------------------------------------------------------------
+
+struct ExistingNode {
+    name: String,
+    requirements: Requirements,
+    taints: Vec<Taint>,
+    remaining: Res,
+    host_ports: HostPortUsage,
+    pods: Vec<usize>,
+}
+
+struct Claim {
+    template: usize,
+    hostname: String,
+    requirements: Requirements,
+    options: Vec<u32>,
+    requests: Res,
+    pods: Vec<usize>,
+    host_ports: HostPortUsage,
+    min_values_relaxed: bool,
+    /// Per-resource maximum allocatable over `options`: a cheap upper bound for early rejects.
+    max_allocatable: Res,
+    reservations: BTreeSet<String>,
+}
+
+/// What adding a pod to a claim would change.
+struct ClaimUpdate {
+    requirements: Requirements,
+    options: Vec<u32>,
+    min_values_relaxed: bool,
+    reservations: BTreeSet<String>,
+}
+
+#[derive(Debug)]
+enum AddError {
+    Pod(PodErrorKind, String),
+    /// Compatible reserved offerings exist but none has capacity (strict mode).
+    Reserved(String),
+}
+
+impl AddError {
+    fn message(&self) -> &str {
+        match self {
+            AddError::Pod(_, m) | AddError::Reserved(m) => m,
+        }
+    }
+}
+
+/// Per-pod data that changes when the pod is relaxed.
+struct PodState {
+    pod: Pod,
+    reqs: PodRequirements,
+    requests: Res,
+    constrained: bool,
+}
+
+/// Which of the three instance-type criteria were met, for error messages (spec 3.9).
+#[derive(Default)]
+struct FilterStats {
+    requirements: bool,
+    fits: bool,
+    offering: bool,
+    requirements_and_fits: bool,
+    requirements_and_offering: bool,
+    fits_and_offering: bool,
+}
+
+struct Solver<'a> {
+    options: &'a SchedulerOptions,
+    policy: &'a LabelPolicy,
+    input: &'a SchedulingInput,
+    index: ResourceIndex,
+    templates: Vec<Template>,
+    existing: Vec<ExistingNode>,
+    claims: Vec<Claim>,
+    claim_order: BTreeSet<(usize, usize)>,
+    topology: Topology,
+    tolerate_prefer_no_schedule: bool,
+    hostname_counter: usize,
+    /// Reservation id → instances left (spec 5.4).
+    reservation_capacity: BTreeMap<String, i64>,
+    /// Cache: (template, requirements without hostname) → options passing the requirement and
+    /// offering criteria.
+    filter_cache: RefCell<FilterCache>,
+    errors: BTreeMap<usize, PodError>,
+}
+
+impl<'a> Solver<'a> {
+    fn new(input: &'a SchedulingInput, options: &'a SchedulerOptions) -> Solver<'a> {
+        let policy = &options.label_policy;
+        let mut index = ResourceIndex::default();
+        for base in [names::CPU, names::MEMORY, names::PODS] {
+            let mut l = ResourceList::new();
+            l.insert(base, crate::resources::Quantity::ZERO);
+            index.register(&l);
+        }
+        for p in &input.pods {
+            index.register(&p.requests);
+        }
+        for d in &input.daemonsets {
+            index.register(&d.pod.requests);
+        }
+        for np in &input.node_pools {
+            index.register(&np.limits);
+            for it in &np.instance_types {
+                index.register(&it.capacity);
+                index.register(it.allocatable());
+            }
+        }
+        for n in &input.existing_nodes {
+            index.register(&n.node.allocatable);
+            for p in &n.pods {
+                index.register(&p.requests);
+            }
+        }
+
+        let tolerate_prefer_no_schedule = input.node_pools.iter().any(|np| {
+            np.taints
+                .iter()
+                .any(|t| t.effect == TaintEffect::PreferNoSchedule)
+        });
+
+        let mut pools: Vec<&super::NodePoolInput> = input.node_pools.iter().collect();
+        pools.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name)));
+
+        let daemons: Vec<&DaemonSet> = input
+            .daemonsets
+            .iter()
+            .filter(|d| !(options.ignore_dra_requests && d.pod.has_resource_claims))
+            .collect();
+
+        let mut templates = Vec::new();
+        let mut pool_reqs = Vec::new();
+        for np in pools {
+            let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
+            let mut tlabels = np.labels.clone();
+            tlabels.insert(labels::NODEPOOL.to_string(), np.name.clone());
+            if let Some((k, v)) = &np.node_class_label {
+                tlabels.insert(k.clone(), v.clone());
+            }
+            for (k, v) in &tlabels {
+                reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
+            }
+            let universe_reqs = reqs.clone();
+            reqs.add(Requirement::new(labels::REGISTERED, Operator::In, ["true"]));
+            reqs.add(Requirement::new(labels::INITIALIZED, Operator::In, ["true"]));
+
+            // Pre-filter (spec 3.1): requirements, an available compatible offering,
+            // non-negative allocatable, minValues.
+            let mut its: Vec<Arc<InstanceType>> = np
+                .instance_types
+                .iter()
+                .filter(|it| {
+                    it.requirements.intersects(&reqs).is_ok()
+                        && it
+                            .available_offerings()
+                            .any(|o| reqs.is_compatible(o.requirements(), Some(policy)))
+                        && it.allocatable().iter().all(|(_, q)| !q.is_negative())
+                })
+                .cloned()
+                .collect();
+            if reqs.has_min_values() {
+                let ok = reqs
+                    .satisfies_min_values(its.iter().map(|it| &it.requirements))
+                    .is_ok();
+                if !ok && options.min_values_policy == MinValuesPolicy::Strict {
+                    its.clear();
+                }
+            }
+            pool_reqs.push((universe_reqs, np.taints.clone(), np.instance_types.clone()));
+            if its.is_empty() {
+                continue;
+            }
+
+            // Daemon groups keyed by the set of compatible daemons.
+            let mut group_index: BTreeMap<Vec<usize>, usize> = BTreeMap::new();
+            let mut groups = Vec::new();
+            let mut group_of = Vec::with_capacity(its.len());
+            for it in &its {
+                let set: Vec<usize> = daemons
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, d)| {
+                        let mut tol = d.pod.tolerations.clone();
+                        tol.push(prefer_no_schedule_wildcard());
+                        taints::tolerates_all(&tol, &np.taints).is_ok()
+                            && daemon_compatible(&d.pod, &reqs, Some(it), Some(policy))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                let gi = *group_index.entry(set.clone()).or_insert_with(|| {
+                    let mut overhead_list = ResourceList::new();
+                    let mut host_ports = HostPortUsage::default();
+                    for &i in &set {
+                        overhead_list.add_assign(&daemons[i].pod.scheduling_requests());
+                        host_ports.add(&daemons[i].pod.key(), &daemons[i].pod.host_ports);
+                    }
+                    groups.push(DaemonGroup {
+                        overhead: index.dense(&overhead_list),
+                        overhead_list,
+                        host_ports,
+                    });
+                    groups.len() - 1
+                });
+                group_of.push(gi);
+            }
+
+            // Limits minus existing nodes of this pool (spec 3.10).
+            let mut limits = Vec::new();
+            let mut nodes_limit = None;
+            let pool_nodes: Vec<&ExistingNodeInput> = input
+                .existing_nodes
+                .iter()
+                .filter(|n| n.node.nodepool() == Some(np.name.as_str()))
+                .collect();
+            for (name, q) in np.limits.iter() {
+                if name == names::NODES {
+                    nodes_limit = Some(q.value() - pool_nodes.len() as i64);
+                    continue;
+                }
+                let used: i64 = pool_nodes
+                    .iter()
+                    .map(|n| n.node.capacity.get_or_zero(name).milli_value())
+                    .sum();
+                if let Some(i) = index.position(name) {
+                    limits.push((i, q.milli_value() - used));
+                }
+            }
+            let allocatable = its.iter().map(|it| index.dense(it.allocatable())).collect();
+            let capacity = its.iter().map(|it| index.dense(&it.capacity)).collect();
+            templates.push(Template {
+                pool: np.name.clone(),
+                requirements: reqs,
+                labels: tlabels,
+                taints: np.taints.clone(),
+                startup_taints: np.startup_taints.clone(),
+                instance_types: its,
+                allocatable,
+                group_of,
+                groups,
+                limits,
+                nodes_limit,
+                capacity,
+            });
+        }
+
+        // Reservations: the minimum capacity seen per id across pools.
+        let mut reservation_capacity: BTreeMap<String, i64> = BTreeMap::new();
+        for t in &templates {
+            for it in &t.instance_types {
+                for o in it.offerings.iter().filter(|o| o.is_reserved()) {
+                    if let Some(id) = &o.reservation_id {
+                        let c = i64::from(o.reservation_capacity);
+                        reservation_capacity
+                            .entry(id.clone())
+                            .and_modify(|v| *v = (*v).min(c))
+                            .or_insert(c);
+                    }
+                }
+            }
+        }
+
+        // Existing nodes: not marked for deletion; initialized first, then by name.
+        let mut existing_inputs: Vec<&ExistingNodeInput> = input
+            .existing_nodes
+            .iter()
+            .filter(|n| !n.node.marked_for_deletion)
+            .collect();
+        existing_inputs.sort_by(|a, b| {
+            b.node
+                .initialized
+                .cmp(&a.node.initialized)
+                .then_with(|| a.node.name.cmp(&b.node.name))
+        });
+        let existing = existing_inputs
+            .iter()
+            .map(|n| build_existing(n, &daemons, &index))
+            .collect();
+
+        let universe_pools: Vec<UniversePool<'_>> = pool_reqs
+            .iter()
+            .map(|(r, t, its)| UniversePool {
+                requirements: r,
+                taints: t,
+                instance_types: its,
+            })
+            .collect();
+        let topology = Topology::new(TopologyInput {
+            policy,
+            preference_policy: options.preference_policy,
+            universe: DomainUniverse::build(&universe_pools),
+            nodes: &input.existing_nodes,
+            batch_pods: &input.pods,
+            namespace_labels: &input.namespace_labels,
+        });
+
+        Solver {
+            options,
+            policy,
+            input,
+            index,
+            templates,
+            existing,
+            claims: Vec::new(),
+            claim_order: BTreeSet::new(),
+            topology,
+            tolerate_prefer_no_schedule,
+            hostname_counter: 0,
+            reservation_capacity,
+            filter_cache: RefCell::new(FxHashMap::default()),
+            errors: BTreeMap::new(),
+        }
+    }
+
+    fn pod_state(&self, pod: Pod) -> PodState {
+        let reqs = podreqs::pod_requirements(&pod, self.options.preference_policy);
+        let requests = self.index.dense(&pod.scheduling_requests());
+        let constrained = self.topology.constrains(&pod);
+        PodState {
+            pod,
+            reqs,
+            requests,
+            constrained,
+        }
+    }
+
+    fn run(mut self) -> Results {
+        let pods = &self.input.pods;
+        // Validation before scheduling (spec 1.5).
+        let mut queue: Vec<usize> = Vec::new();
+        for (i, pod) in pods.iter().enumerate() {
+            if let Err(m) = podreqs::validate_pod(pod, self.policy) {
+                self.errors.insert(
+                    i,
+                    PodError {
+                        kind: PodErrorKind::Invalid,
+                        message: format!("ignoring pod: {m}"),
+                    },
+                );
+                continue;
+            }
+            let reqs = podreqs::pod_requirements(pod, self.options.preference_policy);
+            if podreqs::rejects_karpenter(&reqs) {
+                self.errors.insert(
+                    i,
+                    PodError {
+                        kind: PodErrorKind::Invalid,
+                        message: "pod requires karpenter.sh/nodepool DoesNotExist: it does not want Karpenter capacity".into(),
+                    },
+                );
+                continue;
+            }
+            queue.push(i);
+        }
+        // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
+        let cpu = |p: &Pod| p.requests.get_or_zero(names::CPU);
+        let mem = |p: &Pod| p.requests.get_or_zero(names::MEMORY);
+        queue.sort_by(|&a, &b| {
+            let (pa, pb) = (&pods[a], &pods[b]);
+            cpu(pb)
+                .cmp(&cpu(pa))
+                .then_with(|| mem(pb).cmp(&mem(pa)))
+                .then_with(|| pa.creation_timestamp.cmp(&pb.creation_timestamp))
+                .then_with(|| pa.uid.cmp(&pb.uid))
+        });
+        let mut queue: std::collections::VecDeque<usize> = queue.into();
+        let mut marker: FxHashMap<usize, usize> = FxHashMap::default();
+        while let Some(&head) = queue.front() {
+            if marker.get(&head) == Some(&queue.len()) {
+                break;
+            }
+            queue.pop_front();
+            match self.try_schedule(head) {
+                Ok(()) => {
+                    self.errors.remove(&head);
+                }
+                Err(e) => {
+                    self.errors.insert(head, e);
+                    // Retries start again from the unrelaxed pod.
+                    self.topology.update(&pods[head]);
+                    queue.push_back(head);
+                    marker.insert(head, queue.len());
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {
+        let mut state = self.pod_state(self.input.pods[idx].clone());
+        loop {
+            let err = match self.add(idx, &state) {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let (kind, message) = match err {
+                AddError::Reserved(m) => return Err(pod_error(PodErrorKind::ReservedOffering, m)),
+                AddError::Pod(PodErrorKind::Dra, m) => {
+                    return Err(pod_error(PodErrorKind::Dra, m));
+                }
+                AddError::Pod(k, m) => (k, m),
+            };
+            let mut pod = state.pod;
+            if !podreqs::relax(
+                &mut pod,
+                self.options.preference_policy,
+                self.tolerate_prefer_no_schedule,
+            ) {
+                return Err(pod_error(kind, message));
+            }
+            self.topology.update(&pod);
+            state = self.pod_state(pod);
+        }
+    }
+
+    fn add(&mut self, idx: usize, st: &PodState) -> Result<(), AddError> {
+        if st.pod.has_resource_claims && self.options.ignore_dra_requests {
+            return Err(AddError::Pod(
+                PodErrorKind::Dra,
+                "pod has Dynamic Resource Allocation requirements that are not supported".into(),
+            ));
+        }
+        // 1. Existing nodes, in order.
+        for n in 0..self.existing.len() {
+            if let Some(reqs) = self.existing_can_add(n, st) {
+                self.existing_add(n, idx, st, reqs);
+                return Ok(());
+            }
+        }
+        // 2. NodeClaims of this solve, fewest pods first.
+        let order: Vec<usize> = self.claim_order.iter().map(|&(_, c)| c).collect();
+        for c in order {
+            if self.claim_quick_reject(c, st) {
+                continue;
+            }
+            let claim = &self.claims[c];
+            let tpl = &self.templates[claim.template];
+            if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
+                continue;
+            }
+            if let Ok(update) = self.claim_can_add(
+                claim.template,
+                &claim.requirements,
+                &claim.options,
+                &claim.requests,
+                &claim.host_ports,
+                &claim.reservations,
+                st,
+                false,
+            ) {
+                self.claim_add(c, idx, st, update);
+                return Ok(());
+            }
+        }
+        // 3./4. A new NodeClaim from the first template that can take the pod.
+        if self.templates.is_empty() {
+            return Err(AddError::Pod(
+                PodErrorKind::NoNodePools,
+                "nodepool requirements filtered out all available instance types".into(),
+            ));
+        }
+        let mut errors = Vec::new();
+        let mut kind = PodErrorKind::InstanceTypes;
+        for t in 0..self.templates.len() {
+            match self.new_claim(t, idx, st) {
+                Ok(()) => return Ok(()),
+                Err(AddError::Reserved(m)) => {
+                    return Err(AddError::Reserved(format!(
+                        "incompatible with nodepool {:?}: {m}",
+                        self.templates[t].pool
+                    )));
+                }
+                Err(AddError::Pod(k, m)) => {
+                    if errors.is_empty() {
+                        kind = k;
+                    }
+                    errors.push(format!(
+                        "incompatible with nodepool {:?}, daemonset overhead={}, {m}",
+                        self.templates[t].pool,
+                        self.daemon_overhead_summary(t)
+                    ));
+                }
+            }
+        }
+        Err(AddError::Pod(kind, errors.join("; ")))
+    }
+
+    fn daemon_overhead_summary(&self, t: usize) -> String {
+        let tpl = &self.templates[t];
+        let lists: Vec<&ResourceList> = tpl.groups.iter().map(|g| &g.overhead_list).collect();
+        let min = ResourceList::min_common(lists.iter().copied());
+        format_resources(&min)
+    }
+
+    // ---- existing nodes ------------------------------------------------------------------
+
+    fn existing_can_add(&self, n: usize, st: &PodState) -> Option<Requirements> {
+        let node = &self.existing[n];
+        if st.constrained && !self.topology.hostname_quick_reject_ok(&st.pod, &node.name) {
+            return None;
+        }
+        taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
+        node.host_ports
+            .conflicts(&st.pod.key(), &st.pod.host_ports)
+            .ok()?;
+        if !dense::fits(&st.requests, &node.remaining) {
+            return None;
+        }
+        node.requirements
+            .compatible(&st.reqs.requirements, None)
+            .ok()?;
+        let mut reqs = node.requirements.intersection(&st.reqs.requirements);
+        if st.constrained {
+            let topo = self
+                .topology
+                .add_requirements(&st.pod, &st.reqs.strict, &reqs, &node.taints)
+                .ok()?;
+            reqs.compatible(&topo, None).ok()?;
+            reqs = topo;
+        }
+        Some(reqs)
+    }
+
+    fn existing_add(&mut self, n: usize, idx: usize, st: &PodState, reqs: Requirements) {
+        let node = &mut self.existing[n];
+        dense::sub_assign(&mut node.remaining, &st.requests);
+        node.host_ports.add(&st.pod.key(), &st.pod.host_ports);
+        node.pods.push(idx);
+        node.requirements = reqs;
+        let taints = node.taints.clone();
+        let reqs = node.requirements.clone();
+        self.topology.record(&st.pod, &taints, &reqs);
+    }
+
+    // ---- NodeClaims ----------------------------------------------------------------------
+
+    fn claim_quick_reject(&self, c: usize, st: &PodState) -> bool {
+        let claim = &self.claims[c];
+        if st.constrained && !self.topology.hostname_quick_reject_ok(&st.pod, &claim.hostname) {
+            return true;
+        }
+        let total = dense::add(&claim.requests, &st.requests);
+        !dense::fits(&total, &claim.max_allocatable)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn claim_can_add(
+        &self,
+        t: usize,
+        claim_reqs: &Requirements,
+        options: &[u32],
+        requests: &Res,
+        host_ports: &HostPortUsage,
+        held: &BTreeSet<String>,
+        st: &PodState,
+        relax_min_values: bool,
+    ) -> Result<ClaimUpdate, AddError> {
+        let policy = self.policy;
+        let tpl = &self.templates[t];
+        if let Err(e) = taints::tolerates_all(&st.pod.tolerations, &tpl.taints) {
+            return Err(AddError::Pod(PodErrorKind::Taints, e.to_string()));
+        }
+        if let Err(e) = host_ports.conflicts(&st.pod.key(), &st.pod.host_ports) {
+            return Err(AddError::Pod(PodErrorKind::HostPorts, e.to_string()));
+        }
+        if let Err(e) = claim_reqs.compatible(&st.reqs.requirements, Some(policy)) {
+            return Err(AddError::Pod(
+                PodErrorKind::Requirements,
+                format!("incompatible requirements, {e}"),
+            ));
+        }
+        let mut reqs = claim_reqs.intersection(&st.reqs.requirements);
+        if st.constrained {
+            let topo = self
+                .topology
+                .add_requirements(&st.pod, &st.reqs.strict, &reqs, &tpl.taints)
+                .map_err(|e| AddError::Pod(PodErrorKind::Topology, e.to_string()))?;
+            if let Err(e) = reqs.compatible(&topo, Some(policy)) {
+                return Err(AddError::Pod(
+                    PodErrorKind::Topology,
+                    format!("unsatisfiable topology constraint, {e}"),
+                ));
+            }
+            reqs = topo;
+        }
+        let total = dense::add(requests, &st.requests);
+        let unchanged = reqs == *claim_reqs;
+        let (survivors, stats, min_values) =
+            self.filter(t, options, &reqs, unchanged, st, &total, relax_min_values);
+        if survivors.is_empty() {
+            return Err(AddError::Pod(
+                if min_values.is_some() {
+                    PodErrorKind::MinValues
+                } else {
+                    PodErrorKind::InstanceTypes
+                },
+                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, self, t),
+            ));
+        }
+        let mut relaxed = false;
+        if let Some(achieved) = &min_values_relaxation(&reqs, &survivors, self, t)
+            && relax_min_values
+        {
+            for (key, count) in achieved {
+                if let Some(r) = reqs.get_mut(key) {
+                    r.set_min_values(Some(*count as i64));
+                    relaxed = true;
+                }
+            }
+        }
+        let reservations = self.reservations_for(t, &reqs, &survivors, held)?;
+        Ok(ClaimUpdate {
+            requirements: reqs,
+            options: survivors,
+            min_values_relaxed: relaxed,
+            reservations,
+        })
+    }
+
+    /// Spec 3.9 for the candidates `options` of template `t`.
+    #[allow(clippy::too_many_arguments)]
+    fn filter(
+        &self,
+        t: usize,
+        options: &[u32],
+        reqs: &Requirements,
+        reqs_unchanged: bool,
+        st: &PodState,
+        total: &Res,
+        relax_min_values: bool,
+    ) -> (Vec<u32>, FilterStats, Option<String>) {
+        let policy = self.policy;
+        // Requirement and offering criteria depend only on the requirements: cache them.
+        let criteria: Option<Arc<Vec<(u32, bool, bool)>>> = if reqs_unchanged {
+            None
+        } else {
+            let mut key_reqs = reqs.clone();
+            key_reqs.remove(labels::HOSTNAME);
+            let tpl = &self.templates[t];
+            let mut cache = self.filter_cache.borrow_mut();
+            let entry = cache.entry((t, key_reqs)).or_insert_with(|| {
+                Arc::new(
+                    (0..tpl.instance_types.len() as u32)
+                        .map(|i| {
+                            let it = &tpl.instance_types[i as usize];
+                            let compatible = it.requirements.intersects(reqs).is_ok();
+                            let offering = it
+                                .available_offerings()
+                                .any(|o| reqs.is_compatible(o.requirements(), Some(policy)));
+                            (i, compatible, offering)
+                        })
+                        .collect(),
+                )
+            });
+            Some(entry.clone())
+        };
+        let tpl = &self.templates[t];
+        let pod_key = st.pod.key();
+        let mut stats = FilterStats::default();
+        let mut survivors = Vec::with_capacity(options.len());
+        let mut need = total.clone();
+        for &i in options {
+            let g = tpl.group_of[i as usize];
+            let group = &tpl.groups[g];
+            if !st.pod.host_ports.is_empty()
+                && group
+                    .host_ports
+                    .conflicts(&pod_key, &st.pod.host_ports)
+                    .is_err()
+            {
+                continue;
+            }
+            need.clone_from(total);
+            dense::add_assign(&mut need, &group.overhead);
+            let fits = dense::fits(&need, &tpl.allocatable[i as usize]);
+            let (compatible, offering) = match &criteria {
+                None => (true, true),
+                Some(c) => (c[i as usize].1, c[i as usize].2),
+            };
+            stats.requirements |= compatible;
+            stats.fits |= fits;
+            stats.offering |= offering;
+            stats.requirements_and_fits |= compatible && fits;
+            stats.requirements_and_offering |= compatible && offering;
+            stats.fits_and_offering |= fits && offering;
+            if compatible && fits && offering {
+                survivors.push(i);
+            }
+        }
+        let mut min_values_error = None;
+        if !survivors.is_empty() && reqs.has_min_values() {
+            let result = reqs.satisfies_min_values(
+                survivors
+                    .iter()
+                    .map(|&i| &tpl.instance_types[i as usize].requirements),
+            );
+            if let Err(e) = result
+                && !(relax_min_values
+                    || self.options.min_values_policy == MinValuesPolicy::BestEffort)
+            {
+                min_values_error = Some(e.to_string());
+                survivors.clear();
+            }
+        }
+        (survivors, stats, min_values_error)
+    }
+
+    fn new_claim(&mut self, t: usize, idx: usize, st: &PodState) -> Result<(), AddError> {
+        // Limits (spec 3.10).
+        let tpl = &self.templates[t];
+        if tpl.nodes_limit == Some(0) {
+            return Err(AddError::Pod(
+                PodErrorKind::Limits,
+                format!("node limits have been exhausted for nodepool {:?}", tpl.pool),
+            ));
+        }
+        let options: Vec<u32> = (0..tpl.instance_types.len() as u32)
+            .filter(|&i| {
+                tpl.limits
+                    .iter()
+                    .all(|&(r, remaining)| tpl.capacity[i as usize][r] <= remaining)
+            })
+            .collect();
+        if options.is_empty() {
+            return Err(AddError::Pod(
+                PodErrorKind::Limits,
+                format!(
+                    "all available instance types exceed limits for nodepool {:?}",
+                    tpl.pool
+                ),
+            ));
+        }
+        let hostname = format!("hostname-placeholder-{:04}", self.hostname_counter + 1);
+        let mut reqs = tpl.requirements.clone();
+        reqs.add(Requirement::new(
+            labels::HOSTNAME,
+            Operator::In,
+            [hostname.as_str()],
+        ));
+        let relax = self.options.min_values_policy == MinValuesPolicy::BestEffort;
+        let requests = self.index.zero();
+        let ports = HostPortUsage::default();
+        let held = BTreeSet::new();
+        let update =
+            self.claim_can_add(t, &reqs, &options, &requests, &ports, &held, st, relax)?;
+        self.hostname_counter += 1;
+        let c = self.claims.len();
+        self.claims.push(Claim {
+            template: t,
+            hostname,
+            requirements: reqs,
+            options,
+            requests,
+            pods: Vec::new(),
+            host_ports: ports,
+            min_values_relaxed: false,
+            max_allocatable: self.index.zero(),
+            reservations: held,
+        });
+        self.claim_order.insert((0, c));
+        self.claim_add(c, idx, st, update);
+        // Subtract the largest capacity among the claim's options from the pool's limits.
+        let tpl = &mut self.templates[t];
+        let claim = &self.claims[c];
+        for (r, remaining) in tpl.limits.iter_mut() {
+            let max = claim
+                .options
+                .iter()
+                .map(|&i| tpl.capacity[i as usize][*r])
+                .max()
+                .unwrap_or(0);
+            *remaining -= max;
+        }
+        Ok(())
+    }
+
+    fn claim_add(&mut self, c: usize, idx: usize, st: &PodState, update: ClaimUpdate) {
+        let claim = &mut self.claims[c];
+        let tpl = &self.templates[claim.template];
+        self.claim_order.remove(&(claim.pods.len(), c));
+        claim.pods.push(idx);
+        self.claim_order.insert((claim.pods.len(), c));
+        claim.requirements = update.requirements;
+        claim.options = update.options;
+        claim.min_values_relaxed |= update.min_values_relaxed;
+        dense::add_assign(&mut claim.requests, &st.requests);
+        claim.host_ports.add(&st.pod.key(), &st.pod.host_ports);
+        let mut max = self.index.zero();
+        for &i in &claim.options {
+            dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
+        }
+        claim.max_allocatable = max;
+        // Reservations: take new ones, release ones no longer wanted.
+        for id in update.reservations.difference(&claim.reservations) {
+            *self.reservation_capacity.entry(id.clone()).or_insert(0) -= 1;
+        }
+        for id in claim.reservations.difference(&update.reservations) {
+            *self.reservation_capacity.entry(id.clone()).or_insert(0) += 1;
+        }
+        claim.reservations = update.reservations;
+        let hostname = claim.hostname.clone();
+        let reqs = claim.requirements.clone();
+        let taints = tpl.taints.clone();
+        self.topology.register(labels::HOSTNAME, &hostname);
+        self.topology.record(&st.pod, &taints, &reqs);
+    }
+
+    /// Spec 5.4: the reserved offerings a claim would hold.
+    fn reservations_for(
+        &self,
+        t: usize,
+        reqs: &Requirements,
+        options: &[u32],
+        held: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, AddError> {
+        let tpl = &self.templates[t];
+        let mut compatible = false;
+        let mut wanted = BTreeSet::new();
+        for &i in options {
+            for o in tpl.instance_types[i as usize].available_offerings() {
+                let Some(id) = o.reservation_id.as_ref().filter(|_| o.is_reserved()) else {
+                    continue;
+                };
+                if !reqs.is_compatible(o.requirements(), Some(self.policy)) {
+                    continue;
+                }
+                compatible = true;
+                if held.contains(id) || self.reservation_capacity.get(id).is_some_and(|c| *c > 0)
+                {
+                    wanted.insert(id.clone());
+                }
+            }
+        }
+        if self.options.reserved_capacity_mode == ReservedCapacityMode::Strict
+            && ((compatible && wanted.is_empty()) || (!held.is_empty() && wanted.is_empty()))
+        {
+            return Err(AddError::Reserved(
+                "compatible reserved offerings exist but none has capacity left".into(),
+            ));
+        }
+        Ok(wanted)
+    }
+
+    // ---- finalisation ----------------------------------------------------------------------
+
+    fn finish(mut self) -> Results {
+        let pods = &self.input.pods;
+        let mut results = Results::default();
+        let claims = std::mem::take(&mut self.claims);
+        for claim in claims {
+            let tpl = &self.templates[claim.template];
+            let mut reqs = claim.requirements.clone();
+            reqs.remove(labels::HOSTNAME);
+            if !claim.reservations.is_empty() {
+                reqs.remove(labels::CAPACITY_TYPE);
+                reqs.add(Requirement::new(
+                    labels::CAPACITY_TYPE,
+                    Operator::In,
+                    [labels::CAPACITY_TYPE_RESERVED],
+                ));
+                if let Some(key) = &self.options.reservation_id_label {
+                    reqs.remove(key);
+                    reqs.add(Requirement::new(
+                        key,
+                        Operator::In,
+                        claim.reservations.iter().map(String::as_str),
+                    ));
+                }
+            }
+            // Order by cheapest compatible offering, truncate, re-check minValues (spec 3.11).
+            let mut its: Vec<(f64, usize, Arc<InstanceType>)> = claim
+                .options
+                .iter()
+                .map(|&i| {
+                    let it = &tpl.instance_types[i as usize];
+                    let price = it
+                        .cheapest_offering(&reqs, self.policy)
+                        .map_or(f64::INFINITY, |o| o.price);
+                    (price, i as usize, it.clone())
+                })
+                .collect();
+            its.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            its.truncate(self.options.max_instance_types);
+            if reqs.has_min_values()
+                && self.options.min_values_policy == MinValuesPolicy::Strict
+                && let Err(e) = reqs.satisfies_min_values(its.iter().map(|x| &x.2.requirements))
+            {
+                for &p in &claim.pods {
+                    self.errors.insert(
+                        p,
+                        pod_error(
+                            PodErrorKind::MinValues,
+                            format!(
+                                "pod didn't schedule because NodePool {:?} couldn't meet minValues requirements, {e}",
+                                tpl.pool
+                            ),
+                        ),
+                    );
+                }
+                continue;
+            }
+            // Requests: pods plus the smallest overhead among groups still holding an option.
+            let mut requests = ResourceList::new();
+            for &p in &claim.pods {
+                requests.add_assign(&pods[p].scheduling_requests());
+            }
+            let live_groups: BTreeSet<usize> = claim
+                .options
+                .iter()
+                .map(|&i| tpl.group_of[i as usize])
+                .collect();
+            let overhead = ResourceList::min_common(
+                live_groups.iter().map(|&g| &tpl.groups[g].overhead_list),
+            );
+            requests.add_assign(&overhead);
+
+            // Output requirements: drop simulation keys; instance types and capacity types of
+            // the kept options (spec 3.11 ToNodeClaim).
+            reqs.remove(labels::REGISTERED);
+            reqs.remove(labels::INITIALIZED);
+            let min_values = reqs.get(labels::INSTANCE_TYPE).and_then(|r| r.min_values());
+            reqs.remove(labels::INSTANCE_TYPE);
+            reqs.add(
+                Requirement::new(
+                    labels::INSTANCE_TYPE,
+                    Operator::In,
+                    its.iter().map(|x| x.2.name.as_str()),
+                )
+                .with_min_values(min_values),
+            );
+            let mut cts: BTreeSet<&str> = BTreeSet::new();
+            for (_, _, it) in &its {
+                for o in it.available_offerings() {
+                    if reqs.is_compatible(o.requirements(), Some(self.policy)) {
+                        cts.insert(o.capacity_type.as_str());
+                    }
+                }
+            }
+            if !cts.is_empty() {
+                reqs.add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, cts));
+            }
+            let mut node_labels = tpl.labels.clone();
+            node_labels.extend(reqs.labels(self.policy));
+            results.new_node_claims.push(NewNodeClaim {
+                node_pool: tpl.pool.clone(),
+                requirements: reqs,
+                instance_types: its.into_iter().map(|x| x.2).collect(),
+                pods: claim.pods.iter().map(|&p| pods[p].key()).collect(),
+                requests,
+                labels: node_labels,
+                taints: tpl.taints.clone(),
+                startup_taints: tpl.startup_taints.clone(),
+                min_values_relaxed: claim.min_values_relaxed,
+                reservation_ids: claim.reservations.iter().cloned().collect(),
+            });
+        }
+        for node in &self.existing {
+            if !node.pods.is_empty() {
+                results.existing_nodes.push(ExistingNodeResult {
+                    name: node.name.clone(),
+                    pods: node.pods.iter().map(|&p| pods[p].key()).collect(),
+                });
+            }
+        }
+        results.pod_errors = self
+            .errors
+            .into_iter()
+            .map(|(i, e)| (pods[i].key(), e))
+            .collect();
+        results
+    }
+}
+
+fn pod_error(kind: PodErrorKind, message: String) -> PodError {
+    PodError { kind, message }
+}
+
+fn format_resources(list: &ResourceList) -> String {
+    let parts: Vec<String> = list.iter().map(|(k, q)| format!("{k}={q}")).collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// With BestEffort minValues: the achieved counts of keys whose minValues the survivors miss.
+fn min_values_relaxation(
+    reqs: &Requirements,
+    survivors: &[u32],
+    solver: &Solver<'_>,
+    t: usize,
+) -> Option<BTreeMap<String, usize>> {
+    if !reqs.has_min_values() {
+        return None;
+    }
+    let tpl = &solver.templates[t];
+    match reqs.satisfies_min_values(
+        survivors
+            .iter()
+            .map(|&i| &tpl.instance_types[i as usize].requirements),
+    ) {
+        Ok(_) => None,
+        Err(e) => Some(e.achieved),
+    }
+}
+
+fn filter_error_message(
+    s: &FilterStats,
+    min_values: Option<&str>,
+    reqs: &Requirements,
+    total: &Res,
+    solver: &Solver<'_>,
+    t: usize,
+) -> String {
+    let mut shown = reqs.clone();
+    for key in [labels::REGISTERED, labels::INITIALIZED, labels::HOSTNAME] {
+        shown.remove(key);
+    }
+    let _ = t;
+    let resources = dense_summary(&solver.index, total);
+    let context = format!("requirements={shown}, resources={resources}");
+    if let Some(m) = min_values {
+        return format!("{m}, {context}");
+    }
+    let msg = if !s.requirements && !s.fits && !s.offering {
+        "no instance type met the scheduling requirements or had enough resources or had a required offering".to_string()
+    } else if !s.requirements && !s.fits {
+        "no instance type met the scheduling requirements or had enough resources".to_string()
+    } else if !s.requirements && !s.offering {
+        "no instance type met the scheduling requirements or had a required offering".to_string()
+    } else if !s.fits && !s.offering {
+        "no instance type had enough resources or had a required offering".to_string()
+    } else if !s.requirements {
+        "no instance type met all requirements".to_string()
+    } else if !s.fits {
+        let cpu = total.first().copied().unwrap_or(0);
+        if cpu >= 1_000_000_000 {
+            "no instance type has enough resources (CPU request >= 1 Million, m vs M typo?)"
+                .to_string()
+        } else {
+            "no instance type has enough resources".to_string()
+        }
+    } else if !s.offering {
+        "no instance type has the required offering".to_string()
+    } else if !s.requirements_and_fits {
+        "no instance type which met the scheduling requirements had enough resources".to_string()
+    } else if !s.requirements_and_offering {
+        "no instance type which met the scheduling requirements had a required offering"
+            .to_string()
+    } else if !s.fits_and_offering {
+        "no instance type which had enough resources had a required offering".to_string()
+    } else {
+        "no instance type met the requirements/resources/offering tuple".to_string()
+    };
+    format!("{msg}, {context}")
+}
+
+fn dense_summary(index: &ResourceIndex, v: &Res) -> String {
+    let parts: Vec<String> = (0..index.len())
+        .filter(|&i| v[i] != 0)
+        .map(|i| format!("{}={}", index.name(i), format_milli(v[i])))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn format_milli(m: i64) -> String {
+    if m % 1000 == 0 {
+        (m / 1000).to_string()
+    } else {
+        format!("{m}m")
+    }
+}
+
+fn build_existing(
+    input: &ExistingNodeInput,
+    daemons: &[&DaemonSet],
+    index: &ResourceIndex,
+) -> ExistingNode {
+    let node: &ClusterNode = &input.node;
+    let taints: Vec<Taint> = if node.managed && !node.initialized {
+        node.taints
+            .iter()
+            .filter(|t| !is_ephemeral_taint(t) && !node.startup_taints.iter().any(|s| s.matches(t)))
+            .cloned()
+            .collect()
+    } else {
+        node.taints.clone()
+    };
+    let mut requirements =
+        Requirements::from_labels(node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    requirements.add(Requirement::new(
+        labels::HOSTNAME,
+        Operator::In,
+        [node.hostname()],
+    ));
+    let mut used = index.zero();
+    let mut daemon_used = ResourceList::new();
+    let mut host_ports = HostPortUsage::default();
+    for p in input.pods.iter().filter(|p| !p.is_terminal()) {
+        dense::add_assign(&mut used, &index.dense(&p.scheduling_requests()));
+        if p.is_daemonset_pod() {
+            daemon_used.add_assign(&p.scheduling_requests());
+        }
+        host_ports.add(&p.key(), &p.host_ports);
+    }
+    let mut daemon_total = ResourceList::new();
+    for d in daemons {
+        let mut tol = d.pod.tolerations.clone();
+        tol.push(prefer_no_schedule_wildcard());
+        if taints::tolerates_all(&tol, &taints).is_ok()
+            && daemon_compatible(&d.pod, &requirements, None, None)
+        {
+            daemon_total.add_assign(&d.pod.scheduling_requests());
+        }
+    }
+    let mut remaining_daemon = daemon_total.sub(&daemon_used);
+    remaining_daemon.clamp_non_negative();
+    let mut remaining = index.dense(&node.allocatable);
+    dense::sub_assign(&mut remaining, &used);
+    dense::sub_assign(&mut remaining, &index.dense(&remaining_daemon));
+    ExistingNode {
+        name: node.hostname().to_string(),
+        requirements,
+        taints,
+        remaining,
+        host_ports,
+        pods: Vec::new(),
+    }
+}
