@@ -225,3 +225,6 @@ mod solver;
 pub(crate) mod topology;
 
 pub use solver::solve;
+
+#[cfg(test)]
+mod tests;

@@ -147,14 +147,6 @@ enum AddError {
     Reserved(String),
 }
 
-impl AddError {
-    fn message(&self) -> &str {
-        match self {
-            AddError::Pod(_, m) | AddError::Reserved(m) => m,
-        }
-    }
-}
-
 /// Per-pod data that changes when the pod is relaxed.
 struct PodState {
     pod: Pod,
