@@ -115,13 +115,25 @@ impl NodePoolInput {
     /// provider offers. Limits absent from the pool are unlimited.
     ///
     /// ```
-    /// use karpenter_core::api::{NodePool, NodePoolSpec};
+    /// use karpenter_core::api::{
+    ///     NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
+    ///     TemplateMetadata,
+    /// };
     /// use karpenter_core::scheduling::NodePoolInput;
     ///
-    /// let pool = NodePool::new("default", NodePoolSpec::default());
+    /// let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    /// let template = NodeClaimTemplate {
+    ///     metadata: TemplateMetadata::default(),
+    ///     spec: NodeClaimTemplateSpec::new(class),
+    /// };
+    /// let pool = NodePool::new("default", NodePoolSpec::new(template));
     /// let input = NodePoolInput::from_nodepool(&pool, Vec::new());
     /// assert_eq!(input.name, "default");
     /// assert_eq!(input.weight, 0);
+    /// assert_eq!(
+    ///     input.node_class_label,
+    ///     Some(("karpenter.k8s.aws/ec2nodeclass".to_string(), "default".to_string()))
+    /// );
     /// ```
     pub fn from_nodepool(
         pool: &crate::api::NodePool,
