@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use karpenter_core::labels;
 use karpenter_core::model::{
     LabelSelector, NodeAffinity, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm,
-    PreferredSchedulingTerm, TopologySpreadConstraint, WeightedPodAffinityTerm,
-    WhenUnsatisfiable,
+    PreferredSchedulingTerm, TopologySpreadConstraint, WeightedPodAffinityTerm, WhenUnsatisfiable,
 };
 use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
 use karpenter_core::resources::{Quantity, ResourceList, names};
@@ -46,7 +45,10 @@ fn to_pod(i: usize, d: &PodDraw) -> Pod {
         .insert(CLUSTER_LABEL.0.to_string(), CLUSTER_LABEL.1.to_string());
     let mut requests = ResourceList::new();
     requests.insert(names::CPU, Quantity::from_milli(d.cpu_milli));
-    requests.insert(names::MEMORY, Quantity::from_bytes(d.memory_mi * 1024 * 1024));
+    requests.insert(
+        names::MEMORY,
+        Quantity::from_bytes(d.memory_mi * 1024 * 1024),
+    );
     pod.requests = requests;
     let spread = |key: &str| TopologySpreadConstraint {
         max_skew: 1,

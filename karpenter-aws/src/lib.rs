@@ -2,3 +2,10 @@
 //!
 //! The AWS provider for `karpenter-core`: EC2NodeClass, instance types built from EC2 data with
 //! upstream's capacity and overhead rules, and the offline us-east-1 catalog.
+
+pub mod catalog;
+
+pub use catalog::{
+    AwsCatalogOptions, CatalogError, CatalogInstanceType, CatalogOffering, CatalogOverhead,
+    offline_catalog,
+};

@@ -8,13 +8,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 /// The IPv4 unspecified address, used when a port's `hostIP` is empty.
 const UNSPECIFIED_V4: &str = "0.0.0.0";
 /// The IPv6 unspecified address.
 const UNSPECIFIED_V6: &str = "::";
 
 /// One host port a pod binds.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct HostPort {
     /// The host IP; an empty `hostIP` is normalised to `0.0.0.0`.
     pub ip: String,
