@@ -234,6 +234,12 @@ impl<'a> Solver<'a> {
         let mut pool_reqs = Vec::new();
         for np in pools {
             let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
+            // The topology domain universe sees the pool's requirements and its own template
+            // labels only (spec 4.2), not the nodepool / node-class labels added below.
+            let mut universe_reqs = reqs.clone();
+            for (k, v) in &np.labels {
+                universe_reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
+            }
             let mut tlabels = np.labels.clone();
             tlabels.insert(labels::NODEPOOL.to_string(), np.name.clone());
             if let Some((k, v)) = &np.node_class_label {
@@ -242,7 +248,6 @@ impl<'a> Solver<'a> {
             for (k, v) in &tlabels {
                 reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
             }
-            let universe_reqs = reqs.clone();
             reqs.add(Requirement::new(labels::REGISTERED, Operator::In, ["true"]));
             reqs.add(Requirement::new(
                 labels::INITIALIZED,
