@@ -19,4 +19,5 @@ pub mod model;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;
+pub mod state;
 pub mod taints;

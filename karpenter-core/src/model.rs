@@ -667,6 +667,9 @@ pub struct ClusterNode {
     /// Node labels (NodeClaim labels while unregistered).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Node annotations (for example `karpenter.sh/do-not-disrupt`).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
     /// Current taints.
     #[serde(default)]
     pub taints: Vec<Taint>,
@@ -704,6 +707,7 @@ impl ClusterNode {
         ClusterNode {
             name: name.into(),
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             taints: Vec::new(),
             startup_taints: Vec::new(),
             capacity: ResourceList::new(),
@@ -739,4 +743,62 @@ pub struct DaemonSet {
     /// The pod it runs (requests, tolerations, node selector and required node affinity are
     /// what matter).
     pub pod: Pod,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pod disruption budgets
+// ---------------------------------------------------------------------------------------------
+
+/// An integer or a percentage, as in a PDB's `minAvailable` / `maxUnavailable`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IntOrPercent {
+    /// An absolute count.
+    Int(i32),
+    /// A percentage (0-100).
+    Percent(u32),
+}
+
+/// A PodDisruptionBudget, as far as disruption cares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudget {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Which pods it covers; `None` selects nothing, an empty selector every pod.
+    #[serde(default)]
+    pub selector: Option<LabelSelector>,
+    /// `spec.minAvailable`.
+    #[serde(default)]
+    pub min_available: Option<IntOrPercent>,
+    /// `spec.maxUnavailable`.
+    #[serde(default)]
+    pub max_unavailable: Option<IntOrPercent>,
+    /// `status.disruptionsAllowed`.
+    #[serde(default)]
+    pub disruptions_allowed: i32,
+    /// `spec.unhealthyPodEvictionPolicy: AlwaysAllow`.
+    #[serde(default)]
+    pub unhealthy_pod_eviction_policy_always_allow: bool,
+}
+
+impl PodDisruptionBudget {
+    /// Whether the PDB can never allow an eviction: `maxUnavailable` 0 or `0%`, or
+    /// `minAvailable` `100%`.
+    pub fn is_fully_blocking(&self) -> bool {
+        matches!(
+            self.max_unavailable,
+            Some(IntOrPercent::Int(0)) | Some(IntOrPercent::Percent(0))
+        ) || matches!(self.min_available, Some(IntOrPercent::Percent(100)))
+    }
+
+    /// Whether the PDB covers `pod`: same namespace and the selector matches.
+    pub fn selects(&self, pod: &Pod) -> bool {
+        pod.namespace == self.namespace
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
+    }
 }
