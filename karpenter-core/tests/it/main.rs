@@ -1,0 +1,3 @@
+//! The integration-test binary of `karpenter-core` (one binary, one module per area).
+
+mod api;
