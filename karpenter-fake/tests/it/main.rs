@@ -1,0 +1,4 @@
+//! Integration tests of karpenter-fake: catalogs, the fake provider and the provisioning harness.
+
+mod catalog;
+mod provider;
