@@ -114,14 +114,28 @@ impl Schedule {
             )));
         }
         let mut canonical = String::from("0");
-        let mut never = false;
+        let mut parsed = Vec::with_capacity(FIELDS.len());
         for (text, field) in fields.iter().zip(FIELDS.iter()) {
-            match canonical_field(text, field).map_err(&err)? {
-                Some(c) => {
+            parsed.push(canonical_field(text, field).map_err(&err)?);
+        }
+        let mut never = false;
+        for p in &parsed {
+            match p {
+                Some(p) => {
                     canonical.push(' ');
-                    canonical.push_str(&c);
+                    canonical.push_str(&p.text);
                 }
                 None => never = true,
+            }
+        }
+        // With a star day-of-week, only the days of month count: if none of them exists in any
+        // listed month (`0 0 30 2 *`), the schedule never fires. Found here rather than by
+        // letting croner search up to its year limit.
+        if let [_, _, Some(dom), Some(month), Some(dow)] = parsed.as_slice() {
+            let possible = (1..=12u32)
+                .any(|m| month.has(m) && (1..=DAYS_IN_MONTH[(m - 1) as usize]).any(|d| dom.has(d)));
+            if dow.star && !dom.star && !possible {
+                never = true;
             }
         }
         if never {
@@ -144,29 +158,53 @@ impl Schedule {
     }
 }
 
+/// Longest length of each month (February in leap years).
+const DAYS_IN_MONTH: [u32; 12] = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/// One checked field: its explicit form for croner and the values it matches.
+struct ParsedField {
+    text: String,
+    values: u64,
+    star: bool,
+}
+
+impl ParsedField {
+    fn has(&self, v: u32) -> bool {
+        v < 64 && self.values & (1u64 << v) != 0
+    }
+}
+
 /// Checks one field in robfig's dialect and writes it as explicit `a-b/s` ranges (or `*` for a
 /// day field containing a star, which switches day matching to "both must match"). `None` when
 /// the field lists nothing at all (e.g. `,`), so it never matches.
-fn canonical_field(text: &str, field: &FieldSpec) -> Result<Option<String>, String> {
+fn canonical_field(text: &str, field: &FieldSpec) -> Result<Option<ParsedField>, String> {
     let mut out = String::new();
     let mut star = false;
-    let mut any = false;
+    let mut values = 0u64;
     for range in text.split(',').filter(|r| !r.is_empty()) {
         let (lo, hi, step, is_star) = parse_range(range, field)?;
-        any = true;
         star |= is_star;
+        let mut v = lo;
+        while v <= hi && v < 64 {
+            values |= 1u64 << v;
+            v = v.saturating_add(step.max(1));
+        }
         if !out.is_empty() {
             out.push(',');
         }
         let _ = write!(out, "{lo}-{hi}/{step}");
     }
-    if !any {
+    if out.is_empty() {
         return Ok(None);
     }
     if star && field.star_matters {
-        return Ok(Some("*".into()));
+        out = "*".into();
     }
-    Ok(Some(out))
+    Ok(Some(ParsedField {
+        text: out,
+        values,
+        star,
+    }))
 }
 
 /// One range `*`, `?`, `n`, `a-b`, each optionally `/step`. Returns (low, high, step, star).
@@ -419,8 +457,25 @@ mod tests {
             Schedule::parse("0 0 , * *").is_ok_and(|s| s.next_after(dt("2024-01-01")).is_none())
         );
         // February 30th parses (upstream's parser accepts it) and has no next hit.
-        let s = Schedule::parse("0 0 30 2 *");
-        assert!(s.is_ok_and(|s| s.next_after(dt("2024-01-01")).is_none()));
+        for never in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 30,31 feb ?"] {
+            let s = Schedule::parse(never);
+            assert!(s.is_ok_and(|s| s.cron.is_none()), "{never}");
+        }
+        // Possible, if rarely.
+        assert_eq!(
+            next("0 0 29 2 *", "2097-01-01T00:00:00").as_deref(),
+            Some("2104-02-29T00:00:00")
+        );
+        assert_eq!(
+            next("0 0 31 2,3 *", "2024-01-01T00:00:00").as_deref(),
+            Some("2024-03-31T00:00:00")
+        );
+        // Day of week given: fires on those days (Mondays of February) even if the day of month
+        // never exists.
+        assert_eq!(
+            next("0 0 30 2 1", "2024-01-01T00:00:00").as_deref(),
+            Some("2024-02-05T00:00:00")
+        );
     }
 
     #[test]

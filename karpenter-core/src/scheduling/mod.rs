@@ -110,6 +110,53 @@ pub struct NodePoolInput {
     pub instance_types: Vec<Arc<InstanceType>>,
 }
 
+impl NodePoolInput {
+    /// The scheduler's view of a `karpenter.sh/v1` NodePool with the instance types its cloud
+    /// provider offers. Limits absent from the pool are unlimited.
+    ///
+    /// ```
+    /// use karpenter_core::api::{
+    ///     NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
+    ///     TemplateMetadata,
+    /// };
+    /// use karpenter_core::scheduling::NodePoolInput;
+    ///
+    /// let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    /// let template = NodeClaimTemplate {
+    ///     metadata: TemplateMetadata::default(),
+    ///     spec: NodeClaimTemplateSpec::new(class),
+    /// };
+    /// let pool = NodePool::new("default", NodePoolSpec::new(template));
+    /// let input = NodePoolInput::from_nodepool(&pool, Vec::new());
+    /// assert_eq!(input.name, "default");
+    /// assert_eq!(input.weight, 0);
+    /// assert_eq!(
+    ///     input.node_class_label,
+    ///     Some(("karpenter.k8s.aws/ec2nodeclass".to_string(), "default".to_string()))
+    /// );
+    /// ```
+    pub fn from_nodepool(
+        pool: &crate::api::NodePool,
+        instance_types: Vec<Arc<InstanceType>>,
+    ) -> Self {
+        let template = &pool.spec.template;
+        let class = &template.spec.node_class_ref;
+        let node_class_label = (!class.kind.is_empty() && !class.name.is_empty())
+            .then(|| (class.label_key(), class.name.clone()));
+        NodePoolInput {
+            name: pool.name().to_string(),
+            weight: pool.spec.effective_weight(),
+            requirements: template.spec.requirements().to_vec(),
+            labels: template.metadata.labels.clone(),
+            taints: template.spec.taints.clone(),
+            startup_taints: template.spec.startup_taints.clone(),
+            node_class_label,
+            limits: pool.spec.limits.clone().unwrap_or_default(),
+            instance_types,
+        }
+    }
+}
+
 /// A node already in the cluster (or an in-flight NodeClaim) and the pods bound to it.
 #[derive(Debug, Clone)]
 pub struct ExistingNodeInput {

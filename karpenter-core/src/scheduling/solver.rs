@@ -244,7 +244,11 @@ impl<'a> Solver<'a> {
             }
             let universe_reqs = reqs.clone();
             reqs.add(Requirement::new(labels::REGISTERED, Operator::In, ["true"]));
-            reqs.add(Requirement::new(labels::INITIALIZED, Operator::In, ["true"]));
+            reqs.add(Requirement::new(
+                labels::INITIALIZED,
+                Operator::In,
+                ["true"],
+            ));
 
             // Pre-filter (spec 3.1): requirements, an available compatible offering,
             // non-negative allocatable, minValues.
@@ -637,7 +641,11 @@ impl<'a> Solver<'a> {
 
     fn claim_quick_reject(&self, c: usize, st: &PodState) -> bool {
         let claim = &self.claims[c];
-        if st.constrained && !self.topology.hostname_quick_reject_ok(&st.pod, &claim.hostname) {
+        if st.constrained
+            && !self
+                .topology
+                .hostname_quick_reject_ok(&st.pod, &claim.hostname)
+        {
             return true;
         }
         let total = dense::add(&claim.requests, &st.requests);
@@ -812,7 +820,10 @@ impl<'a> Solver<'a> {
         if tpl.nodes_limit == Some(0) {
             return Err(AddError::Pod(
                 PodErrorKind::Limits,
-                format!("node limits have been exhausted for nodepool {:?}", tpl.pool),
+                format!(
+                    "node limits have been exhausted for nodepool {:?}",
+                    tpl.pool
+                ),
             ));
         }
         let options: Vec<u32> = (0..tpl.instance_types.len() as u32)
@@ -842,8 +853,7 @@ impl<'a> Solver<'a> {
         let requests = self.index.zero();
         let ports = HostPortUsage::default();
         let held = BTreeSet::new();
-        let update =
-            self.claim_can_add(t, &reqs, &options, &requests, &ports, &held, st, relax)?;
+        let update = self.claim_can_add(t, &reqs, &options, &requests, &ports, &held, st, relax)?;
         self.hostname_counter += 1;
         let c = self.claims.len();
         self.claims.push(Claim {
@@ -926,8 +936,7 @@ impl<'a> Solver<'a> {
                     continue;
                 }
                 compatible = true;
-                if held.contains(id) || self.reservation_capacity.get(id).is_some_and(|c| *c > 0)
-                {
+                if held.contains(id) || self.reservation_capacity.get(id).is_some_and(|c| *c > 0) {
                     wanted.insert(id.clone());
                 }
             }
@@ -1010,9 +1019,8 @@ impl<'a> Solver<'a> {
                 .iter()
                 .map(|&i| tpl.group_of[i as usize])
                 .collect();
-            let overhead = ResourceList::min_common(
-                live_groups.iter().map(|&g| &tpl.groups[g].overhead_list),
-            );
+            let overhead =
+                ResourceList::min_common(live_groups.iter().map(|&g| &tpl.groups[g].overhead_list));
             requests.add_assign(&overhead);
 
             // Output requirements: drop simulation keys; instance types and capacity types of
@@ -1143,8 +1151,7 @@ fn filter_error_message(
     } else if !s.requirements_and_fits {
         "no instance type which met the scheduling requirements had enough resources".to_string()
     } else if !s.requirements_and_offering {
-        "no instance type which met the scheduling requirements had a required offering"
-            .to_string()
+        "no instance type which met the scheduling requirements had a required offering".to_string()
     } else if !s.fits_and_offering {
         "no instance type which had enough resources had a required offering".to_string()
     } else {

@@ -86,14 +86,21 @@ fn input(pools: Vec<NodePoolInput>, pods: Vec<Pod>) -> SchedulingInput {
 #[test]
 fn packs_pods_onto_the_cheapest_sufficient_type() {
     let pods = (0..3).map(|i| pod(&format!("p{i}"), "1", "1Gi")).collect();
-    let r = solve(&input(vec![pool("default")], pods), &SchedulerOptions::default());
+    let r = solve(
+        &input(vec![pool("default")], pods),
+        &SchedulerOptions::default(),
+    );
     assert!(r.pod_errors.is_empty(), "{:?}", r.pod_errors);
     assert_eq!(r.new_node_claims.len(), 1);
     let claim = &r.new_node_claims[0];
     assert_eq!(claim.pods.len(), 3);
     // 3 cpu do not fit "small" (1.9 cpu allocatable). Options are ordered by their cheapest
     // compatible offering: spot at half price makes medium 0.10, arm-large 0.15, large 0.20.
-    let names: Vec<&str> = claim.instance_types.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = claim
+        .instance_types
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
     assert_eq!(names, ["medium", "arm-large", "large"]);
     assert_eq!(claim.requests.get_or_zero(names::CPU), q("3"));
     assert_eq!(claim.requests.get_or_zero(names::PODS), q("3"));
@@ -114,11 +121,20 @@ fn queue_orders_largest_first_and_claims_fill_least_loaded_first() {
         pod("big-1", "7", "1Gi"),
         pod("small-1", "500m", "100Mi"),
     ];
-    let r = solve(&input(vec![pool("default")], pods), &SchedulerOptions::default());
+    let r = solve(
+        &input(vec![pool("default")], pods),
+        &SchedulerOptions::default(),
+    );
     assert!(r.pod_errors.is_empty(), "{:?}", r.pod_errors);
     assert_eq!(r.new_node_claims.len(), 2);
-    assert_eq!(r.new_node_claims[0].pods, ["default/big-0", "default/small-0"]);
-    assert_eq!(r.new_node_claims[1].pods, ["default/big-1", "default/small-1"]);
+    assert_eq!(
+        r.new_node_claims[0].pods,
+        ["default/big-0", "default/small-0"]
+    );
+    assert_eq!(
+        r.new_node_claims[1].pods,
+        ["default/big-1", "default/small-1"]
+    );
 }
 
 #[test]
@@ -130,7 +146,8 @@ fn unschedulable_pod_gets_a_resource_reason() {
     let err = &r.pod_errors["default/huge"];
     assert_eq!(err.kind, PodErrorKind::InstanceTypes);
     assert!(
-        err.message.contains("no instance type has enough resources"),
+        err.message
+            .contains("no instance type has enough resources"),
         "{}",
         err.message
     );
@@ -144,10 +161,8 @@ fn existing_nodes_are_used_first() {
     node.labels
         .insert(labels::ARCH.to_string(), "amd64".to_string());
     let mut inp = input(vec![pool("default")], vec![pod("a", "1", "1Gi")]);
-    inp.existing_nodes.push(ExistingNodeInput {
-        node,
-        pods: vec![],
-    });
+    inp.existing_nodes
+        .push(ExistingNodeInput { node, pods: vec![] });
     let r = solve(&inp, &SchedulerOptions::default());
     assert!(r.new_node_claims.is_empty());
     assert_eq!(r.existing_nodes.len(), 1);
@@ -170,7 +185,10 @@ fn taints_must_be_tolerated() {
         operator: Some(TolerationOperator::Exists),
         ..Toleration::default()
     });
-    let r = solve(&input(vec![p], vec![tolerant]), &SchedulerOptions::default());
+    let r = solve(
+        &input(vec![p], vec![tolerant]),
+        &SchedulerOptions::default(),
+    );
     assert!(r.pod_errors.is_empty());
     assert_eq!(r.new_node_claims[0].taints.len(), 1);
 }
@@ -226,10 +244,8 @@ fn limits_cap_new_capacity() {
     node.labels
         .insert(labels::NODEPOOL.to_string(), "nodes".to_string());
     node.managed = true;
-    inp.existing_nodes.push(ExistingNodeInput {
-        node,
-        pods: vec![],
-    });
+    inp.existing_nodes
+        .push(ExistingNodeInput { node, pods: vec![] });
     let r = solve(&inp, &SchedulerOptions::default());
     assert!(
         r.pod_errors["default/a"]
@@ -294,6 +310,9 @@ fn solve_is_deterministic() {
     let inp = input(vec![pool("default")], pods);
     let a = solve(&inp, &SchedulerOptions::default());
     let b = solve(&inp, &SchedulerOptions::default());
-    assert_eq!(format!("{:?}", a.new_node_claims), format!("{:?}", b.new_node_claims));
+    assert_eq!(
+        format!("{:?}", a.new_node_claims),
+        format!("{:?}", b.new_node_claims)
+    );
     assert_eq!(a.pod_errors, b.pod_errors);
 }
