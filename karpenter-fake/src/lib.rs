@@ -6,9 +6,11 @@
 //! - [`catalog`]: fake instance types (`fake.NewInstanceType`), the benchmark catalog
 //!   (`fake-it-<i>`), the default and assorted catalogs, and the fake label policy;
 //! - [`provider`]: [`FakeCloudProvider`], which launches NodeClaims like upstream's fake
-//!   provider, records every call and can be told to fail.
+//!   provider, records every call and can be told to fail;
+//! - [`harness`]: a provisioning-round [`harness::Cluster`] for conformance tests.
 
 pub mod catalog;
+pub mod harness;
 pub mod provider;
 
 pub use catalog::{
