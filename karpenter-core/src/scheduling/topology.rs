@@ -547,6 +547,40 @@ impl Topology {
         Ok(result)
     }
 
+    /// Node-independent domain limits for `pod`: one requirement per non-hostname group that
+    /// constrains it (see `Group::allowed_on_any_node`). A node or NodeClaim whose requirement
+    /// on such a key has no value in common with the limit (or that lacks the key while the limit
+    /// is empty) is certainly rejected by [`add_requirements`](Self::add_requirements); the
+    /// solver computes this once per placement attempt and skips such candidates cheaply.
+    pub(crate) fn domain_prefilter(
+        &self,
+        pod: &Pod,
+        strict_pod_reqs: &Requirements,
+    ) -> SmallVec<[Requirement; 2]> {
+        let mut out = SmallVec::new();
+        let Some(entry) = self.pods.get(pod.uid.as_str()) else {
+            return out;
+        };
+        let owned = entry
+            .owned
+            .iter()
+            .filter_map(|o| Some((self.groups.get(o.group as usize)?, o.selects)));
+        let inverse = entry
+            .inverse_selecting
+            .iter()
+            .filter_map(|&gid| Some((self.inverse.get(gid as usize)?, true)));
+        for (g, self_selecting) in owned.chain(inverse) {
+            let Some(kd) = self.keys.get(g.key as usize) else {
+                continue;
+            };
+            let pod_domains = strict_pod_reqs.get_or_exists(&kd.key);
+            if let Some(r) = g.allowed_on_any_node(kd, self_selecting, &pod_domains) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
     /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs`
     /// and taints `node_taints` (spec 4.9). Call it for every placement, whether or not the pod
     /// [`constrains`](Self::constrains) anything: groups owned by other pods may select it.
