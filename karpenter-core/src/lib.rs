@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod cloud;
+pub mod disruption;
 pub mod hostports;
 pub mod labels;
 pub mod model;
