@@ -15,6 +15,7 @@ pub mod api;
 pub mod cloud;
 pub mod hostports;
 pub mod labels;
+pub mod lifecycle;
 pub mod model;
 pub mod requirements;
 pub mod resources;

@@ -330,6 +330,10 @@ pub struct Pod {
     /// `spec.terminationGracePeriodSeconds`.
     #[serde(default)]
     pub termination_grace_period_seconds: Option<i64>,
+    /// `spec.priorityClassName` (drain evicts `system-cluster-critical` and
+    /// `system-node-critical` pods last).
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
 }
 
 impl Pod {
@@ -360,6 +364,7 @@ impl Pod {
             has_resource_claims: false,
             priority: None,
             termination_grace_period_seconds: None,
+            priority_class_name: None,
         }
     }
 
