@@ -36,8 +36,8 @@ use super::conditions::{
 };
 use super::{
     Event, Metric, Node, NodeUpdate, ObjectKind, REQUESTED_DRA_DRIVERS_ANNOTATION,
-    TERMINATION_FINALIZER, add, disrupted_metrics, event_reasons, metric_names, metric_reasons,
-    since, unregistered_taint,
+    TERMINATION_FINALIZER, disrupted_metrics, event_reasons, metric_names, metric_reasons, since,
+    unregistered_taint,
 };
 
 /// How long a NodeClaim may stay un-launched (since `Launched` last changed) before it is
@@ -867,11 +867,6 @@ impl RegistrationHealth {
             _ => None,
         }
     }
-}
-
-/// When `since` + `ttl` falls due (for requeueing on a condition's age).
-pub fn due_at(since: Timestamp, ttl: SignedDuration) -> Timestamp {
-    add(since, ttl)
 }
 
 #[cfg(test)]
