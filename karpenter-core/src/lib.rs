@@ -13,8 +13,10 @@
 
 pub mod api;
 pub mod cloud;
+pub mod disruption;
 pub mod hostports;
 pub mod labels;
+pub mod lifecycle;
 pub mod model;
 pub mod requirements;
 pub mod resources;

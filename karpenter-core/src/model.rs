@@ -330,6 +330,17 @@ pub struct Pod {
     /// `spec.terminationGracePeriodSeconds`.
     #[serde(default)]
     pub termination_grace_period_seconds: Option<i64>,
+    /// Whether the pod's `Ready` condition is not `False` (absent counts as ready). PDBs with
+    /// `unhealthyPodEvictionPolicy: AlwaysAllow` never block the eviction of unready pods.
+    #[serde(default = "default_true")]
+    pub ready: bool,
+    /// `status.startTime`: when the kubelet started the pod (duration-based
+    /// `karpenter.sh/do-not-disrupt` annotations count from it).
+    #[serde(default)]
+    pub start_time: Option<Timestamp>,
+    /// `spec.priorityClassName`.
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
 }
 
 impl Pod {
@@ -360,6 +371,9 @@ impl Pod {
             has_resource_claims: false,
             priority: None,
             termination_grace_period_seconds: None,
+            ready: true,
+            start_time: None,
+            priority_class_name: None,
         }
     }
 
