@@ -13,6 +13,10 @@
 
 pub mod api;
 pub mod cloud;
+#[cfg(feature = "k8s-openapi")]
+pub mod convert;
+#[cfg(feature = "kube")]
+pub mod crd;
 pub mod disruption;
 pub mod hostports;
 pub mod labels;
