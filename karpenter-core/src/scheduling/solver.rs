@@ -75,6 +75,8 @@ struct Template {
     capacity: Vec<Res>,
     /// Every label key that appears in an offering's requirements, sorted.
     offering_keys: Vec<String>,
+    /// Whether any instance type has a reserved offering.
+    has_reserved: bool,
 }
 
 /// Known ephemeral taints, ignored on uninitialized managed nodes (spec 1.5).
@@ -129,6 +131,8 @@ fn daemon_compatible(
 
 struct ExistingNode {
     name: String,
+    /// The hostname's interned topology id (existing hosts are registered at construction).
+    hostname_id: Option<u32>,
     requirements: Requirements,
     taints: Vec<Taint>,
     remaining: Res,
@@ -148,6 +152,14 @@ struct Claim {
     /// Per-resource maximum allocatable over `options`: a cheap upper bound for early rejects.
     max_allocatable: Res,
     reservations: BTreeSet<String>,
+    /// The hostname's interned topology id, once registered.
+    hostname_id: Option<u32>,
+}
+
+/// Where a pod goes.
+enum Placement {
+    Existing(usize, Requirements),
+    Claim(usize, ClaimUpdate),
 }
 
 /// What adding a pod to a claim would change.
@@ -362,7 +374,11 @@ impl<'a> Solver<'a> {
                 .flat_map(|it| it.offerings.iter())
                 .flat_map(|o| o.requirements().keys().map(str::to_string))
                 .collect();
+            let has_reserved = its
+                .iter()
+                .any(|it| it.offerings.iter().any(|o| o.is_reserved()));
             templates.push(Template {
+                has_reserved,
                 offering_keys: offering_keys.into_iter().collect(),
                 pool: np.name.clone(),
                 requirements: reqs,
@@ -429,6 +445,10 @@ impl<'a> Solver<'a> {
             namespace_labels: &input.namespace_labels,
         });
 
+        let mut existing: Vec<ExistingNode> = existing;
+        for node in &mut existing {
+            node.hostname_id = topology.hostname_id(&node.name);
+        }
         Solver {
             options,
             policy,
@@ -556,54 +576,75 @@ impl<'a> Solver<'a> {
                 "pod has Dynamic Resource Allocation requirements that are not supported".into(),
             ));
         }
-        // Node-independent topology limits, computed once per attempt: candidates whose
-        // requirements cannot meet them are skipped without the full check.
-        let prefilter = if st.constrained {
-            self.topology.domain_prefilter(&st.pod, &st.reqs.strict)
-        } else {
-            SmallVec::new()
-        };
-        let passes_prefilter = |reqs: &Requirements| {
-            prefilter.iter().all(|r| match reqs.get(r.key()) {
-                Some(nd) => nd.has_intersection(r),
-                None => !r.is_empty(),
-            })
-        };
-        // 1. Existing nodes, in order.
-        for n in 0..self.existing.len() {
-            if !passes_prefilter(&self.existing[n].requirements) {
-                continue;
+        // Placement on an existing node or an in-flight claim. Two cheap, exact pre-checks run
+        // first, both resolved once per attempt: the pod's hostname groups (per candidate: a
+        // few array reads by interned hostname) and node-independent topology domain limits.
+        let chosen = {
+            let host = self.topology.hostname_check(&st.pod);
+            let prefilter = if st.constrained {
+                self.topology.domain_prefilter(&st.pod, &st.reqs.strict)
+            } else {
+                SmallVec::new()
+            };
+            let passes_prefilter = |reqs: &Requirements| {
+                prefilter.iter().all(|r| match reqs.get(r.key()) {
+                    Some(nd) => nd.has_intersection(r),
+                    None => !r.is_empty(),
+                })
+            };
+            let mut chosen = None;
+            // 1. Existing nodes, in order.
+            for (n, node) in self.existing.iter().enumerate() {
+                if host.rejects(node.hostname_id) || !passes_prefilter(&node.requirements) {
+                    continue;
+                }
+                if let Some(reqs) = self.existing_can_add(n, st) {
+                    chosen = Some(Placement::Existing(n, reqs));
+                    break;
+                }
             }
-            if let Some(reqs) = self.existing_can_add(n, st) {
+            // 2. NodeClaims of this solve, fewest pods first.
+            if chosen.is_none() {
+                for &(_, c) in &self.claim_order {
+                    let claim = &self.claims[c];
+                    if host.rejects(claim.hostname_id)
+                        || self.claim_over_capacity(claim, st)
+                        || !passes_prefilter(&claim.requirements)
+                    {
+                        continue;
+                    }
+                    let tpl = &self.templates[claim.template];
+                    if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
+                        continue;
+                    }
+                    if let Ok(update) = self.claim_can_add(
+                        claim.template,
+                        &claim.requirements,
+                        &claim.options,
+                        &claim.requests,
+                        &claim.host_ports,
+                        &claim.reservations,
+                        st,
+                        false,
+                        false,
+                    ) {
+                        chosen = Some(Placement::Claim(c, update));
+                        break;
+                    }
+                }
+            }
+            chosen
+        };
+        match chosen {
+            Some(Placement::Existing(n, reqs)) => {
                 self.existing_add(n, idx, st, reqs);
                 return Ok(());
             }
-        }
-        // 2. NodeClaims of this solve, fewest pods first.
-        let order: Vec<usize> = self.claim_order.iter().map(|&(_, c)| c).collect();
-        for c in order {
-            if self.claim_quick_reject(c, st) || !passes_prefilter(&self.claims[c].requirements) {
-                continue;
-            }
-            let claim = &self.claims[c];
-            let tpl = &self.templates[claim.template];
-            if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
-                continue;
-            }
-            if let Ok(update) = self.claim_can_add(
-                claim.template,
-                &claim.requirements,
-                &claim.options,
-                &claim.requests,
-                &claim.host_ports,
-                &claim.reservations,
-                st,
-                false,
-                false,
-            ) {
+            Some(Placement::Claim(c, update)) => {
                 self.claim_add(c, idx, st, update);
                 return Ok(());
             }
+            None => {}
         }
         // 3./4. A new NodeClaim from the first template that can take the pod.
         if self.templates.is_empty() {
@@ -649,9 +690,6 @@ impl<'a> Solver<'a> {
 
     fn existing_can_add(&self, n: usize, st: &PodState) -> Option<Requirements> {
         let node = &self.existing[n];
-        if st.constrained && !self.topology.hostname_quick_reject_ok(&st.pod, &node.name) {
-            return None;
-        }
         taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
         node.host_ports
             .conflicts(&st.pod.key(), &st.pod.host_ports)
@@ -687,15 +725,8 @@ impl<'a> Solver<'a> {
 
     // ---- NodeClaims ----------------------------------------------------------------------
 
-    fn claim_quick_reject(&self, c: usize, st: &PodState) -> bool {
-        let claim = &self.claims[c];
-        if st.constrained
-            && !self
-                .topology
-                .hostname_quick_reject_ok(&st.pod, &claim.hostname)
-        {
-            return true;
-        }
+    /// Whether the claim's pods plus this pod exceed even its largest remaining option.
+    fn claim_over_capacity(&self, claim: &Claim, st: &PodState) -> bool {
         let total = dense::add(&claim.requests, &st.requests);
         !dense::fits(&total, &claim.max_allocatable)
     }
@@ -971,6 +1002,7 @@ impl<'a> Solver<'a> {
             min_values_relaxed: false,
             max_allocatable: self.index.zero(),
             reservations: held,
+            hostname_id: None,
         });
         self.claim_order.insert((0, c));
         self.claim_add(c, idx, st, update);
@@ -1017,6 +1049,7 @@ impl<'a> Solver<'a> {
         let reqs = claim.requirements.clone();
         let taints = tpl.taints.clone();
         self.topology.register(labels::HOSTNAME, &hostname);
+        self.claims[c].hostname_id = self.topology.hostname_id(&hostname);
         self.topology.record(&st.pod, &taints, &reqs);
     }
 
@@ -1031,6 +1064,9 @@ impl<'a> Solver<'a> {
         let tpl = &self.templates[t];
         let mut compatible = false;
         let mut wanted = BTreeSet::new();
+        if !tpl.has_reserved && held.is_empty() {
+            return Ok(wanted);
+        }
         for &i in options {
             for o in tpl.instance_types[i as usize].available_offerings() {
                 let Some(id) = o.reservation_id.as_ref().filter(|_| o.is_reserved()) else {
@@ -1324,6 +1360,7 @@ fn build_existing(
     dense::sub_assign(&mut remaining, &index.dense(&remaining_daemon));
     ExistingNode {
         name: node.hostname().to_string(),
+        hostname_id: None,
         requirements,
         taints,
         remaining,
