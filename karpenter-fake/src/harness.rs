@@ -423,9 +423,10 @@ impl Cluster {
             Some(pool) => &mut pool.instance_types,
             None => &mut fallback,
         };
+        let claim_requirements = claim.node_claim_requirements(policy);
         let choice = choose_launch(
             types,
-            &claim.requirements,
+            &claim_requirements,
             &claim.requests,
             policy,
             |_, _| false,
@@ -452,7 +453,7 @@ impl Cluster {
         let mut node_labels = launch_labels(
             &instance_type,
             &offering,
-            &claim.requirements,
+            &claim_requirements,
             &claim.labels,
         );
         node_labels.insert(labels::NODEPOOL.to_string(), claim.node_pool.clone());

@@ -187,7 +187,9 @@ pub struct NewNodeClaim {
     /// The NodePool it comes from.
     pub node_pool: String,
     /// Its requirements (template ∧ pods ∧ topology), without the simulation-only keys
-    /// (`karpenter.sh/registered`, `karpenter.sh/initialized`) and without the hostname.
+    /// (`karpenter.sh/registered`, `karpenter.sh/initialized`) and without the hostname. The
+    /// NodeClaim to create also pins the instance types and capacity types: see
+    /// [`NewNodeClaim::node_claim_requirements`].
     pub requirements: Requirements,
     /// The instance types it may launch as, cheapest compatible offering first, truncated to
     /// `max_instance_types`.
@@ -207,6 +209,50 @@ pub struct NewNodeClaim {
     pub min_values_relaxed: bool,
     /// Reservation ids this claim holds (it launches into one of them).
     pub reservation_ids: Vec<String>,
+}
+
+impl NewNodeClaim {
+    /// The requirements of the NodeClaim to create (upstream `ToNodeClaim`): [`requirements`]
+    /// plus `node.kubernetes.io/instance-type In [instance_types]` (keeping that key's
+    /// `minValues`) and `karpenter.sh/capacity-type In [...]`, the capacity types of the
+    /// available offerings of those types that are compatible with the requirements.
+    ///
+    /// [`requirements`]: NewNodeClaim::requirements
+    pub fn node_claim_requirements(&self, policy: &LabelPolicy) -> Requirements {
+        use crate::requirements::{Operator, Requirement};
+        let mut reqs = self.requirements.clone();
+        let min_values = reqs
+            .get(crate::labels::INSTANCE_TYPE)
+            .and_then(|r| r.min_values());
+        reqs.remove(crate::labels::INSTANCE_TYPE);
+        reqs.add(
+            Requirement::new(
+                crate::labels::INSTANCE_TYPE,
+                Operator::In,
+                self.instance_types.iter().map(|it| it.name.as_str()),
+            )
+            .with_min_values(min_values),
+        );
+        let mut capacity_types = std::collections::BTreeSet::new();
+        for it in &self.instance_types {
+            for o in it.available_offerings() {
+                if self
+                    .requirements
+                    .is_compatible(o.requirements(), Some(policy))
+                {
+                    capacity_types.insert(o.capacity_type.as_str());
+                }
+            }
+        }
+        if !capacity_types.is_empty() {
+            reqs.add(Requirement::new(
+                crate::labels::CAPACITY_TYPE,
+                Operator::In,
+                capacity_types,
+            ));
+        }
+        reqs
+    }
 }
 
 /// An existing node that received pods in this solve.

@@ -24,8 +24,6 @@ struct OfferingView {
     /// Per instance type: the price of its cheapest compatible available offering (infinite
     /// when there is none).
     cheapest: Vec<f64>,
-    /// Per instance type: the capacity types of its compatible available offerings.
-    capacity_types: Vec<BTreeSet<String>>,
 }
 
 use crate::hostports::HostPortUsage;
@@ -133,6 +131,8 @@ struct ExistingNode {
     name: String,
     /// The hostname's interned topology id (existing hosts are registered at construction).
     hostname_id: Option<u32>,
+    /// `requirements` on each topology key.
+    topology_keys: TopologyKeyCache,
     requirements: Requirements,
     taints: Vec<Taint>,
     remaining: Res,
@@ -154,6 +154,17 @@ struct Claim {
     reservations: BTreeSet<String>,
     /// The hostname's interned topology id, once registered.
     hostname_id: Option<u32>,
+    /// `requirements` on each topology key.
+    topology_keys: TopologyKeyCache,
+}
+
+/// A candidate's requirements on each topology key, indexed by the topology's key id (keys
+/// interned after the last refresh fall back to a map look-up).
+type TopologyKeyCache = SmallVec<[Option<Requirement>; 4]>;
+
+/// The cache for `reqs`.
+fn topology_key_cache(topology: &Topology, reqs: &Requirements) -> TopologyKeyCache {
+    topology.key_names().map(|k| reqs.get(k).cloned()).collect()
 }
 
 /// Where a pod goes.
@@ -448,6 +459,7 @@ impl<'a> Solver<'a> {
         let mut existing: Vec<ExistingNode> = existing;
         for node in &mut existing {
             node.hostname_id = topology.hostname_id(&node.name);
+            node.topology_keys = topology_key_cache(&topology, &node.requirements);
         }
         Solver {
             options,
@@ -586,16 +598,24 @@ impl<'a> Solver<'a> {
             } else {
                 SmallVec::new()
             };
-            let passes_prefilter = |reqs: &Requirements| {
-                prefilter.iter().all(|r| match reqs.get(r.key()) {
-                    Some(nd) => nd.has_intersection(r),
-                    None => !r.is_empty(),
+            let passes_prefilter = |cache: &TopologyKeyCache, reqs: &Requirements| {
+                prefilter.iter().all(|(kid, r)| {
+                    let nd = match cache.get(*kid as usize) {
+                        Some(cached) => cached.as_ref(),
+                        None => reqs.get(r.key()),
+                    };
+                    match nd {
+                        Some(nd) => nd.has_intersection(r),
+                        None => !r.is_empty(),
+                    }
                 })
             };
             let mut chosen = None;
             // 1. Existing nodes, in order.
             for (n, node) in self.existing.iter().enumerate() {
-                if host.rejects(node.hostname_id) || !passes_prefilter(&node.requirements) {
+                if host.rejects(node.hostname_id)
+                    || !passes_prefilter(&node.topology_keys, &node.requirements)
+                {
                     continue;
                 }
                 if let Some(reqs) = self.existing_can_add(n, st) {
@@ -609,7 +629,7 @@ impl<'a> Solver<'a> {
                     let claim = &self.claims[c];
                     if host.rejects(claim.hostname_id)
                         || self.claim_over_capacity(claim, st)
-                        || !passes_prefilter(&claim.requirements)
+                        || !passes_prefilter(&claim.topology_keys, &claim.requirements)
                     {
                         continue;
                     }
@@ -721,6 +741,7 @@ impl<'a> Solver<'a> {
         let taints = node.taints.clone();
         let reqs = node.requirements.clone();
         self.topology.record(&st.pod, &taints, &reqs);
+        self.existing[n].topology_keys = topology_key_cache(&self.topology, &reqs);
     }
 
     // ---- NodeClaims ----------------------------------------------------------------------
@@ -827,25 +848,18 @@ impl<'a> Solver<'a> {
             return v.clone();
         }
         let mut cheapest = Vec::with_capacity(tpl.instance_types.len());
-        let mut capacity_types = Vec::with_capacity(tpl.instance_types.len());
         for it in &tpl.instance_types {
             let mut best = f64::INFINITY;
-            let mut cts = BTreeSet::new();
             for o in it.available_offerings() {
                 if reqs.is_compatible(o.requirements(), Some(self.policy)) {
                     if o.price < best {
                         best = o.price;
                     }
-                    cts.insert(o.capacity_type.clone());
                 }
             }
             cheapest.push(best);
-            capacity_types.push(cts);
         }
-        let view = Arc::new(OfferingView {
-            cheapest,
-            capacity_types,
-        });
+        let view = Arc::new(OfferingView { cheapest });
         self.offering_cache
             .borrow_mut()
             .insert((t, key), view.clone());
@@ -1003,6 +1017,7 @@ impl<'a> Solver<'a> {
             max_allocatable: self.index.zero(),
             reservations: held,
             hostname_id: None,
+            topology_keys: TopologyKeyCache::new(),
         });
         self.claim_order.insert((0, c));
         self.claim_add(c, idx, st, update);
@@ -1049,8 +1064,9 @@ impl<'a> Solver<'a> {
         let reqs = claim.requirements.clone();
         let taints = tpl.taints.clone();
         self.topology.register(labels::HOSTNAME, &hostname);
-        self.claims[c].hostname_id = self.topology.hostname_id(&hostname);
         self.topology.record(&st.pod, &taints, &reqs);
+        self.claims[c].hostname_id = self.topology.hostname_id(&hostname);
+        self.claims[c].topology_keys = topology_key_cache(&self.topology, &reqs);
     }
 
     /// Spec 5.4: the reserved offerings a claim would hold.
@@ -1161,28 +1177,11 @@ impl<'a> Solver<'a> {
                 ResourceList::min_common(live_groups.iter().map(|&g| &tpl.groups[g].overhead_list));
             requests.add_assign(&overhead);
 
-            // Output requirements: drop simulation keys; instance types and capacity types of
-            // the kept options (spec 3.11 ToNodeClaim).
+            // Output requirements: drop the simulation keys. The instance-type and
+            // capacity-type requirements of the NodeClaim are derived from the kept options
+            // when it is created (`NewNodeClaim::node_claim_requirements`, upstream ToNodeClaim).
             reqs.remove(labels::REGISTERED);
             reqs.remove(labels::INITIALIZED);
-            let min_values = reqs.get(labels::INSTANCE_TYPE).and_then(|r| r.min_values());
-            reqs.remove(labels::INSTANCE_TYPE);
-            reqs.add(
-                Requirement::new(
-                    labels::INSTANCE_TYPE,
-                    Operator::In,
-                    its.iter().map(|x| x.2.name.as_str()),
-                )
-                .with_min_values(min_values),
-            );
-            let view = self.offering_view(claim.template, &reqs);
-            let mut cts: BTreeSet<&str> = BTreeSet::new();
-            for (_, i, _) in &its {
-                cts.extend(view.capacity_types[*i].iter().map(String::as_str));
-            }
-            if !cts.is_empty() {
-                reqs.add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, cts));
-            }
             let mut node_labels = tpl.labels.clone();
             node_labels.extend(reqs.labels(self.policy));
             results.new_node_claims.push(NewNodeClaim {
@@ -1361,6 +1360,7 @@ fn build_existing(
     ExistingNode {
         name: node.hostname().to_string(),
         hostname_id: None,
+        topology_keys: TopologyKeyCache::new(),
         requirements,
         taints,
         remaining,

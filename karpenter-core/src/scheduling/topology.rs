@@ -556,7 +556,7 @@ impl Topology {
         &self,
         pod: &Pod,
         strict_pod_reqs: &Requirements,
-    ) -> SmallVec<[Requirement; 2]> {
+    ) -> SmallVec<[(u32, Requirement); 2]> {
         let mut out = SmallVec::new();
         let Some(entry) = self.pods.get(pod.uid.as_str()) else {
             return out;
@@ -575,7 +575,7 @@ impl Topology {
             };
             let pod_domains = strict_pod_reqs.get_or_exists(&kd.key);
             if let Some(r) = g.allowed_on_any_node(kd, self_selecting, &pod_domains) {
-                out.push(r);
+                out.push((g.key, r));
             }
         }
         out
@@ -677,6 +677,11 @@ impl Topology {
             return;
         };
         self.for_each_group_of_key(kid, |g| g.unregister(id));
+    }
+
+    /// The topology keys interned so far, by id (ids are stable; new keys are appended).
+    pub(crate) fn key_names(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.keys.iter().map(|k| k.key.as_str())
     }
 
     /// The interned id of a hostname domain, once [`register`](Self::register)ed (or known from
