@@ -851,10 +851,8 @@ impl<'a> Solver<'a> {
         for it in &tpl.instance_types {
             let mut best = f64::INFINITY;
             for o in it.available_offerings() {
-                if reqs.is_compatible(o.requirements(), Some(self.policy)) {
-                    if o.price < best {
-                        best = o.price;
-                    }
+                if o.price < best && reqs.is_compatible(o.requirements(), Some(self.policy)) {
+                    best = o.price;
                 }
             }
             cheapest.push(best);
