@@ -12,6 +12,7 @@
 //! Data flows one way: [`api`] → [`model`] → scheduling / disruption → results.
 
 pub mod api;
+pub mod catalog;
 pub mod cloud;
 pub mod hostports;
 pub mod labels;
