@@ -1,1 +1,301 @@
-//! (module under construction in this commit series)
+//! The cloud-provider boundary: the [`CloudProvider`] trait that launches, finds and deletes
+//! machines, lists the instance types a NodePool may use, and reports drift and repair policies;
+//! and its error enum, [`CloudProviderError`].
+//!
+//! This is the only asynchronous surface of the crate. The trait is object safe, so callers hold
+//! an `Arc<dyn CloudProvider>`; `karpenter-fake` implements it in memory and `karpenter-aws` on
+//! EC2.
+//!
+//! # Implementing a provider
+//!
+//! A trivial provider that "launches" every claim as one fixed instance type:
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//!
+//! use async_trait::async_trait;
+//! use karpenter_core::api::{ConditionStatus, NodeClaim, NodeClaimSpec, NodeClassReference, NodePool};
+//! use karpenter_core::cloud::{CloudProvider, CloudProviderError, RepairPolicy};
+//! use karpenter_core::model::{InstanceType, Offering, Overhead};
+//! use karpenter_core::requirements::Requirements;
+//! use karpenter_core::resources::{Quantity, ResourceList};
+//!
+//! struct OneType {
+//!     instance_type: Arc<InstanceType>,
+//!     launched: Mutex<Vec<NodeClaim>>,
+//! }
+//!
+//! #[async_trait]
+//! impl CloudProvider for OneType {
+//!     async fn create(&self, node_claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError> {
+//!         let mut launched = self.launched.lock().map_err(|e| CloudProviderError::other(e.to_string()))?;
+//!         let mut claim = node_claim.clone();
+//!         claim.status.provider_id = Some(format!("trivial://{}", launched.len()));
+//!         claim.status.capacity = self.instance_type.capacity.clone();
+//!         claim.status.allocatable = self.instance_type.allocatable().clone();
+//!         claim
+//!             .metadata
+//!             .labels
+//!             .insert("node.kubernetes.io/instance-type".into(), self.instance_type.name.clone());
+//!         launched.push(claim.clone());
+//!         Ok(claim)
+//!     }
+//!
+//!     async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
+//!         let mut launched = self.launched.lock().map_err(|e| CloudProviderError::other(e.to_string()))?;
+//!         let id = node_claim.status.provider_id.clone().unwrap_or_default();
+//!         let before = launched.len();
+//!         launched.retain(|c| c.status.provider_id.as_deref() != Some(id.as_str()));
+//!         if launched.len() == before {
+//!             return Err(CloudProviderError::not_found(id));
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError> {
+//!         let launched = self.launched.lock().map_err(|e| CloudProviderError::other(e.to_string()))?;
+//!         launched
+//!             .iter()
+//!             .find(|c| c.status.provider_id.as_deref() == Some(provider_id))
+//!             .cloned()
+//!             .ok_or_else(|| CloudProviderError::not_found(provider_id))
+//!     }
+//!
+//!     async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError> {
+//!         let launched = self.launched.lock().map_err(|e| CloudProviderError::other(e.to_string()))?;
+//!         Ok(launched.clone())
+//!     }
+//!
+//!     async fn instance_types(
+//!         &self,
+//!         _node_pool: &NodePool,
+//!     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
+//!         Ok(vec![self.instance_type.clone()])
+//!     }
+//!
+//!     async fn is_drifted(&self, _node_claim: &NodeClaim) -> Result<Option<String>, CloudProviderError> {
+//!         Ok(None)
+//!     }
+//!
+//!     fn repair_policies(&self) -> Vec<RepairPolicy> {
+//!         vec![RepairPolicy {
+//!             condition_type: "Ready".into(),
+//!             condition_status: ConditionStatus::False,
+//!             toleration_duration: Duration::from_secs(30 * 60),
+//!         }]
+//!     }
+//!
+//!     fn name(&self) -> &str {
+//!         "trivial"
+//!     }
+//! }
+//!
+//! let capacity: ResourceList = [("cpu", Quantity::from_units(2))].into_iter().collect();
+//! let it = InstanceType::new(
+//!     "small",
+//!     Requirements::new(),
+//!     vec![Offering::new("zone-a", "on-demand", 0.1)],
+//!     capacity,
+//!     Overhead::default(),
+//! );
+//! let provider: Arc<dyn CloudProvider> = Arc::new(OneType {
+//!     instance_type: Arc::new(it),
+//!     launched: Mutex::new(Vec::new()),
+//! });
+//!
+//! futures::executor::block_on(async {
+//!     let claim = NodeClaim::new("a", NodeClaimSpec::new(NodeClassReference::default()));
+//!     let launched = provider.create(&claim).await.unwrap();
+//!     let id = launched.status.provider_id.clone().unwrap();
+//!     assert_eq!(provider.get(&id).await.unwrap(), launched);
+//!     assert_eq!(provider.list().await.unwrap().len(), 1);
+//!     provider.delete(&launched).await.unwrap();
+//!     assert!(provider.get(&id).await.unwrap_err().is_not_found());
+//! });
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::api::{ConditionStatus, NodeClaim, NodePool};
+use crate::model::InstanceType;
+
+/// A cloud provider: launches machines for NodeClaims and answers questions about them.
+///
+/// Implementations must be safe to share between tasks (`Send + Sync`); callers hold an
+/// `Arc<dyn CloudProvider>`. Every method that talks to the cloud is `async` and returns a
+/// [`CloudProviderError`] on failure; callers branch on its variant (e.g. an
+/// [`CloudProviderError::InsufficientCapacity`] marks offerings unavailable, a
+/// [`CloudProviderError::NodeClaimNotFound`] on delete means the instance is already gone).
+#[async_trait]
+pub trait CloudProvider: Send + Sync {
+    /// Launches a machine for `node_claim` and returns the launched claim: the input with
+    /// `status.providerID`, `status.capacity` and `status.allocatable` filled in and
+    /// `metadata.labels` resolved to the chosen instance type, zone and capacity type (labels
+    /// the claim already carries win).
+    async fn create(&self, node_claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError>;
+
+    /// Terminates the machine behind `node_claim` (found by its `status.providerID`). Returns
+    /// [`CloudProviderError::NodeClaimNotFound`] when it no longer exists.
+    async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError>;
+
+    /// The machine with this provider id, as a NodeClaim. Returns
+    /// [`CloudProviderError::NodeClaimNotFound`] when it does not exist.
+    async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError>;
+
+    /// Every machine the provider manages, as NodeClaims.
+    async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError>;
+
+    /// The instance types `node_pool` may launch, with their offerings and availability.
+    async fn instance_types(
+        &self,
+        node_pool: &NodePool,
+    ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError>;
+
+    /// Whether the machine behind `node_claim` has drifted from its desired configuration
+    /// (e.g. its image or node class changed). `Some(reason)` when it has; the reason becomes the
+    /// `Drifted` condition's reason.
+    async fn is_drifted(
+        &self,
+        node_claim: &NodeClaim,
+    ) -> Result<Option<String>, CloudProviderError>;
+
+    /// Node conditions that make a node unhealthy, and how long each is tolerated before the
+    /// node is repaired (replaced).
+    fn repair_policies(&self) -> Vec<RepairPolicy>;
+
+    /// The provider's name (`aws`, `fake`, ...), for logs and metrics.
+    fn name(&self) -> &str;
+}
+
+/// A node condition that, held for longer than `toleration_duration`, makes Karpenter replace
+/// the node (upstream `cloudprovider.RepairPolicy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairPolicy {
+    /// The node condition type (e.g. `Ready`).
+    pub condition_type: String,
+    /// The unhealthy status of that condition (e.g. `False`).
+    pub condition_status: ConditionStatus,
+    /// How long the condition is tolerated before repair.
+    pub toleration_duration: Duration,
+}
+
+/// One offering a launch could not get: an instance type in a zone with a capacity type.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnavailableOffering {
+    /// The instance type's name.
+    pub instance_type: String,
+    /// The zone.
+    pub zone: String,
+    /// The capacity type (`spot`, `on-demand`, `reserved`).
+    pub capacity_type: String,
+}
+
+impl std::fmt::Display for UnavailableOffering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}/{}",
+            self.instance_type, self.zone, self.capacity_type
+        )
+    }
+}
+
+/// Errors of a [`CloudProvider`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CloudProviderError {
+    /// The machine does not exist (any more). On delete this means success for the caller.
+    #[error("nodeclaim not found: {message}")]
+    NodeClaimNotFound {
+        /// The provider id that was looked up, if known.
+        provider_id: Option<String>,
+        /// Details.
+        message: String,
+    },
+    /// No capacity was available for any offering tried; the caller marks `offerings`
+    /// unavailable for a while and provisions again.
+    #[error("insufficient capacity: {message}")]
+    InsufficientCapacity {
+        /// The offerings that failed (may be empty when the provider cannot tell).
+        offerings: Vec<UnavailableOffering>,
+        /// Details.
+        message: String,
+    },
+    /// The NodeClaim's node class is not ready (missing, or not resolved yet); the claim waits.
+    #[error("node class not ready: {message}")]
+    NodeClassNotReady {
+        /// Details.
+        message: String,
+    },
+    /// The launch failed for another reason; `reason` and `message` go into the NodeClaim's
+    /// `Launched` condition (upstream `CreateError`).
+    #[error("creating nodeclaim: {reason}: {message}")]
+    Create {
+        /// A machine-readable reason (CamelCase), for the condition's `reason`.
+        reason: String,
+        /// A human-readable message, for the condition's `message`.
+        message: String,
+    },
+    /// The cloud API throttled the request; retry later.
+    #[error("throttled: {message}")]
+    Throttled {
+        /// Details.
+        message: String,
+    },
+    /// The cloud API did not answer in time; retry later.
+    #[error("timed out: {message}")]
+    Timeout {
+        /// Details.
+        message: String,
+    },
+    /// Any other failure.
+    #[error("{message}")]
+    Other {
+        /// Details.
+        message: String,
+    },
+}
+
+impl CloudProviderError {
+    /// [`CloudProviderError::NodeClaimNotFound`] for a provider id.
+    pub fn not_found(provider_id: impl Into<String>) -> Self {
+        let provider_id = provider_id.into();
+        CloudProviderError::NodeClaimNotFound {
+            message: format!("no instance with provider id {provider_id:?}"),
+            provider_id: Some(provider_id),
+        }
+    }
+
+    /// [`CloudProviderError::Other`] with a message.
+    pub fn other(message: impl Into<String>) -> Self {
+        CloudProviderError::Other {
+            message: message.into(),
+        }
+    }
+
+    /// Whether this is [`CloudProviderError::NodeClaimNotFound`].
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, CloudProviderError::NodeClaimNotFound { .. })
+    }
+
+    /// Whether this is [`CloudProviderError::InsufficientCapacity`].
+    pub fn is_insufficient_capacity(&self) -> bool {
+        matches!(self, CloudProviderError::InsufficientCapacity { .. })
+    }
+
+    /// Whether this is [`CloudProviderError::NodeClassNotReady`].
+    pub fn is_node_class_not_ready(&self) -> bool {
+        matches!(self, CloudProviderError::NodeClassNotReady { .. })
+    }
+
+    /// Whether retrying the same call later may succeed (throttling and timeouts).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            CloudProviderError::Throttled { .. } | CloudProviderError::Timeout { .. }
+        )
+    }
+}

@@ -2,3 +2,19 @@
 //!
 //! An in-memory [`karpenter_core::cloud::CloudProvider`] for tests, and the instance-type
 //! catalogs upstream Karpenter's tests and benchmarks use.
+//!
+//! - [`catalog`]: fake instance types (`fake.NewInstanceType`), the benchmark catalog
+//!   (`fake-it-<i>`), the default and assorted catalogs, and the fake label policy;
+//! - [`provider`]: [`FakeCloudProvider`], which launches NodeClaims like upstream's fake
+//!   provider, records every call and can be told to fail;
+//! - [`harness`]: a provisioning-round [`harness::Cluster`] for conformance tests.
+
+pub mod catalog;
+pub mod harness;
+pub mod provider;
+
+pub use catalog::{
+    InstanceTypeOptions, RESERVATION_ID_LABEL, default_catalog, fake_label_policy, instance_types,
+    instance_types_assorted, new_instance_type,
+};
+pub use provider::{Call, CallKind, FakeCloudProvider};

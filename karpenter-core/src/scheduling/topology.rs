@@ -1,0 +1,1037 @@
+//! Topology spread constraints, pod affinity and pod anti-affinity (spec section 4, upstream
+//! `topology.go`, `topologygroup.go`, `topologydomaingroup.go`, `topologynodefilter.go`).
+//!
+//! A [`Topology`] tracks *groups*: one per distinct constraint term, shared by every pod carrying
+//! that term. A group counts, per domain (label value of its topology key), the pods it selects.
+//! The scheduler asks [`Topology::add_requirements`] which domains a pod may use on a candidate
+//! node or NodeClaim, and reports every placement with [`Topology::record`].
+//!
+//! # Group identity
+//!
+//! Two terms share a group iff they have the same type, topology key, namespace set, `maxSkew`,
+//! node filter and selector (spec 4.1). The selector is compared as upstream hashes it:
+//! `matchLabels` plus `matchExpressions` as a set, each expression's values as a set; a nil
+//! selector differs from an empty one. `minDomains` is not part of the identity (as upstream):
+//! the first pod creating the group decides it, and so decides the group's initial domains (taint
+//! policy and tolerations) and node filter.
+//!
+//! Deviation: upstream hashes only the *keys* of the node filter's requirements, so two spreads
+//! whose `nodeSelector`s differ only in values share a group and the first one's filter. Here the
+//! whole filter (terms with values, tolerations, both policies) is compared, so they get distinct
+//! groups.
+//!
+//! # Selectors and namespaces
+//!
+//! A group selects a pod iff the pod's namespace is in the group's namespace set and the selector
+//! matches its labels. A nil or invalid selector selects nothing; an empty one selects
+//! everything. Upstream quirk, reproduced: when a group is created and counts the pods already in
+//! the cluster, a **nil** selector matches every pod (an invalid one still matches none).
+//!
+//! Spread groups use the pod's namespace. A pod (anti-)affinity term uses the pod's namespace when
+//! it lists no `namespaces` and has no `namespaceSelector`; its `namespaces` when it has no
+//! selector; otherwise every known namespace the selector matches plus the listed ones (`{}`
+//! matches all). Known namespaces are those of [`TopologyInput::namespace_labels`] plus the
+//! namespaces of every batch and existing pod (with no labels if not listed). An invalid
+//! namespace selector matches no namespace (upstream fails the whole topology construction).
+//!
+//! # Determinism
+//!
+//! Upstream iterates Go maps; here:
+//! - groups are kept in creation order (a pod's spreads first, then its affinity terms, then its
+//!   anti-affinity terms, each in spec order; required before preferred), and
+//!   [`Topology::add_requirements`] checks the pod's own groups in that order, then the inverse
+//!   groups selecting it in creation order — the first failing group is the one reported;
+//! - among equally good spread domains the string-smallest wins;
+//! - the affinity bootstrap's "first domain" is the string-smallest qualifying domain;
+//! - domain universes, namespaces and error listings are sorted.
+//!
+//! # Existing cluster state
+//!
+//! [`TopologyInput::nodes`] lists every node (and in-flight NodeClaim) with all the pods bound to
+//! it. When a group is created it:
+//! 1. starts from the universe domains of its key ([`DomainUniverse`]); with taint policy Honor —
+//!    and always for (anti-)affinity groups, whose policy upstream leaves unset — only domains
+//!    some producing pool's taints are tolerated by the creating pod;
+//! 2. registers (count 0) the key's label value of every node not marked for deletion that passes
+//!    the node filter;
+//! 3. counts every pod of its namespaces that it selects and that is not terminal, not
+//!    terminating and not in the batch: the domain is the node's label value for the key, or for
+//!    `kubernetes.io/hostname` the node name when the label is missing; pods on nodes without the
+//!    label, or on nodes failing the node filter, are not counted.
+//!
+//! Upstream discovers domains only from nodes that have a Node object; the input cannot tell
+//! in-flight NodeClaims apart, so their labels count too (they carry no bound pods).
+//!
+//! Existing pods with required anti-affinity (bound, not terminal, not in the batch; terminating
+//! ones included, as upstream's cluster state keeps their binding) create *inverse* groups at
+//! construction, recording the node's label value for the term's key (no hostname fallback,
+//! as upstream).
+//!
+//! Finally the hostname of every node not marked for deletion is [registered](Topology::register)
+//! — after the batch pods' groups exist, as upstream (whose existing nodes register after the
+//! topology is built). The scheduler must not register them again (it would be harmless).
+
+mod group;
+mod selector;
+#[cfg(test)]
+mod tests;
+mod universe;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+
+use fixedbitset::FixedBitSet;
+use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
+
+pub(crate) use self::group::TopologyType;
+use self::group::{Group, GroupSpec, KeyDomains, NodeFilter};
+use self::selector::{Selector, SelectorIndex, SelectorKey};
+pub(crate) use self::universe::{DomainUniverse, UniversePool};
+use super::{ExistingNodeInput, PreferencePolicy};
+use crate::labels::{self, LabelPolicy};
+use crate::model::{
+    LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, Pod, PodAffinityTerm,
+    SelectorOperator, TopologySpreadConstraint, WhenUnsatisfiable,
+};
+use crate::requirements::{Requirement, Requirements};
+use crate::taints::Taint;
+
+/// Everything [`Topology::new`] reads.
+pub(crate) struct TopologyInput<'a> {
+    /// The label policy. Unused: upstream never forwards the loose-compatibility option to the
+    /// topology node filter (spec 4.4), so every check here is strict.
+    pub policy: &'a LabelPolicy,
+    /// Under [`PreferencePolicy::Ignore`] only `DoNotSchedule` spreads and required
+    /// (anti-)affinity terms create groups.
+    pub preference_policy: PreferencePolicy,
+    /// The domains the NodePools can create ([`DomainUniverse::build`]).
+    pub universe: DomainUniverse,
+    /// Existing nodes (and in-flight NodeClaims) with **all** their bound pods: the pods counted
+    /// by new groups and the sources of inverse anti-affinity.
+    pub nodes: &'a [ExistingNodeInput],
+    /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
+    pub batch_pods: &'a [crate::model::Pod],
+    /// Namespace name → labels, for `namespaceSelector`s.
+    pub namespace_labels: &'a BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// A topology constraint no domain can satisfy on the candidate node (spec 4.7).
+///
+/// Displays as upstream: `unsatisfiable topology constraint for <type>, key=<key> (counts =
+/// <up to 25 domain: count pairs, sorted>, podDomains = <requirement>, nodeDomains =
+/// <requirement>)`. Boxed: it is returned on the scheduler's hot path.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct TopologyError(Box<TopologyErrorDetails>);
+
+#[cfg_attr(not(test), allow(dead_code))]
+impl TopologyError {
+    /// The type of the failing group.
+    pub(crate) fn kind(&self) -> TopologyType {
+        self.0.kind
+    }
+
+    /// The failing group's topology key.
+    pub(crate) fn key(&self) -> &str {
+        &self.0.key
+    }
+}
+
+#[derive(Debug, Clone)]
+struct TopologyErrorDetails {
+    kind: TopologyType,
+    key: String,
+    counts: CountsSample,
+    /// The pod's own (strict) requirement for the key (`Exists` if it has none).
+    pod_domains: Requirement,
+    /// The candidate's requirement for the key (`Exists` if it has none).
+    node_domains: Requirement,
+}
+
+impl fmt::Display for TopologyErrorDetails {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unsatisfiable topology constraint for {}, key={} (counts = {}, podDomains = {}, nodeDomains = {})",
+            self.kind, self.key, self.counts, self.pod_domains, self.node_domains
+        )
+    }
+}
+
+/// The first domains of a group with their counts, for error messages.
+#[derive(Debug, Clone)]
+struct CountsSample {
+    entries: Vec<(String, u32)>,
+    others: usize,
+}
+
+impl fmt::Display for CountsSample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (domain, count)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{domain}: {count}")?;
+        }
+        if self.others > 0 {
+            write!(f, " and {} other(s)", self.others)?;
+        }
+        Ok(())
+    }
+}
+
+/// How many domains an error message lists (upstream `pretty.Map(domains, 25)`).
+const ERROR_SAMPLE: usize = 25;
+
+/// Group identity (see the module docs).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct GroupIdentity {
+    kind: TopologyType,
+    key: u32,
+    namespaces: Box<[String]>,
+    max_skew: i32,
+    filter: Option<u32>,
+    selector: Option<SelectorKey>,
+}
+
+/// A group of either table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GroupRef {
+    Normal(u32),
+    Inverse(u32),
+}
+
+/// An interned spread node filter with its per-node results.
+#[derive(Debug)]
+struct FilterEntry {
+    filter: NodeFilter,
+    trivial: bool,
+    /// Lazily computed: which existing nodes pass.
+    nodes: Option<FixedBitSet>,
+}
+
+/// An existing node as counting needs it.
+#[derive(Debug)]
+struct NodeData {
+    name: String,
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+    requirements: Requirements,
+    active: bool,
+}
+
+/// An existing pod that new groups may count.
+#[derive(Debug)]
+struct CountedPod {
+    node: u32,
+    labels: BTreeMap<String, String>,
+}
+
+/// A group a pod owns, and whether it selects the pod itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owned {
+    group: u32,
+    selects: bool,
+}
+
+/// What the topology knows about one pod of the batch (by UID).
+#[derive(Debug, Default)]
+struct PodEntry {
+    namespace: String,
+    labels: BTreeMap<String, String>,
+    /// Non-inverse groups the pod owns (spec 4.6 a), in creation order of its terms.
+    owned: SmallVec<[Owned; 4]>,
+    /// Inverse groups the pod owns (its required anti-affinity terms).
+    inverse_owned: SmallVec<[u32; 2]>,
+    /// Inverse groups selecting the pod (spec 4.6 b), ascending.
+    inverse_selecting: SmallVec<[u32; 2]>,
+    /// The hostname-keyed subsets of `owned` and `inverse_selecting`.
+    host_owned: SmallVec<[Owned; 2]>,
+    host_inverse: SmallVec<[u32; 2]>,
+}
+
+/// Topology state of one solve (spec 4.1).
+#[derive(Debug)]
+pub(crate) struct Topology {
+    preference_policy: PreferencePolicy,
+    universe: DomainUniverse,
+    keys: Vec<KeyDomains>,
+    key_ids: FxHashMap<String, u32>,
+    /// Groups of each key, for `register`/`unregister`.
+    by_key: Vec<SmallVec<[GroupRef; 4]>>,
+    hostname_key: Option<u32>,
+    groups: Vec<Group>,
+    group_ids: FxHashMap<GroupIdentity, u32>,
+    group_index: SelectorIndex,
+    inverse: Vec<Group>,
+    inverse_ids: FxHashMap<GroupIdentity, u32>,
+    inverse_index: SelectorIndex,
+    filters: Vec<FilterEntry>,
+    filter_ids: FxHashMap<NodeFilter, u32>,
+    pods: FxHashMap<Box<str>, PodEntry>,
+    nodes: Vec<NodeData>,
+    /// Countable existing pods by namespace.
+    counted_pods: FxHashMap<String, Vec<CountedPod>>,
+    /// Known namespaces and their labels.
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// While constructing, inverse-selection caches are computed once at the end.
+    defer_inverse_refresh: bool,
+}
+
+fn index(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+fn push_unique<T: PartialEq + Copy, const N: usize>(v: &mut SmallVec<[T; N]>, x: T)
+where
+    [T; N]: smallvec::Array<Item = T>,
+{
+    if !v.contains(&x) {
+        v.push(x);
+    }
+}
+
+impl Topology {
+    /// Builds the topology (spec 4.1-4.5): inverse groups from existing pods with required
+    /// anti-affinity, then [`update`](Self::update) for every batch pod, then registers the
+    /// hostname of every existing node not marked for deletion (see the module docs).
+    pub(crate) fn new(input: TopologyInput<'_>) -> Topology {
+        let _ = input.policy;
+        let excluded: FxHashSet<&str> = input.batch_pods.iter().map(|p| p.uid.as_str()).collect();
+        let mut namespaces = input.namespace_labels.clone();
+        let existing_pods = input.nodes.iter().flat_map(|n| n.pods.iter());
+        for p in input.batch_pods.iter().chain(existing_pods) {
+            if !namespaces.contains_key(&p.namespace) {
+                namespaces.insert(p.namespace.clone(), BTreeMap::new());
+            }
+        }
+        let mut t = Topology {
+            preference_policy: input.preference_policy,
+            universe: input.universe,
+            keys: Vec::new(),
+            key_ids: FxHashMap::default(),
+            by_key: Vec::new(),
+            hostname_key: None,
+            groups: Vec::new(),
+            group_ids: FxHashMap::default(),
+            group_index: SelectorIndex::default(),
+            inverse: Vec::new(),
+            inverse_ids: FxHashMap::default(),
+            inverse_index: SelectorIndex::default(),
+            filters: Vec::new(),
+            filter_ids: FxHashMap::default(),
+            pods: FxHashMap::default(),
+            nodes: Vec::with_capacity(input.nodes.len()),
+            counted_pods: FxHashMap::default(),
+            namespaces,
+            defer_inverse_refresh: true,
+        };
+        for (i, n) in input.nodes.iter().enumerate() {
+            let node = &n.node;
+            t.nodes.push(NodeData {
+                name: node.name.clone(),
+                labels: node.labels.clone(),
+                taints: node.taints.clone(),
+                requirements: Requirements::from_labels(
+                    node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                ),
+                active: !node.marked_for_deletion,
+            });
+            for p in &n.pods {
+                if excluded.contains(p.uid.as_str()) || p.is_terminal() || p.is_terminating() {
+                    continue;
+                }
+                t.counted_pods
+                    .entry(p.namespace.clone())
+                    .or_default()
+                    .push(CountedPod {
+                        node: index(i),
+                        labels: p.labels.clone(),
+                    });
+            }
+        }
+        for n in input.nodes {
+            for p in &n.pods {
+                if excluded.contains(p.uid.as_str()) || p.is_terminal() {
+                    continue;
+                }
+                let Some(anti) = &p.pod_anti_affinity else {
+                    continue;
+                };
+                for term in &anti.required {
+                    let gid = t.inverse_group(p, term);
+                    if let Some(domain) = n.node.labels.get(&term.topology_key)
+                        && let Some(g) = t.inverse.get_mut(gid as usize)
+                        && let Some(kd) = t.keys.get_mut(g.key as usize)
+                    {
+                        g.record(kd.intern(domain));
+                    }
+                }
+            }
+        }
+        for p in input.batch_pods {
+            t.update(p);
+        }
+        t.defer_inverse_refresh = false;
+        t.refresh_inverse_selecting(None);
+        for n in input.nodes {
+            if !n.node.marked_for_deletion {
+                t.register(labels::HOSTNAME, n.node.hostname());
+            }
+        }
+        t
+    }
+
+    /// Registers the pod's constraints (spec 4.5). Call it for the original pod and again after
+    /// every relaxation (with the relaxed copy) or failure (with the original); the pod is keyed
+    /// by UID.
+    ///
+    /// 1. The pod stops owning the non-inverse groups it owned.
+    /// 2. Each **required** anti-affinity term finds or creates its inverse group and the pod
+    ///    becomes an owner (ownership of inverse groups is never dropped; preferred terms are
+    ///    never tracked inversely).
+    /// 3. Each spread (under [`PreferencePolicy::Ignore`] only `DoNotSchedule` ones; the
+    ///    selector gains `key In [value]` for every `matchLabelKeys` key the pod has a label
+    ///    for), each required pod-affinity term and each required pod-anti-affinity term (plus
+    ///    the preferred ones under [`PreferencePolicy::Respect`]) finds or creates its group —
+    ///    creation counts the existing pods — and the pod becomes an owner.
+    pub(crate) fn update(&mut self, pod: &Pod) {
+        let respect = self.preference_policy == PreferencePolicy::Respect;
+        let mut inverse_owned = self
+            .pods
+            .get(pod.uid.as_str())
+            .map(|e| e.inverse_owned.clone())
+            .unwrap_or_default();
+        if let Some(anti) = &pod.pod_anti_affinity {
+            for term in &anti.required {
+                let gid = self.inverse_group(pod, term);
+                push_unique(&mut inverse_owned, gid);
+            }
+        }
+
+        let mut owned_ids: SmallVec<[u32; 4]> = SmallVec::new();
+        for tsc in &pod.topology_spread_constraints {
+            if !respect && tsc.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
+                continue;
+            }
+            let selector = spread_selector(tsc, pod);
+            let gid = self.owned_group(
+                pod,
+                OwnedTerm {
+                    kind: TopologyType::Spread,
+                    key: &tsc.topology_key,
+                    namespaces: Box::new([pod.namespace.clone()]),
+                    selector: selector.as_deref(),
+                    max_skew: tsc.max_skew,
+                    min_domains: tsc.min_domains,
+                    filter: Some(NodeFilter::for_spread(pod, tsc)),
+                },
+            );
+            push_unique(&mut owned_ids, gid);
+        }
+        let affinities = [
+            (TopologyType::PodAffinity, &pod.pod_affinity),
+            (TopologyType::PodAntiAffinity, &pod.pod_anti_affinity),
+        ];
+        for (kind, affinity) in affinities {
+            let Some(affinity) = affinity else {
+                continue;
+            };
+            let preferred = affinity
+                .preferred
+                .iter()
+                .filter(|_| respect)
+                .map(|w| &w.pod_affinity_term);
+            for term in affinity.required.iter().chain(preferred) {
+                let namespaces = self.term_namespaces(&pod.namespace, term);
+                let gid = self.owned_group(
+                    pod,
+                    OwnedTerm {
+                        kind,
+                        key: &term.topology_key,
+                        namespaces,
+                        selector: term.label_selector.as_ref(),
+                        max_skew: i32::MAX,
+                        min_domains: None,
+                        filter: None,
+                    },
+                );
+                push_unique(&mut owned_ids, gid);
+            }
+        }
+
+        let owned = owned_ids
+            .iter()
+            .filter_map(|&gid| {
+                let g = self.groups.get(gid as usize)?;
+                Some(Owned {
+                    group: gid,
+                    selects: g.selects(&pod.namespace, &pod.labels),
+                })
+            })
+            .collect();
+        let inverse_selecting = if self.defer_inverse_refresh {
+            SmallVec::new()
+        } else {
+            self.inverse_selecting_for(&pod.namespace, &pod.labels)
+        };
+        let mut entry = PodEntry {
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            owned,
+            inverse_owned,
+            inverse_selecting,
+            host_owned: SmallVec::new(),
+            host_inverse: SmallVec::new(),
+        };
+        self.refresh_host_lists(&mut entry);
+        self.pods.insert(Box::from(pod.uid.as_str()), entry);
+    }
+
+    /// The domains `pod` may use on a candidate node or NodeClaim (spec 4.6-4.8): `node_reqs`
+    /// intersected with the domains chosen by every group constraining the pod — the groups it
+    /// owns, then the inverse anti-affinity groups selecting it.
+    ///
+    /// Each group chooses independently from `strict_pod_reqs[key]` (the pod's own domains, from
+    /// its node selector and required node affinity; `Exists` if absent) and `node_reqs[key]`
+    /// (`Exists` if absent) — never from the progressively tightened result; conflicting choices
+    /// surface as an empty requirement in the result, which the caller's compatibility check
+    /// rejects. `node_taints` are accepted for symmetry with [`record`](Self::record): the groups
+    /// consulted here have no taint filter (inverse groups never filter nodes).
+    pub(crate) fn add_requirements(
+        &self,
+        pod: &Pod,
+        strict_pod_reqs: &Requirements,
+        node_reqs: &Requirements,
+        node_taints: &[Taint],
+    ) -> Result<Requirements, TopologyError> {
+        let _ = node_taints;
+        let mut result = node_reqs.clone();
+        let entry = self.pods.get(pod.uid.as_str());
+        let owned = entry.map(|e| e.owned.as_slice()).unwrap_or_default();
+        let inverse: Cow<'_, [u32]> = match entry {
+            Some(e) => Cow::Borrowed(e.inverse_selecting.as_slice()),
+            None => Cow::Owned(
+                self.inverse_selecting_for(&pod.namespace, &pod.labels)
+                    .into_vec(),
+            ),
+        };
+        let owned_groups = owned
+            .iter()
+            .filter_map(|o| Some((self.groups.get(o.group as usize)?, o.selects)));
+        let inverse_groups = inverse
+            .iter()
+            .filter_map(|&gid| Some((self.inverse.get(gid as usize)?, true)));
+        for (g, self_selecting) in owned_groups.chain(inverse_groups) {
+            let Some(kd) = self.keys.get(g.key as usize) else {
+                continue;
+            };
+            let pod_domains = strict_pod_reqs.get_or_exists(&kd.key);
+            let node_domains = node_reqs.get_or_exists(&kd.key);
+            match g.next_domains(kd, self_selecting, &pod_domains, &node_domains) {
+                Some(domains) => result.add(domains),
+                None => {
+                    let (entries, others) = g.sample_counts(kd, ERROR_SAMPLE);
+                    return Err(TopologyError(Box::new(TopologyErrorDetails {
+                        kind: g.kind,
+                        key: kd.key.clone(),
+                        counts: CountsSample { entries, others },
+                        pod_domains: pod_domains.into_owned(),
+                        node_domains: node_domains.into_owned(),
+                    })));
+                }
+            }
+        }
+        Ok(result)
+    }
+
+    /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs`
+    /// and taints `node_taints` (spec 4.9). Call it for every placement, whether or not the pod
+    /// [`constrains`](Self::constrains) anything: groups owned by other pods may select it.
+    ///
+    /// For every non-inverse group that selects the pod and whose node filter matches
+    /// `(node_taints, node_reqs)`:
+    /// - anti-affinity: every value of `node_reqs[key]` is counted — all domains the pod might
+    ///   end up in are blocked ("Schrödinger" semantics);
+    /// - spread and affinity: only a collapsed `node_reqs[key]` (`In` with exactly one value) is
+    ///   counted; otherwise nothing, and nothing later either when the NodeClaim collapses
+    ///   (upstream quirk, reproduced).
+    ///
+    /// For every inverse group the pod owns, every value of `node_reqs[key]` is counted. Nothing
+    /// is recorded for a key `node_reqs` lacks. "Every value" is the raw value set, i.e. the
+    /// excluded values of a `NotIn` (upstream quirk, reproduced).
+    pub(crate) fn record(&mut self, pod: &Pod, node_taints: &[Taint], node_reqs: &Requirements) {
+        let mut candidates: SmallVec<[u32; 8]> = SmallVec::new();
+        self.group_index.candidates(&pod.labels, &mut candidates);
+        for gid in candidates {
+            let Some(g) = self.groups.get(gid as usize) else {
+                continue;
+            };
+            if !g.selects(&pod.namespace, &pod.labels) {
+                continue;
+            }
+            if let Some(fid) = g.filter
+                && let Some(f) = self.filters.get(fid as usize)
+                && !f.trivial
+                && !f.filter.matches(node_taints, node_reqs)
+            {
+                continue;
+            }
+            let (kind, key) = (g.kind, g.key);
+            let Some(kd) = self.keys.get_mut(key as usize) else {
+                continue;
+            };
+            let Some(req) = node_reqs.get(&kd.key) else {
+                continue;
+            };
+            let Some(g) = self.groups.get_mut(gid as usize) else {
+                continue;
+            };
+            if kind == TopologyType::PodAntiAffinity {
+                for v in req.values() {
+                    g.record(kd.intern(v));
+                }
+            } else if let Some(v) = req.single_value() {
+                g.record(kd.intern(v));
+            }
+        }
+        let inverse_owned = self
+            .pods
+            .get(pod.uid.as_str())
+            .map(|e| e.inverse_owned.clone())
+            .unwrap_or_default();
+        for gid in inverse_owned {
+            let Some(g) = self.inverse.get_mut(gid as usize) else {
+                continue;
+            };
+            let Some(kd) = self.keys.get_mut(g.key as usize) else {
+                continue;
+            };
+            if let Some(req) = node_reqs.get(&kd.key) {
+                for v in req.values() {
+                    g.record(kd.intern(v));
+                }
+            }
+        }
+    }
+
+    /// Makes `domain` known (count 0) to every group, normal and inverse, whose key is `key`
+    /// (spec 4.9 `Register`): hostnames of existing nodes at construction, and the hostname
+    /// placeholder of each NodeClaim when a pod is added to it. Groups created later do not
+    /// learn it (as upstream).
+    pub(crate) fn register(&mut self, key: &str, domain: &str) {
+        let Some(&kid) = self.key_ids.get(key) else {
+            return;
+        };
+        let Some(kd) = self.keys.get_mut(kid as usize) else {
+            return;
+        };
+        let id = kd.intern(domain);
+        self.for_each_group_of_key(kid, |g| g.register(id));
+    }
+
+    /// Forgets `domain` and its counts in every group whose key is `key` (upstream
+    /// `Unregister`; the provisioning solve does not need it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn unregister(&mut self, key: &str, domain: &str) {
+        let Some(&kid) = self.key_ids.get(key) else {
+            return;
+        };
+        let Some(id) = self.keys.get(kid as usize).and_then(|kd| kd.lookup(domain)) else {
+            return;
+        };
+        self.for_each_group_of_key(kid, |g| g.unregister(id));
+    }
+
+    /// The negation of [`hostname_quick_reject`](Self::hostname_quick_reject): `false` when the
+    /// pod certainly cannot go to the host `hostname`, `true` when unsure.
+    pub(crate) fn hostname_quick_reject_ok(&self, pod: &Pod, hostname: &str) -> bool {
+        !self.hostname_quick_reject(pod, hostname)
+    }
+
+    /// A cheap pre-check: `true` when `pod` certainly cannot go to the node or NodeClaim whose
+    /// hostname is `hostname` (its requirements say `kubernetes.io/hostname In [hostname]`),
+    /// because of a hostname-keyed group:
+    /// - an owned anti-affinity group, or an inverse group selecting the pod, counts the host;
+    /// - an owned spread would exceed `maxSkew` there (`count (+1 if self-selecting) > maxSkew`);
+    /// - an owned affinity group does not count the host and the pod cannot bootstrap it (the
+    ///   group does not select the pod).
+    ///
+    /// `false` means "unsure": run [`add_requirements`](Self::add_requirements). Allocation-free;
+    /// costs one UID lookup, one hostname lookup and one step per hostname group of the pod.
+    pub(crate) fn hostname_quick_reject(&self, pod: &Pod, hostname: &str) -> bool {
+        let Some(entry) = self.pods.get(pod.uid.as_str()) else {
+            return false;
+        };
+        if entry.host_owned.is_empty() && entry.host_inverse.is_empty() {
+            return false;
+        }
+        let Some(kd) = self.hostname_key.and_then(|k| self.keys.get(k as usize)) else {
+            return false;
+        };
+        let id = kd.lookup(hostname);
+        let count = |g: &Group| id.and_then(|i| g.count(i)).unwrap_or(0);
+        for o in &entry.host_owned {
+            let Some(g) = self.groups.get(o.group as usize) else {
+                continue;
+            };
+            let c = count(g);
+            let reject = match g.kind {
+                TopologyType::Spread => i64::from(c) + i64::from(o.selects) > i64::from(g.max_skew),
+                TopologyType::PodAntiAffinity => c > 0,
+                TopologyType::PodAffinity => c == 0 && !o.selects,
+            };
+            if reject {
+                return true;
+            }
+        }
+        entry
+            .host_inverse
+            .iter()
+            .any(|&gid| self.inverse.get(gid as usize).is_some_and(|g| count(g) > 0))
+    }
+
+    /// Whether [`add_requirements`](Self::add_requirements) would consult any group for `pod`:
+    /// it owns a group, or an inverse anti-affinity group selects it. When `false`,
+    /// `add_requirements` returns `node_reqs` unchanged.
+    pub(crate) fn constrains(&self, pod: &Pod) -> bool {
+        match self.pods.get(pod.uid.as_str()) {
+            Some(e) => !e.owned.is_empty() || !e.inverse_selecting.is_empty(),
+            None => !self
+                .inverse_selecting_for(&pod.namespace, &pod.labels)
+                .is_empty(),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Internals
+    // -----------------------------------------------------------------------------------------
+
+    fn key_id(&mut self, key: &str) -> u32 {
+        if let Some(&id) = self.key_ids.get(key) {
+            return id;
+        }
+        let id = index(self.keys.len());
+        self.keys.push(KeyDomains::new(key));
+        self.by_key.push(SmallVec::new());
+        self.key_ids.insert(key.to_owned(), id);
+        if key == labels::HOSTNAME {
+            self.hostname_key = Some(id);
+        }
+        id
+    }
+
+    fn filter_id(&mut self, filter: NodeFilter) -> u32 {
+        if let Some(&id) = self.filter_ids.get(&filter) {
+            return id;
+        }
+        let id = index(self.filters.len());
+        self.filters.push(FilterEntry {
+            trivial: filter.is_trivial(),
+            filter: filter.clone(),
+            nodes: None,
+        });
+        self.filter_ids.insert(filter, id);
+        id
+    }
+
+    /// Which existing nodes pass filter `fid`; `None` when every node does.
+    fn filter_nodes(&mut self, fid: Option<u32>) -> Option<FixedBitSet> {
+        let entry = self.filters.get_mut(fid? as usize)?;
+        if entry.trivial {
+            return None;
+        }
+        if entry.nodes.is_none() {
+            let mut set = FixedBitSet::with_capacity(self.nodes.len());
+            for (i, n) in self.nodes.iter().enumerate() {
+                set.set(i, entry.filter.matches(&n.taints, &n.requirements));
+            }
+            entry.nodes = Some(set);
+        }
+        entry.nodes.clone()
+    }
+
+    fn for_each_group_of_key(&mut self, kid: u32, mut f: impl FnMut(&mut Group)) {
+        let Some(refs) = self.by_key.get(kid as usize) else {
+            return;
+        };
+        for r in refs {
+            let g = match *r {
+                GroupRef::Normal(i) => self.groups.get_mut(i as usize),
+                GroupRef::Inverse(i) => self.inverse.get_mut(i as usize),
+            };
+            if let Some(g) = g {
+                f(g);
+            }
+        }
+    }
+
+    /// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated.
+    fn term_namespaces(&self, pod_namespace: &str, term: &PodAffinityTerm) -> Box<[String]> {
+        let mut out: Vec<String> = match &term.namespace_selector {
+            None if term.namespaces.is_empty() => vec![pod_namespace.to_owned()],
+            None => term.namespaces.clone(),
+            Some(selector) => {
+                let selector = Selector::compile(Some(selector));
+                self.namespaces
+                    .iter()
+                    .filter(|(_, labels)| selector.matches(labels))
+                    .map(|(name, _)| name.clone())
+                    .chain(term.namespaces.iter().cloned())
+                    .collect()
+            }
+        };
+        out.sort();
+        out.dedup();
+        out.into_boxed_slice()
+    }
+
+    /// Finds or creates a non-inverse group; creation initialises its domains and counts the
+    /// existing pods (spec 4.3).
+    fn owned_group(&mut self, pod: &Pod, term: OwnedTerm<'_>) -> u32 {
+        let key = self.key_id(term.key);
+        let filter = term.filter.map(|f| self.filter_id(f));
+        let identity = GroupIdentity {
+            kind: term.kind,
+            key,
+            namespaces: term.namespaces,
+            max_skew: term.max_skew,
+            filter,
+            selector: term.selector.map(SelectorKey::of),
+        };
+        if let Some(&gid) = self.group_ids.get(&identity) {
+            return gid;
+        }
+        let honor_taints = match filter.and_then(|f| self.filters.get(f as usize)) {
+            Some(f) => f.filter.taint_policy == NodeInclusionPolicy::Honor,
+            None => true,
+        };
+        let mut group = Group::new(GroupSpec {
+            kind: term.kind,
+            key,
+            hostname: term.key == labels::HOSTNAME,
+            max_skew: term.max_skew,
+            min_domains: term.min_domains,
+            namespaces: identity.namespaces.clone(),
+            selector: Selector::compile(term.selector),
+            nil_selector: term.selector.is_none(),
+            filter,
+        });
+        self.init_domains(&mut group, pod, honor_taints);
+        self.count_domains(&mut group);
+        let gid = index(self.groups.len());
+        self.group_index.insert(gid, &group.selector);
+        if let Some(refs) = self.by_key.get_mut(key as usize) {
+            refs.push(GroupRef::Normal(gid));
+        }
+        self.groups.push(group);
+        self.group_ids.insert(identity, gid);
+        gid
+    }
+
+    /// Finds or creates the inverse group of a required anti-affinity term of `pod`.
+    fn inverse_group(&mut self, pod: &Pod, term: &PodAffinityTerm) -> u32 {
+        let key = self.key_id(&term.topology_key);
+        let namespaces = self.term_namespaces(&pod.namespace, term);
+        let identity = GroupIdentity {
+            kind: TopologyType::PodAntiAffinity,
+            key,
+            namespaces,
+            max_skew: i32::MAX,
+            filter: None,
+            selector: term.label_selector.as_ref().map(SelectorKey::of),
+        };
+        if let Some(&gid) = self.inverse_ids.get(&identity) {
+            return gid;
+        }
+        let mut group = Group::new(GroupSpec {
+            kind: TopologyType::PodAntiAffinity,
+            key,
+            hostname: term.topology_key == labels::HOSTNAME,
+            max_skew: i32::MAX,
+            min_domains: None,
+            namespaces: identity.namespaces.clone(),
+            selector: Selector::compile(term.label_selector.as_ref()),
+            nil_selector: term.label_selector.is_none(),
+            filter: None,
+        });
+        self.init_domains(&mut group, pod, true);
+        let gid = index(self.inverse.len());
+        self.inverse_index.insert(gid, &group.selector);
+        if let Some(refs) = self.by_key.get_mut(key as usize) {
+            refs.push(GroupRef::Inverse(gid));
+        }
+        self.inverse.push(group);
+        self.inverse_ids.insert(identity, gid);
+        if !self.defer_inverse_refresh {
+            self.refresh_inverse_selecting(Some(gid));
+        }
+        gid
+    }
+
+    /// Registers the universe domains of the group's key (spec 4.3): all of them, or with
+    /// `honor_taints` only those some producing pool's taints are tolerated by `pod`.
+    fn init_domains(&mut self, group: &mut Group, pod: &Pod, honor_taints: bool) {
+        let Some(kd) = self.keys.get_mut(group.key as usize) else {
+            return;
+        };
+        for (domain, taints) in self.universe.domains(&kd.key) {
+            if !honor_taints || taints.tolerated_by(&pod.tolerations) {
+                group.register(kd.intern(domain));
+            }
+        }
+    }
+
+    /// Discovers domains from existing nodes and counts existing pods (spec 4.3).
+    fn count_domains(&mut self, group: &mut Group) {
+        let passing = self.filter_nodes(group.filter);
+        let passes = |i: usize| passing.as_ref().is_none_or(|set| set.contains(i));
+        let Topology {
+            keys,
+            nodes,
+            counted_pods,
+            ..
+        } = self;
+        let Some(kd) = keys.get_mut(group.key as usize) else {
+            return;
+        };
+        for (i, node) in nodes.iter().enumerate() {
+            if node.active
+                && let Some(domain) = node.labels.get(&kd.key)
+                && passes(i)
+            {
+                group.register(kd.intern(domain));
+            }
+        }
+        let namespaces = group.namespaces.clone();
+        for namespace in namespaces.iter() {
+            let Some(pods) = counted_pods.get(namespace) else {
+                continue;
+            };
+            for p in pods {
+                if !group.counts_existing(&p.labels) {
+                    continue;
+                }
+                let i = p.node as usize;
+                let Some(node) = nodes.get(i) else {
+                    continue;
+                };
+                let domain = match node.labels.get(&kd.key) {
+                    Some(d) => d.as_str(),
+                    None if group.hostname => node.name.as_str(),
+                    None => continue,
+                };
+                if passes(i) {
+                    group.record(kd.intern(domain));
+                }
+            }
+        }
+    }
+
+    /// Inverse groups selecting a pod with this namespace and labels, ascending.
+    fn inverse_selecting_for(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> SmallVec<[u32; 2]> {
+        let mut candidates: SmallVec<[u32; 8]> = SmallVec::new();
+        self.inverse_index.candidates(labels, &mut candidates);
+        let mut out: SmallVec<[u32; 2]> = candidates
+            .into_iter()
+            .filter(|&gid| {
+                self.inverse
+                    .get(gid as usize)
+                    .is_some_and(|g| g.selects(namespace, labels))
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Recomputes the inverse-selection caches of every known pod: fully (`None`), or only for
+    /// one new inverse group.
+    fn refresh_inverse_selecting(&mut self, new_group: Option<u32>) {
+        let mut pods = std::mem::take(&mut self.pods);
+        for entry in pods.values_mut() {
+            match new_group {
+                None => {
+                    entry.inverse_selecting =
+                        self.inverse_selecting_for(&entry.namespace, &entry.labels);
+                }
+                Some(gid) => {
+                    let selects = self
+                        .inverse
+                        .get(gid as usize)
+                        .is_some_and(|g| g.selects(&entry.namespace, &entry.labels));
+                    if !selects || entry.inverse_selecting.contains(&gid) {
+                        continue;
+                    }
+                    entry.inverse_selecting.push(gid);
+                    entry.inverse_selecting.sort_unstable();
+                }
+            }
+            self.refresh_host_lists(entry);
+        }
+        self.pods = pods;
+    }
+
+    fn refresh_host_lists(&self, entry: &mut PodEntry) {
+        entry.host_owned = entry
+            .owned
+            .iter()
+            .copied()
+            .filter(|o| {
+                self.groups
+                    .get(o.group as usize)
+                    .is_some_and(|g| g.hostname)
+            })
+            .collect();
+        entry.host_inverse = entry
+            .inverse_selecting
+            .iter()
+            .copied()
+            .filter(|&gid| self.inverse.get(gid as usize).is_some_and(|g| g.hostname))
+            .collect();
+    }
+}
+
+/// A term of a pod that owns a non-inverse group.
+struct OwnedTerm<'a> {
+    kind: TopologyType,
+    key: &'a str,
+    namespaces: Box<[String]>,
+    selector: Option<&'a LabelSelector>,
+    max_skew: i32,
+    min_domains: Option<i32>,
+    filter: Option<NodeFilter>,
+}
+
+/// A spread's selector with `key In [pod's value]` appended for every `matchLabelKeys` key the
+/// pod has a label for (keys the pod lacks are ignored). A nil selector stays nil (Kubernetes
+/// rejects `matchLabelKeys` without a selector).
+fn spread_selector<'a>(
+    tsc: &'a TopologySpreadConstraint,
+    pod: &Pod,
+) -> Option<Cow<'a, LabelSelector>> {
+    let selector = tsc.label_selector.as_ref()?;
+    let extra: Vec<LabelSelectorRequirement> = tsc
+        .match_label_keys
+        .iter()
+        .filter_map(|key| {
+            pod.labels.get(key).map(|value| LabelSelectorRequirement {
+                key: key.clone(),
+                operator: SelectorOperator::In,
+                values: vec![value.clone()],
+            })
+        })
+        .collect();
+    if extra.is_empty() {
+        return Some(Cow::Borrowed(selector));
+    }
+    let mut s = selector.clone();
+    s.match_expressions.extend(extra);
+    Some(Cow::Owned(s))
+}

@@ -1,0 +1,5 @@
+//! Integration tests of karpenter-fake: catalogs, the fake provider and the provisioning harness.
+
+mod catalog;
+mod harness;
+mod provider;
