@@ -14,6 +14,10 @@
 pub mod api;
 pub mod catalog;
 pub mod cloud;
+#[cfg(feature = "k8s-openapi")]
+pub mod convert;
+#[cfg(feature = "kube")]
+pub mod crd;
 pub mod hostports;
 pub mod labels;
 pub mod model;

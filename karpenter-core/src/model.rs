@@ -330,6 +330,18 @@ pub struct Pod {
     /// `spec.terminationGracePeriodSeconds`.
     #[serde(default)]
     pub termination_grace_period_seconds: Option<i64>,
+    /// Whether the pod counts as healthy for PodDisruptionBudgets: false only when its `Ready`
+    /// condition is explicitly `False` (what an `unhealthyPodEvictionPolicy: AlwaysAllow` budget
+    /// looks at); true when the condition is `True`, `Unknown` or absent.
+    #[serde(default = "default_true")]
+    pub ready: bool,
+    /// `status.startTime`: when the kubelet acknowledged the pod (do-not-disrupt durations count
+    /// from it).
+    #[serde(default)]
+    pub start_time: Option<Timestamp>,
+    /// `spec.priorityClassName`.
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
 }
 
 impl Pod {
@@ -360,6 +372,9 @@ impl Pod {
             has_resource_claims: false,
             priority: None,
             termination_grace_period_seconds: None,
+            ready: true,
+            start_time: None,
+            priority_class_name: None,
         }
     }
 
@@ -739,4 +754,210 @@ pub struct DaemonSet {
     /// The pod it runs (requests, tolerations, node selector and required node affinity are
     /// what matter).
     pub pod: Pod,
+}
+
+// ---------------------------------------------------------------------------------------------
+// PodDisruptionBudgets
+// ---------------------------------------------------------------------------------------------
+
+/// An absolute count or a percentage, as in a PodDisruptionBudget's `minAvailable` and
+/// `maxUnavailable` (Kubernetes' `IntOrString`, where strings must be percentages).
+///
+/// Serialises like Kubernetes: an integer, or a string such as `"50%"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IntOrPercent {
+    /// A number of pods.
+    Int(i32),
+    /// A percentage of the selected pods (`"50%"` is `Percent(50)`).
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    /// Parses a percentage string such as `"25%"` (digits followed by `%`); `None` otherwise.
+    pub fn parse_percent(s: &str) -> Option<IntOrPercent> {
+        let digits = s.strip_suffix('%')?;
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok().map(IntOrPercent::Percent)
+    }
+}
+
+impl std::fmt::Display for IntOrPercent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IntOrPercent::Int(n) => write!(f, "{n}"),
+            IntOrPercent::Percent(p) => write!(f, "{p}%"),
+        }
+    }
+}
+
+impl Serialize for IntOrPercent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            IntOrPercent::Int(n) => serializer.serialize_i32(*n),
+            IntOrPercent::Percent(_) => serializer.collect_str(self),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = IntOrPercent;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an integer or a percentage such as \"50%\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                i32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom(format!("integer {v} out of range")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
+                i32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom(format!("integer {v} out of range")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
+                IntOrPercent::parse_percent(v)
+                    .ok_or_else(|| E::custom(format!("{v:?} is not a percentage")))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+/// A PodDisruptionBudget as the disruption planner sees it (spec `disruption.md` 1.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodDisruptionBudget {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Which pods of the namespace it covers; `None` covers none, an empty selector all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// `spec.minAvailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<IntOrPercent>,
+    /// `spec.maxUnavailable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrPercent>,
+    /// `status.disruptionsAllowed`: how many covered pods may be evicted now.
+    #[serde(default)]
+    pub disruptions_allowed: i32,
+    /// Whether `spec.unhealthyPodEvictionPolicy` is `AlwaysAllow` (pods whose `Ready` condition
+    /// is `False` may then always be evicted).
+    #[serde(default)]
+    pub unhealthy_pod_eviction_policy_always_allow: bool,
+}
+
+impl PodDisruptionBudget {
+    /// Whether the budget forbids every voluntary eviction regardless of pod health:
+    /// `maxUnavailable` is `0` or `"0%"`, or `minAvailable` is `"100%"`.
+    pub fn is_fully_blocking(&self) -> bool {
+        matches!(
+            self.max_unavailable,
+            Some(IntOrPercent::Int(0) | IntOrPercent::Percent(0))
+        ) || self.min_available == Some(IntOrPercent::Percent(100))
+    }
+
+    /// Whether the budget covers `pod`: same namespace and the selector matches the pod's
+    /// labels (a missing selector matches nothing, an empty one everything).
+    pub fn selects(&self, pod: &Pod) -> bool {
+        self.namespace == pod.namespace
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
+    }
+}
+
+#[cfg(test)]
+mod pdb_tests {
+    use super::*;
+
+    fn pdb(min: Option<IntOrPercent>, max: Option<IntOrPercent>) -> PodDisruptionBudget {
+        PodDisruptionBudget {
+            namespace: "ns".into(),
+            name: "b".into(),
+            selector: None,
+            min_available: min,
+            max_unavailable: max,
+            disruptions_allowed: 0,
+            unhealthy_pod_eviction_policy_always_allow: false,
+        }
+    }
+
+    #[test]
+    fn fully_blocking() {
+        use IntOrPercent::{Int, Percent};
+        assert!(pdb(None, Some(Int(0))).is_fully_blocking());
+        assert!(pdb(None, Some(Percent(0))).is_fully_blocking());
+        assert!(pdb(Some(Percent(100)), None).is_fully_blocking());
+        assert!(!pdb(None, Some(Int(1))).is_fully_blocking());
+        assert!(!pdb(Some(Int(100)), None).is_fully_blocking());
+        assert!(!pdb(Some(Percent(99)), None).is_fully_blocking());
+        assert!(!pdb(None, None).is_fully_blocking());
+    }
+
+    #[test]
+    fn selects_by_namespace_and_selector() {
+        let mut pod = Pod::new("ns", "p");
+        pod.labels.insert("app".into(), "web".into());
+        let mut b = pdb(None, None);
+        assert!(!b.selects(&pod), "a missing selector selects nothing");
+        b.selector = Some(LabelSelector::default());
+        assert!(b.selects(&pod), "an empty selector selects everything");
+        b.selector = Some(LabelSelector::from_labels([("app", "db")]));
+        assert!(!b.selects(&pod));
+        b.selector = Some(LabelSelector::from_labels([("app", "web")]));
+        assert!(b.selects(&pod));
+        pod.namespace = "other".into();
+        assert!(!b.selects(&pod));
+    }
+
+    #[test]
+    fn int_or_percent_serde() {
+        let b: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
+            "namespace": "ns", "name": "b", "minAvailable": "50%", "maxUnavailable": 1,
+        }))
+        .unwrap();
+        assert_eq!(b.min_available, Some(IntOrPercent::Percent(50)));
+        assert_eq!(b.max_unavailable, Some(IntOrPercent::Int(1)));
+        let v = serde_json::to_value(&b).unwrap();
+        assert_eq!(v["minAvailable"], "50%");
+        assert_eq!(v["maxUnavailable"], 1);
+        for bad in [
+            serde_json::json!("50"),
+            serde_json::json!("%"),
+            serde_json::json!(1e20),
+        ] {
+            assert!(serde_json::from_value::<IntOrPercent>(bad).is_err());
+        }
+        assert_eq!(
+            IntOrPercent::parse_percent("007%"),
+            Some(IntOrPercent::Percent(7))
+        );
+        assert_eq!(IntOrPercent::parse_percent("-1%"), None);
+    }
+
+    #[test]
+    fn new_pod_fields_default_when_absent() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "namespace": "ns", "name": "p", "uid": "u", "creationTimestamp": "2024-01-01T00:00:00Z",
+        }))
+        .unwrap();
+        assert!(p.ready);
+        assert_eq!(p.start_time, None);
+        assert_eq!(p.priority_class_name, None);
+        assert_eq!(p, {
+            let mut q = Pod::new("ns", "p");
+            q.uid = "u".into();
+            q.creation_timestamp = p.creation_timestamp;
+            q
+        });
+    }
 }

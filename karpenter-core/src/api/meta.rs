@@ -12,6 +12,7 @@ use super::null_as_default;
 /// that metadata round-trips unchanged. Timestamps are kept as the RFC 3339 strings written.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct ObjectMeta {
     /// The object's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +86,7 @@ impl ObjectMeta {
 /// An owner reference (`metadata.ownerReferences[]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct OwnerReference {
     /// The owner's API version.
     #[serde(default)]
@@ -108,6 +110,7 @@ pub struct OwnerReference {
 
 /// A condition's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub enum ConditionStatus {
     /// `"True"`.
     True,
@@ -134,6 +137,7 @@ impl ConditionStatus {
 /// (like the seed guide's NodeClaim) parse; validation reports what the CRD requires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct Condition {
     /// The condition type (`Ready`, `Launched`, ...).
     #[serde(rename = "type")]

@@ -16,6 +16,7 @@ pub const NODECLAIM_KIND: &str = "NodeClaim";
 /// A NodeClaim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodeClaim {
     /// `karpenter.sh/v1`.
     #[serde(default = "default_api_version")]
@@ -66,6 +67,7 @@ impl NodeClaim {
 /// `spec` of a NodeClaim.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodeClaimSpec {
     /// Taints put on the node.
     #[serde(
@@ -133,6 +135,7 @@ impl NodeClaimSpec {
 /// `spec.resources` of a NodeClaim.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct ResourceRequirements {
     /// The summed requests of the pods expected on the node.
     #[serde(
@@ -153,6 +156,7 @@ impl ResourceRequirements {
 /// `status` of a NodeClaim.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodeClaimStatus {
     /// The name of the Node object once registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -33,6 +33,7 @@ pub const UNBOUNDED_DISRUPTIONS: usize = usize::MAX;
 /// back exactly as written; the `effective_*` accessors apply upstream's CRD defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodePool {
     /// `karpenter.sh/v1`.
     #[serde(default = "default_api_version")]
@@ -129,6 +130,7 @@ impl NodePool {
 /// `spec` of a NodePool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodePoolSpec {
     /// The template of the NodeClaims this pool launches.
     pub template: NodeClaimTemplate,
@@ -174,6 +176,7 @@ pub type Limits = ResourceList;
 /// `spec.template`: metadata and spec for the NodeClaims a pool launches.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodeClaimTemplate {
     /// Labels and annotations put on every node.
     #[serde(
@@ -189,6 +192,7 @@ pub struct NodeClaimTemplate {
 /// `spec.template.metadata`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct TemplateMetadata {
     /// Labels applied to every node (and, for scheduling, `In [value]` requirements).
     #[serde(
@@ -216,6 +220,7 @@ impl TemplateMetadata {
 /// `spec.template.spec`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodeClaimTemplateSpec {
     /// Taints put on the nodes; pods must tolerate them.
     #[serde(
@@ -281,6 +286,7 @@ pub(crate) fn default_expire_after() -> NillableDuration {
 
 /// `nodeClassRef`: which cloud-provider node class to use.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodeClassReference {
     /// The API group (e.g. `karpenter.k8s.aws`).
     #[serde(default, deserialize_with = "null_as_default")]
@@ -312,6 +318,7 @@ impl NodeClassReference {
 /// `spec.disruption`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct Disruption {
     /// How long a node must be consolidatable before it is consolidated (default `0s`, or
     /// `Never`).
@@ -359,6 +366,7 @@ impl Disruption {
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub enum ConsolidationPolicy {
     /// Only empty nodes are consolidated.
     WhenEmpty,
@@ -371,6 +379,7 @@ pub enum ConsolidationPolicy {
 
 /// Why a node is disrupted; budgets may be limited to some reasons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub enum DisruptionReason {
     /// Consolidation of underutilized nodes.
     Underutilized,
@@ -402,6 +411,7 @@ impl DisruptionReason {
 /// budget is active.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct Budget {
     /// A count (`"5"`) or a percentage (`"10%"`); defaults to `10%` when absent, as the CRD.
     #[serde(
@@ -529,6 +539,7 @@ impl Budget {
 /// `status` of a NodePool.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct NodePoolStatus {
     /// The total resources of the pool's nodes.
     #[serde(

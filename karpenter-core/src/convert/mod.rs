@@ -1,0 +1,1000 @@
+//! Conversion of Kubernetes objects (the `k8s-openapi` crate's types) into the core model,
+//! [`crate::model`] (feature `k8s-openapi`).
+//!
+//! - [`pod_from_k8s`]: a Pod as the scheduler sees it, with its *effective* resource requests
+//!   (see [`effective_requests`]);
+//! - [`node_from_k8s`]: a Node;
+//! - [`daemonset_from_k8s`] / [`daemonset_from_k8s_with_pod`]: a DaemonSet and the pod it
+//!   would run on every eligible node (scheduler spec 3.0 step 8);
+//! - [`pdb_from_k8s`]: a PodDisruptionBudget.
+//!
+//! Every error names the object (`Pod default/web-0`) and the field
+//! (`spec.containers[0].resources.requests[cpu]`) at fault.
+//!
+//! This crate picks no Kubernetes version: the final binary enables one of `k8s-openapi`'s
+//! `v1_*` features. Only fields present in every supported version are read.
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+//! use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//!
+//! let pod = Pod {
+//!     metadata: ObjectMeta { name: Some("web".into()), ..Default::default() },
+//!     spec: Some(PodSpec {
+//!         containers: vec![Container {
+//!             name: "app".into(),
+//!             resources: Some(ResourceRequirements {
+//!                 // Only limits: the API server copies them into the requests.
+//!                 limits: Some([("cpu".to_string(), Quantity("500m".into()))].into()),
+//!                 ..Default::default()
+//!             }),
+//!             ..Default::default()
+//!         }],
+//!         ..Default::default()
+//!     }),
+//!     ..Default::default()
+//! };
+//! let pod = karpenter_core::convert::pod_from_k8s(&pod).unwrap();
+//! assert_eq!(pod.key(), "default/web");
+//! assert_eq!(pod.requests.get("cpu").map(|q| q.milli_value()), Some(500));
+//! ```
+
+mod requests;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1 as apps;
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::api::policy::v1 as policy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::hostports::HostPort;
+use crate::labels;
+use crate::model::{
+    self, IntOrPercent, LabelSelectorRequirement, NodeInclusionPolicy, OwnerReference, PodPhase,
+    SelectorOperator, Timestamp, WhenUnsatisfiable,
+};
+use crate::requirements::{NodeSelectorRequirement, Operator};
+use crate::resources::{Quantity, QuantityError, ResourceList};
+use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
+
+pub use requests::effective_requests;
+
+/// Why a Kubernetes object cannot be converted. Every variant names the object
+/// (`Pod default/web-0`) and the field (a JSON path such as
+/// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// A required field is absent or empty.
+    #[error("{object}: {field}: required value")]
+    Missing {
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The path of the missing field.
+        field: String,
+    },
+    /// A field has a value the model does not accept (an unknown operator, effect, phase,
+    /// policy, or a string that should be a percentage).
+    #[error("{object}: {field}: unsupported value {value:?}: {reason}")]
+    Invalid {
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The path of the field.
+        field: String,
+        /// The value found.
+        value: String,
+        /// What is accepted.
+        reason: String,
+    },
+    /// A resource quantity does not parse.
+    #[error("{object}: {field}[{resource}]{}: {source}", container_suffix(.container))]
+    Quantity {
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The path of the resource list (`spec.containers[0].resources.requests`).
+        field: String,
+        /// The container whose resources these are, if any.
+        container: Option<String>,
+        /// The resource name (`cpu`).
+        resource: String,
+        /// Why the quantity was rejected.
+        #[source]
+        source: Box<QuantityError>,
+    },
+    /// A *required* node-affinity term uses `matchFields`, which the scheduler does not
+    /// support (upstream Karpenter rejects such pods; in preferred terms they are ignored).
+    #[error(
+        "{object}: {field}: matchFields is not supported in required node affinity terms (key {key:?})"
+    )]
+    MatchFields {
+        /// The object, as `Kind namespace/name`.
+        object: String,
+        /// The path of the `matchFields` list.
+        field: String,
+        /// The first field key used (`metadata.name`).
+        key: String,
+    },
+}
+
+fn container_suffix(container: &Option<String>) -> String {
+    container
+        .as_ref()
+        .map(|c| format!(" (container {c:?})"))
+        .unwrap_or_default()
+}
+
+impl ConvertError {
+    /// The object the error is about (`Pod default/web-0`).
+    pub fn object(&self) -> &str {
+        match self {
+            ConvertError::Missing { object, .. }
+            | ConvertError::Invalid { object, .. }
+            | ConvertError::Quantity { object, .. }
+            | ConvertError::MatchFields { object, .. } => object,
+        }
+    }
+
+    /// The path of the field at fault. For quantities it is the resource list's path followed
+    /// by `[resource]`.
+    pub fn field(&self) -> String {
+        match self {
+            ConvertError::Missing { field, .. }
+            | ConvertError::Invalid { field, .. }
+            | ConvertError::MatchFields { field, .. } => field.clone(),
+            ConvertError::Quantity {
+                field, resource, ..
+            } => format!("{field}[{resource}]"),
+        }
+    }
+}
+
+/// The object being converted, for error messages.
+#[derive(Clone, Copy)]
+pub(crate) struct Ctx<'a> {
+    kind: &'static str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+impl Ctx<'_> {
+    fn object(&self) -> String {
+        match self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+
+    fn missing(&self, field: impl Into<String>) -> ConvertError {
+        ConvertError::Missing {
+            object: self.object(),
+            field: field.into(),
+        }
+    }
+
+    fn invalid(
+        &self,
+        field: impl Into<String>,
+        value: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> ConvertError {
+        ConvertError::Invalid {
+            object: self.object(),
+            field: field.into(),
+            value: value.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Parses a Kubernetes resource list; `field` is the list's path.
+    pub(crate) fn resource_list(
+        &self,
+        list: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+        field: &str,
+        container: Option<&str>,
+    ) -> Result<ResourceList, ConvertError> {
+        let mut out = ResourceList::new();
+        for (name, q) in list.into_iter().flatten() {
+            let parsed = Quantity::parse(&q.0).map_err(|source| ConvertError::Quantity {
+                object: self.object(),
+                field: field.to_string(),
+                container: container.map(str::to_string),
+                resource: name.clone(),
+                source: Box::new(source),
+            })?;
+            out.insert(name.as_str(), parsed);
+        }
+        Ok(out)
+    }
+}
+
+/// A field that is optional in some Kubernetes versions and required in others
+/// (`DaemonSet.spec`, `PodDisruptionBudgetStatus.disruptionsAllowed`): read it either way.
+trait MaybeField<T> {
+    fn field(&self) -> Option<&T>;
+}
+
+impl<T> MaybeField<T> for Option<T> {
+    fn field(&self) -> Option<&T> {
+        self.as_ref()
+    }
+}
+
+impl MaybeField<apps::DaemonSetSpec> for apps::DaemonSetSpec {
+    fn field(&self) -> Option<&apps::DaemonSetSpec> {
+        Some(self)
+    }
+}
+
+impl MaybeField<i32> for i32 {
+    fn field(&self) -> Option<&i32> {
+        Some(self)
+    }
+}
+
+fn time(t: Option<&meta::Time>) -> Option<Timestamp> {
+    t.map(|t| t.0)
+}
+
+fn non_empty(s: Option<&String>) -> Option<&str> {
+    s.map(String::as_str).filter(|s| !s.is_empty())
+}
+
+/// The namespace of an object: `metadata.namespace`, or `default` when absent or empty.
+fn namespace_of(meta: &meta::ObjectMeta) -> &str {
+    non_empty(meta.namespace.as_ref()).unwrap_or("default")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pods
+// ---------------------------------------------------------------------------------------------
+
+/// Converts a Pod.
+///
+/// - `metadata.namespace` defaults to `default`, `metadata.uid` to `<namespace>/<name>`,
+///   `metadata.creationTimestamp` to the Unix epoch; `metadata.name` is required.
+/// - The owner is the owner reference marked `controller: true`, if any.
+/// - Node affinity: required terms (ORed) and preferred terms. `matchFields` in a required
+///   term is an error ([`ConvertError::MatchFields`]); in a preferred term it is ignored.
+/// - Pod (anti-)affinity terms keep their label selector, namespaces and namespace selector.
+///   Their `matchLabelKeys` / `mismatchLabelKeys` are merged into the label selector as
+///   `key In [value]` / `key NotIn [value]` for the pod's own label values, as the API server
+///   does when it admits the pod (expressions already present are not repeated).
+/// - Requests are the pod's effective requests ([`effective_requests`]).
+/// - Host ports: every `hostPort` of a regular container (IP `0.0.0.0`, protocol `TCP` when
+///   empty).
+/// - `ready` is false only when the `Ready` condition is `False`.
+pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
+    let meta = &pod.metadata;
+    let namespace = namespace_of(meta);
+    let name = non_empty(meta.name.as_ref()).unwrap_or("");
+    let ctx = Ctx {
+        kind: "Pod",
+        namespace: Some(namespace),
+        name,
+    };
+    if name.is_empty() {
+        return Err(ctx.missing("metadata.name"));
+    }
+    let empty_spec = core::PodSpec::default();
+    let spec = pod.spec.as_ref().unwrap_or(&empty_spec);
+    let status = pod.status.as_ref();
+    let labels = meta.labels.clone().unwrap_or_default();
+
+    let mut out = model::Pod::new(namespace, name);
+    if let Some(uid) = non_empty(meta.uid.as_ref()) {
+        out.uid = uid.to_string();
+    }
+    out.annotations = meta.annotations.clone().unwrap_or_default();
+    out.creation_timestamp =
+        time(meta.creation_timestamp.as_ref()).unwrap_or(Timestamp::UNIX_EPOCH);
+    out.deletion_timestamp = time(meta.deletion_timestamp.as_ref());
+    out.phase = phase(&ctx, status.and_then(|s| s.phase.as_ref()))?;
+    out.node_name = non_empty(spec.node_name.as_ref()).map(str::to_string);
+    out.owner = controller_owner(meta.owner_references.as_deref());
+    out.node_selector = spec.node_selector.clone().unwrap_or_default();
+    if let Some(affinity) = &spec.affinity {
+        let base = "spec.affinity";
+        out.node_affinity = affinity
+            .node_affinity
+            .as_ref()
+            .map(|a| node_affinity(&ctx, a, &format!("{base}.nodeAffinity")))
+            .transpose()?;
+        out.pod_affinity = affinity
+            .pod_affinity
+            .as_ref()
+            .map(|a| {
+                pod_affinity(
+                    &ctx,
+                    &labels,
+                    a.required_during_scheduling_ignored_during_execution
+                        .as_deref(),
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_deref(),
+                    &format!("{base}.podAffinity"),
+                )
+            })
+            .transpose()?;
+        out.pod_anti_affinity = affinity
+            .pod_anti_affinity
+            .as_ref()
+            .map(|a| {
+                pod_affinity(
+                    &ctx,
+                    &labels,
+                    a.required_during_scheduling_ignored_during_execution
+                        .as_deref(),
+                    a.preferred_during_scheduling_ignored_during_execution
+                        .as_deref(),
+                    &format!("{base}.podAntiAffinity"),
+                )
+            })
+            .transpose()?;
+    }
+    out.tolerations = spec
+        .tolerations
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| toleration(&ctx, t, &format!("spec.tolerations[{i}]")))
+        .collect::<Result<_, _>>()?;
+    out.topology_spread_constraints = spec
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| topology_spread(&ctx, c, &format!("spec.topologySpreadConstraints[{i}]")))
+        .collect::<Result<_, _>>()?;
+    out.requests = requests::pod_requests(&ctx, spec, status)?;
+    out.host_ports = spec
+        .containers
+        .iter()
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter(|p| p.host_port.is_some_and(|hp| hp != 0))
+        .map(|p| {
+            HostPort::new(
+                p.host_ip.as_deref().unwrap_or(""),
+                p.host_port.unwrap_or(0),
+                p.protocol.as_deref().unwrap_or(""),
+            )
+        })
+        .collect();
+    out.has_resource_claims = has_resource_claims(spec);
+    out.priority = spec.priority;
+    out.termination_grace_period_seconds = spec.termination_grace_period_seconds;
+    out.ready = !status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "False");
+    out.start_time = time(status.and_then(|s| s.start_time.as_ref()));
+    out.priority_class_name = non_empty(spec.priority_class_name.as_ref()).map(str::to_string);
+    out.labels = labels;
+    Ok(out)
+}
+
+fn phase(ctx: &Ctx<'_>, phase: Option<&String>) -> Result<PodPhase, ConvertError> {
+    Ok(match non_empty(phase) {
+        None | Some("Pending") => PodPhase::Pending,
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        Some(other) => {
+            return Err(ctx.invalid(
+                "status.phase",
+                other,
+                "expected Pending, Running, Succeeded, Failed or Unknown",
+            ));
+        }
+    })
+}
+
+fn controller_owner(refs: Option<&[meta::OwnerReference]>) -> Option<OwnerReference> {
+    refs?
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| OwnerReference {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            controller: true,
+        })
+}
+
+fn has_resource_claims(spec: &core::PodSpec) -> bool {
+    let claims = |r: Option<&core::ResourceRequirements>| {
+        r.and_then(|r| r.claims.as_ref())
+            .is_some_and(|c| !c.is_empty())
+    };
+    spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty())
+        || claims(spec.resources.as_ref())
+        || spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+            .any(|c| claims(c.resources.as_ref()))
+}
+
+fn node_operator(ctx: &Ctx<'_>, op: &str, field: &str) -> Result<Operator, ConvertError> {
+    Ok(match op {
+        "In" => Operator::In,
+        "NotIn" => Operator::NotIn,
+        "Exists" => Operator::Exists,
+        "DoesNotExist" => Operator::DoesNotExist,
+        "Gt" => Operator::Gt,
+        "Lt" => Operator::Lt,
+        other => {
+            return Err(ctx.invalid(
+                field,
+                other,
+                "expected In, NotIn, Exists, DoesNotExist, Gt or Lt",
+            ));
+        }
+    })
+}
+
+fn node_selector_term(
+    ctx: &Ctx<'_>,
+    term: &core::NodeSelectorTerm,
+    field: &str,
+    required: bool,
+) -> Result<model::NodeSelectorTerm, ConvertError> {
+    if required && let Some(first) = term.match_fields.iter().flatten().next() {
+        return Err(ConvertError::MatchFields {
+            object: ctx.object(),
+            field: format!("{field}.matchFields"),
+            key: first.key.clone(),
+        });
+    }
+    let match_expressions = term
+        .match_expressions
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, e)| {
+            let path = format!("{field}.matchExpressions[{i}].operator");
+            Ok(NodeSelectorRequirement {
+                key: e.key.clone(),
+                operator: node_operator(ctx, &e.operator, &path)?,
+                values: e.values.clone().unwrap_or_default(),
+                min_values: None,
+            })
+        })
+        .collect::<Result<_, ConvertError>>()?;
+    Ok(model::NodeSelectorTerm { match_expressions })
+}
+
+fn node_affinity(
+    ctx: &Ctx<'_>,
+    a: &core::NodeAffinity,
+    base: &str,
+) -> Result<model::NodeAffinity, ConvertError> {
+    let required_base = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution");
+    let required = a
+        .required_during_scheduling_ignored_during_execution
+        .iter()
+        .flat_map(|s| s.node_selector_terms.iter())
+        .enumerate()
+        .map(|(i, t)| {
+            node_selector_term(
+                ctx,
+                t,
+                &format!("{required_base}.nodeSelectorTerms[{i}]"),
+                true,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let preferred = a
+        .preferred_during_scheduling_ignored_during_execution
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, p)| {
+            let field =
+                format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
+            Ok(model::PreferredSchedulingTerm {
+                weight: p.weight,
+                preference: node_selector_term(ctx, &p.preference, &field, false)?,
+            })
+        })
+        .collect::<Result<_, ConvertError>>()?;
+    Ok(model::NodeAffinity {
+        required,
+        preferred,
+    })
+}
+
+/// Converts a label selector; `field` is the selector's path.
+fn label_selector(
+    ctx: &Ctx<'_>,
+    s: &meta::LabelSelector,
+    field: &str,
+) -> Result<model::LabelSelector, ConvertError> {
+    let match_expressions = s
+        .match_expressions
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, e)| {
+            let operator = match e.operator.as_str() {
+                "In" => SelectorOperator::In,
+                "NotIn" => SelectorOperator::NotIn,
+                "Exists" => SelectorOperator::Exists,
+                "DoesNotExist" => SelectorOperator::DoesNotExist,
+                other => {
+                    return Err(ctx.invalid(
+                        format!("{field}.matchExpressions[{i}].operator"),
+                        other,
+                        "expected In, NotIn, Exists or DoesNotExist",
+                    ));
+                }
+            };
+            Ok(LabelSelectorRequirement {
+                key: e.key.clone(),
+                operator,
+                values: e.values.clone().unwrap_or_default(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(model::LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions,
+    })
+}
+
+fn pod_affinity_term(
+    ctx: &Ctx<'_>,
+    pod_labels: &BTreeMap<String, String>,
+    t: &core::PodAffinityTerm,
+    field: &str,
+) -> Result<model::PodAffinityTerm, ConvertError> {
+    let mut selector = t
+        .label_selector
+        .as_ref()
+        .map(|s| label_selector(ctx, s, &format!("{field}.labelSelector")))
+        .transpose()?;
+    if let Some(selector) = &mut selector {
+        let merged = t
+            .match_label_keys
+            .iter()
+            .flatten()
+            .map(|k| (k, SelectorOperator::In))
+            .chain(
+                t.mismatch_label_keys
+                    .iter()
+                    .flatten()
+                    .map(|k| (k, SelectorOperator::NotIn)),
+            );
+        for (key, operator) in merged {
+            let Some(value) = pod_labels.get(key) else {
+                continue;
+            };
+            let expression = LabelSelectorRequirement {
+                key: key.clone(),
+                operator,
+                values: vec![value.clone()],
+            };
+            if !selector.match_expressions.contains(&expression) {
+                selector.match_expressions.push(expression);
+            }
+        }
+    }
+    Ok(model::PodAffinityTerm {
+        label_selector: selector,
+        namespaces: t.namespaces.clone().unwrap_or_default(),
+        namespace_selector: t
+            .namespace_selector
+            .as_ref()
+            .map(|s| label_selector(ctx, s, &format!("{field}.namespaceSelector")))
+            .transpose()?,
+        topology_key: t.topology_key.clone(),
+    })
+}
+
+fn pod_affinity(
+    ctx: &Ctx<'_>,
+    pod_labels: &BTreeMap<String, String>,
+    required: Option<&[core::PodAffinityTerm]>,
+    preferred: Option<&[core::WeightedPodAffinityTerm]>,
+    base: &str,
+) -> Result<model::PodAffinity, ConvertError> {
+    let required = required
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            let field = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
+            pod_affinity_term(ctx, pod_labels, t, &field)
+        })
+        .collect::<Result<_, _>>()?;
+    let preferred = preferred
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, w)| {
+            let field = format!(
+                "{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
+            );
+            Ok(model::WeightedPodAffinityTerm {
+                weight: w.weight,
+                pod_affinity_term: pod_affinity_term(
+                    ctx,
+                    pod_labels,
+                    &w.pod_affinity_term,
+                    &field,
+                )?,
+            })
+        })
+        .collect::<Result<_, ConvertError>>()?;
+    Ok(model::PodAffinity {
+        required,
+        preferred,
+    })
+}
+
+fn taint_effect(ctx: &Ctx<'_>, effect: &str, field: &str) -> Result<TaintEffect, ConvertError> {
+    Ok(match effect {
+        "NoSchedule" => TaintEffect::NoSchedule,
+        "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+        "NoExecute" => TaintEffect::NoExecute,
+        other => {
+            return Err(ctx.invalid(
+                field,
+                other,
+                "expected NoSchedule, PreferNoSchedule or NoExecute",
+            ));
+        }
+    })
+}
+
+fn toleration(
+    ctx: &Ctx<'_>,
+    t: &core::Toleration,
+    field: &str,
+) -> Result<Toleration, ConvertError> {
+    let operator = match non_empty(t.operator.as_ref()) {
+        None => None,
+        Some("Equal") => Some(TolerationOperator::Equal),
+        Some("Exists") => Some(TolerationOperator::Exists),
+        Some("Gt") => Some(TolerationOperator::Gt),
+        Some("Lt") => Some(TolerationOperator::Lt),
+        Some(other) => {
+            return Err(ctx.invalid(
+                format!("{field}.operator"),
+                other,
+                "expected Equal, Exists, Gt or Lt",
+            ));
+        }
+    };
+    let effect = non_empty(t.effect.as_ref())
+        .map(|e| taint_effect(ctx, e, &format!("{field}.effect")))
+        .transpose()?;
+    Ok(Toleration {
+        key: t.key.clone().unwrap_or_default(),
+        operator,
+        value: t.value.clone().unwrap_or_default(),
+        effect,
+        toleration_seconds: t.toleration_seconds,
+    })
+}
+
+fn inclusion_policy(
+    ctx: &Ctx<'_>,
+    policy: Option<&String>,
+    field: &str,
+) -> Result<Option<NodeInclusionPolicy>, ConvertError> {
+    Ok(match non_empty(policy) {
+        None => None,
+        Some("Honor") => Some(NodeInclusionPolicy::Honor),
+        Some("Ignore") => Some(NodeInclusionPolicy::Ignore),
+        Some(other) => return Err(ctx.invalid(field, other, "expected Honor or Ignore")),
+    })
+}
+
+fn topology_spread(
+    ctx: &Ctx<'_>,
+    c: &core::TopologySpreadConstraint,
+    field: &str,
+) -> Result<model::TopologySpreadConstraint, ConvertError> {
+    let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+        "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+        "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+        "" => return Err(ctx.missing(format!("{field}.whenUnsatisfiable"))),
+        other => {
+            return Err(ctx.invalid(
+                format!("{field}.whenUnsatisfiable"),
+                other,
+                "expected DoNotSchedule or ScheduleAnyway",
+            ));
+        }
+    };
+    if c.topology_key.is_empty() {
+        return Err(ctx.missing(format!("{field}.topologyKey")));
+    }
+    Ok(model::TopologySpreadConstraint {
+        max_skew: c.max_skew,
+        topology_key: c.topology_key.clone(),
+        when_unsatisfiable,
+        label_selector: c
+            .label_selector
+            .as_ref()
+            .map(|s| label_selector(ctx, s, &format!("{field}.labelSelector")))
+            .transpose()?,
+        min_domains: c.min_domains,
+        node_affinity_policy: inclusion_policy(
+            ctx,
+            c.node_affinity_policy.as_ref(),
+            &format!("{field}.nodeAffinityPolicy"),
+        )?,
+        node_taints_policy: inclusion_policy(
+            ctx,
+            c.node_taints_policy.as_ref(),
+            &format!("{field}.nodeTaintsPolicy"),
+        )?,
+        match_label_keys: c.match_label_keys.clone().unwrap_or_default(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nodes
+// ---------------------------------------------------------------------------------------------
+
+/// Converts a Node.
+///
+/// `managed` is whether it carries the `karpenter.sh/nodepool` label; a managed node is
+/// `initialized` when its `karpenter.sh/initialized` label is `"true"`, an unmanaged node always
+/// is. `marked_for_deletion` is whether `metadata.deletionTimestamp` is set. Without
+/// `status.allocatable`, allocatable equals capacity (as the API server defaults it). Startup
+/// taints belong to the NodeClaim and are left empty.
+pub fn node_from_k8s(node: &core::Node) -> Result<model::ClusterNode, ConvertError> {
+    let meta = &node.metadata;
+    let name = non_empty(meta.name.as_ref()).unwrap_or("");
+    let ctx = Ctx {
+        kind: "Node",
+        namespace: None,
+        name,
+    };
+    if name.is_empty() {
+        return Err(ctx.missing("metadata.name"));
+    }
+    let mut out = model::ClusterNode::new(name);
+    out.labels = meta.labels.clone().unwrap_or_default();
+    out.taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| {
+            let field = format!("spec.taints[{i}]");
+            if t.key.is_empty() {
+                return Err(ctx.missing(format!("{field}.key")));
+            }
+            Ok(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect: taint_effect(&ctx, &t.effect, &format!("{field}.effect"))?,
+                time_added: t.time_added.as_ref().map(|t| t.0.to_string()),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let status = node.status.as_ref();
+    out.capacity = ctx.resource_list(
+        status.and_then(|s| s.capacity.as_ref()),
+        "status.capacity",
+        None,
+    )?;
+    out.allocatable = match status.and_then(|s| s.allocatable.as_ref()) {
+        Some(a) => ctx.resource_list(Some(a), "status.allocatable", None)?,
+        None => out.capacity.clone(),
+    };
+    out.managed = out.labels.contains_key(labels::NODEPOOL);
+    out.initialized =
+        !out.managed || out.labels.get(labels::INITIALIZED).map(String::as_str) == Some("true");
+    out.marked_for_deletion = meta.deletion_timestamp.is_some();
+    out.creation_timestamp =
+        time(meta.creation_timestamp.as_ref()).unwrap_or(Timestamp::UNIX_EPOCH);
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// DaemonSets
+// ---------------------------------------------------------------------------------------------
+
+/// Converts a DaemonSet into the pod it would run, synthesised from `spec.template`
+/// (scheduler spec 3.0 step 8): namespace and name of the DaemonSet, the template's labels,
+/// owner = the DaemonSet (controller), limits copied into missing requests. Errors name the
+/// DaemonSet and the template field (`spec.template.spec.containers[0]...`).
+pub fn daemonset_from_k8s(ds: &apps::DaemonSet) -> Result<model::DaemonSet, ConvertError> {
+    daemonset_from_k8s_with_pod(ds, None)
+}
+
+/// Converts a DaemonSet, using `existing` (one of its pods from the cluster) as its pod when
+/// given, else a pod synthesised from the template (see [`daemonset_from_k8s`]).
+///
+/// Either way the template's *required* node affinity replaces the pod's: the DaemonSet
+/// controller pins each of its pods to one node with a `matchFields` term, which says nothing
+/// about where the DaemonSet can run (and which the scheduler rejects).
+pub fn daemonset_from_k8s_with_pod(
+    ds: &apps::DaemonSet,
+    existing: Option<&core::Pod>,
+) -> Result<model::DaemonSet, ConvertError> {
+    let meta = &ds.metadata;
+    let namespace = namespace_of(meta);
+    let name = non_empty(meta.name.as_ref()).unwrap_or("");
+    let ctx = Ctx {
+        kind: "DaemonSet",
+        namespace: Some(namespace),
+        name,
+    };
+    if name.is_empty() {
+        return Err(ctx.missing("metadata.name"));
+    }
+    let template = MaybeField::<apps::DaemonSetSpec>::field(&ds.spec).map(|s| &s.template);
+    let template_spec = template.and_then(|t| t.spec.as_ref());
+    let template_required = template_spec
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .clone()
+        });
+
+    let (mut pod, prefix) = match existing {
+        Some(p) => (p.clone(), None),
+        None => {
+            let template_meta = template.and_then(|t| t.metadata.as_ref());
+            let pod_meta = meta::ObjectMeta {
+                namespace: Some(namespace.to_string()),
+                name: Some(name.to_string()),
+                labels: template_meta.and_then(|m| m.labels.clone()),
+                annotations: template_meta.and_then(|m| m.annotations.clone()),
+                owner_references: Some(vec![meta::OwnerReference {
+                    api_version: "apps/v1".to_string(),
+                    kind: "DaemonSet".to_string(),
+                    name: name.to_string(),
+                    uid: meta.uid.clone().unwrap_or_default(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            };
+            let pod = core::Pod {
+                metadata: pod_meta,
+                spec: Some(template_spec.cloned().unwrap_or_default()),
+                ..Default::default()
+            };
+            (pod, Some("spec.template."))
+        }
+    };
+    // The template's required node affinity replaces the pod's.
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    match template_required {
+        Some(required) => {
+            spec.affinity
+                .get_or_insert_with(Default::default)
+                .node_affinity
+                .get_or_insert_with(Default::default)
+                .required_during_scheduling_ignored_during_execution = Some(required);
+        }
+        None => {
+            if let Some(a) = spec
+                .affinity
+                .as_mut()
+                .and_then(|a| a.node_affinity.as_mut())
+            {
+                a.required_during_scheduling_ignored_during_execution = None;
+            }
+        }
+    }
+
+    let pod = pod_from_k8s(&pod).map_err(|e| match prefix {
+        // Report errors against the DaemonSet and its template's fields.
+        Some(prefix) => reattribute(e, &ctx.object(), prefix),
+        None => e,
+    })?;
+    Ok(model::DaemonSet {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        pod,
+    })
+}
+
+fn reattribute(e: ConvertError, object: &str, prefix: &str) -> ConvertError {
+    let fix = |field: String| format!("{prefix}{field}");
+    match e {
+        ConvertError::Missing { field, .. } => ConvertError::Missing {
+            object: object.to_string(),
+            field: fix(field),
+        },
+        ConvertError::Invalid {
+            field,
+            value,
+            reason,
+            ..
+        } => ConvertError::Invalid {
+            object: object.to_string(),
+            field: fix(field),
+            value,
+            reason,
+        },
+        ConvertError::Quantity {
+            field,
+            container,
+            resource,
+            source,
+            ..
+        } => ConvertError::Quantity {
+            object: object.to_string(),
+            field: fix(field),
+            container,
+            resource,
+            source,
+        },
+        ConvertError::MatchFields { field, key, .. } => ConvertError::MatchFields {
+            object: object.to_string(),
+            field: fix(field),
+            key,
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PodDisruptionBudgets
+// ---------------------------------------------------------------------------------------------
+
+/// Converts a `policy/v1` PodDisruptionBudget. `minAvailable` / `maxUnavailable` strings must
+/// be percentages (`"50%"`); `status.disruptionsAllowed` is 0 without a status.
+pub fn pdb_from_k8s(
+    pdb: &policy::PodDisruptionBudget,
+) -> Result<model::PodDisruptionBudget, ConvertError> {
+    let meta = &pdb.metadata;
+    let namespace = namespace_of(meta);
+    let name = non_empty(meta.name.as_ref()).unwrap_or("");
+    let ctx = Ctx {
+        kind: "PodDisruptionBudget",
+        namespace: Some(namespace),
+        name,
+    };
+    if name.is_empty() {
+        return Err(ctx.missing("metadata.name"));
+    }
+    let spec = pdb.spec.as_ref();
+    let int_or_percent = |v: Option<&IntOrString>, field: &str| match v {
+        None => Ok(None),
+        Some(IntOrString::Int(n)) => Ok(Some(IntOrPercent::Int(*n))),
+        Some(IntOrString::String(s)) => IntOrPercent::parse_percent(s)
+            .map(Some)
+            .ok_or_else(|| ctx.invalid(field, s, "expected an integer or a percentage")),
+    };
+    Ok(model::PodDisruptionBudget {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        selector: spec
+            .and_then(|s| s.selector.as_ref())
+            .map(|s| label_selector(&ctx, s, "spec.selector"))
+            .transpose()?,
+        min_available: int_or_percent(
+            spec.and_then(|s| s.min_available.as_ref()),
+            "spec.minAvailable",
+        )?,
+        max_unavailable: int_or_percent(
+            spec.and_then(|s| s.max_unavailable.as_ref()),
+            "spec.maxUnavailable",
+        )?,
+        disruptions_allowed: pdb
+            .status
+            .as_ref()
+            .and_then(|s| MaybeField::<i32>::field(&s.disruptions_allowed).copied())
+            .unwrap_or(0),
+        unhealthy_pod_eviction_policy_always_allow: spec
+            .and_then(|s| s.unhealthy_pod_eviction_policy.as_deref())
+            == Some("AlwaysAllow"),
+    })
+}
+
+#[cfg(test)]
+mod tests;

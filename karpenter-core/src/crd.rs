@@ -1,0 +1,1025 @@
+//! `karpenter.sh/v1` NodePool and NodeClaim as Kubernetes custom resources (feature `kube`).
+//!
+//! - [`nodepool_crd`] / [`nodeclaim_crd`] build the CustomResourceDefinitions a controller
+//!   installs: group `karpenter.sh`, version `v1`, cluster-scoped, status subresource (and the
+//!   scale subresource for NodePools, as upstream), upstream's printer columns, and an OpenAPI
+//!   schema generated with `schemars` from the [`api`] types, carrying upstream's key validation:
+//!   duration patterns, the budget `nodes` / `schedule` / `duration` patterns, weight
+//!   `1..=100`, `minValues` `1..=50`, at most 100 requirements and 50 budgets, the operator,
+//!   taint-effect, consolidation-policy and reason enums, label-key and label-value patterns,
+//!   quantity patterns, the CRD defaults (`expireAfter: 720h`, `consolidateAfter: 0s`, budgets
+//!   `[{nodes: 10%}]`, ...) and upstream's CEL rules on requirements, budgets and
+//!   `nodeClassRef`.
+//! - [`api::NodePool`] and [`api::NodeClaim`] implement [`CustomResourceExt`].
+//! - [`KubeNodePool`] and [`KubeNodeClaim`] implement [`kube::Resource`] (plus
+//!   [`HasSpec`] / [`HasStatus`]), so `kube::Api<KubeNodePool>` reads and writes NodePools.
+//!
+//! # Why wrappers
+//!
+//! `kube::Resource::meta()` must return a reference to `k8s-openapi`'s `ObjectMeta`, while the
+//! [`api`] types carry their own [`api::ObjectMeta`] (which keeps timestamps as written and
+//! round-trips unknown metadata fields). The API types therefore cannot implement
+//! `kube::Resource` themselves; the wrappers hold `k8s-openapi` metadata next to the same
+//! `spec` and `status` types and convert from and to the API types
+//! ([`KubeNodePool::from_nodepool`], [`KubeNodePool::into_nodepool`]). Both serialise to the
+//! same JSON.
+//!
+//! ```
+//! use karpenter_core::crd;
+//! use kube::CustomResourceExt;
+//!
+//! let crd = crd::nodepool_crd();
+//! assert_eq!(crd.spec.group, "karpenter.sh");
+//! assert_eq!(crd.spec.scope, "Cluster");
+//! assert_eq!(karpenter_core::api::NodePool::crd_name(), "nodepools.karpenter.sh");
+//! ```
+
+use std::borrow::Cow;
+
+use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
+use kube::core::object::{HasSpec, HasStatus};
+use kube::core::{ApiResource, CustomResourceExt, Resource};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::api::{
+    self, NillableDuration, NodeClaimSpec, NodeClaimStatus, NodePoolSpec, NodePoolStatus,
+};
+use crate::requirements::{NodeSelectorRequirement, Operator};
+use crate::resources::{Quantity, ResourceList};
+use crate::taints::{Taint, TaintEffect};
+
+/// The API group: `karpenter.sh`.
+pub const GROUP: &str = "karpenter.sh";
+/// The API version: `v1`.
+pub const VERSION: &str = "v1";
+/// The NodePool CRD's name.
+pub const NODEPOOL_CRD_NAME: &str = "nodepools.karpenter.sh";
+/// The NodeClaim CRD's name.
+pub const NODECLAIM_CRD_NAME: &str = "nodeclaims.karpenter.sh";
+/// NodePool short names (`kubectl get np`).
+pub const NODEPOOL_SHORT_NAMES: &[&str] = &["np", "nps"];
+/// NodeClaim short names (`kubectl get nc`).
+pub const NODECLAIM_SHORT_NAMES: &[&str] = &["nc", "ncs"];
+
+// ---------------------------------------------------------------------------------------------
+// Patterns (upstream's CRD)
+// ---------------------------------------------------------------------------------------------
+
+/// A resource quantity.
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+/// A qualified name (label key, taint key).
+const QUALIFIED_NAME_PATTERN: &str = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*(\/))?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$";
+/// A label value.
+const LABEL_VALUE_PATTERN: &str = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$";
+/// `terminationGracePeriod`.
+const DURATION_PATTERN: &str = r"^([0-9]+(s|m|h))+$";
+/// `expireAfter`, `consolidateAfter`.
+const NILLABLE_DURATION_PATTERN: &str = r"^(([0-9]+(s|m|h))+|Never)$";
+/// A budget's `duration`: hours and minutes (with the optional `0s` Go's formatting adds).
+const BUDGET_DURATION_PATTERN: &str = r"^((([0-9]+(h|m))|([0-9]+h[0-9]+m))(0s)?)$";
+/// A budget's `nodes`: a count or a percentage.
+const BUDGET_NODES_PATTERN: &str = r"^((100|[0-9]{1,2})%|[0-9]+)$";
+/// A budget's `schedule`: a macro or five fields.
+const BUDGET_SCHEDULE_PATTERN: &str =
+    r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$";
+
+// ---------------------------------------------------------------------------------------------
+// Schemas of the non-`api` types the API types contain
+// ---------------------------------------------------------------------------------------------
+
+impl JsonSchema for Quantity {
+    fn schema_name() -> Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "x-kubernetes-int-or-string": true
+        })
+    }
+}
+
+impl JsonSchema for ResourceList {
+    fn schema_name() -> Cow<'static, str> {
+        "ResourceList".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "additionalProperties": generator.subschema_for::<Quantity>()
+        })
+    }
+}
+
+impl JsonSchema for api::Duration {
+    fn schema_name() -> Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "pattern": DURATION_PATTERN})
+    }
+}
+
+impl JsonSchema for NillableDuration {
+    fn schema_name() -> Cow<'static, str> {
+        "NillableDuration".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "string", "pattern": NILLABLE_DURATION_PATTERN})
+    }
+}
+
+impl JsonSchema for TaintEffect {
+    fn schema_name() -> Cow<'static, str> {
+        "TaintEffect".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "The effect of the taint on pods that do not tolerate it.",
+            "type": "string",
+            "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+        })
+    }
+}
+
+impl JsonSchema for Taint {
+    fn schema_name() -> Cow<'static, str> {
+        "Taint".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A taint: pods that do not tolerate it are affected by its effect.",
+            "type": "object",
+            "properties": {
+                "key": {
+                    "description": "The taint key.",
+                    "type": "string",
+                    "minLength": 1,
+                    "pattern": QUALIFIED_NAME_PATTERN
+                },
+                "value": {
+                    "description": "The taint value.",
+                    "type": "string",
+                    "pattern": QUALIFIED_NAME_PATTERN
+                },
+                "effect": generator.subschema_for::<TaintEffect>(),
+                "timeAdded": {
+                    "description": "When the taint was added.",
+                    "type": "string",
+                    "format": "date-time"
+                }
+            },
+            "required": ["effect", "key"]
+        })
+    }
+}
+
+impl JsonSchema for Operator {
+    fn schema_name() -> Cow<'static, str> {
+        "Operator".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "The key's relationship to the values.",
+            "type": "string",
+            "enum": ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte"]
+        })
+    }
+}
+
+impl JsonSchema for NodeSelectorRequirement {
+    fn schema_name() -> Cow<'static, str> {
+        "NodeSelectorRequirement".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A requirement on a node label, with the minimum number of distinct values the candidate instance types must offer.",
+            "type": "object",
+            "properties": {
+                "key": {
+                    "description": "The label key.",
+                    "type": "string",
+                    "maxLength": 316,
+                    "pattern": QUALIFIED_NAME_PATTERN
+                },
+                "operator": generator.subschema_for::<Operator>(),
+                "values": {
+                    "description": "The values: non-empty for In, empty for Exists and DoesNotExist, one integer for Gt, Lt, Gte and Lte.",
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN},
+                    "x-kubernetes-list-type": "atomic"
+                },
+                "minValues": {
+                    "description": "The minimum number of distinct values of the key among the candidate instance types.",
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 50
+                }
+            },
+            "required": ["key", "operator"]
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema generation and upstream's extra validation
+// ---------------------------------------------------------------------------------------------
+
+/// The generator kube's `#[derive(CustomResource)]` uses: OpenAPI v3, everything inlined,
+/// `nullable` for options, structural-schema rewrites.
+fn generator() -> SchemaGenerator {
+    schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .with_transform(schemars::transform::AddNullable::default())
+        .with_transform(kube::core::schema::StructuralSchemaRewriter)
+        .with_transform(kube::core::schema::OptionalEnum)
+        .with_transform(kube::core::schema::OptionalIntOrString)
+        .into_generator()
+}
+
+fn schema_value<T: JsonSchema>() -> Value {
+    let mut value = generator().into_root_schema_for::<T>().to_value();
+    if let Some(map) = value.as_object_mut() {
+        // A root schema carries a title; sub-schemas of a CRD do not need one.
+        map.remove("title");
+    }
+    restore_int_or_string(&mut value);
+    value
+}
+
+/// kube's structural rewrite hoists the `type`s out of an int-or-string's `anyOf`, leaving
+/// empty alternatives; put them back as Kubernetes writes them.
+fn restore_int_or_string(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+                map.remove("type");
+                map.insert(
+                    "anyOf".to_string(),
+                    json!([{"type": "integer"}, {"type": "string"}]),
+                );
+            }
+            map.values_mut().for_each(restore_int_or_string);
+        }
+        Value::Array(items) => items.iter_mut().for_each(restore_int_or_string),
+        _ => {}
+    }
+}
+
+/// The schema object at `path` (`.`-separated property names; a trailing `[]` steps into an
+/// array's items). `None` if the path does not exist.
+fn at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {
+    let mut node = schema;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (name, items) = match segment.strip_suffix("[]") {
+            Some(name) => (name, true),
+            None => (segment, false),
+        };
+        node = node.get_mut("properties")?.get_mut(name)?;
+        if items {
+            node = node.get_mut("items")?;
+        }
+    }
+    node.as_object_mut()
+}
+
+/// Sets `entries` on the schema at `path` (a `null` entry removes that key); records the path
+/// in `missing` if it does not exist.
+fn patch(schema: &mut Value, path: &str, entries: Value, missing: &mut Vec<String>) {
+    match (at(schema, path), entries) {
+        (Some(node), Value::Object(entries)) => {
+            for (key, value) in entries {
+                if value.is_null() {
+                    node.remove(&key);
+                } else {
+                    node.insert(key, value);
+                }
+            }
+        }
+        _ => missing.push(path.to_string()),
+    }
+}
+
+fn cel(rule: &str, message: &str) -> Value {
+    json!({"rule": rule, "message": message})
+}
+
+/// The CEL rules upstream puts on a requirements list.
+fn requirement_rules() -> Value {
+    json!([
+        cel(
+            "self.all(x, x.operator == 'In' ? x.values.size() != 0 : true)",
+            "requirements with operator 'In' must have a value defined",
+        ),
+        cel(
+            "self.all(x, (x.operator == 'Gt' || x.operator == 'Lt' || x.operator == 'Gte' || x.operator == 'Lte') ? (x.values.size() == 1 && int(x.values[0]) >= 0) : true)",
+            "requirements operator 'Gt', 'Lt', 'Gte', or 'Lte' must have a single positive integer value",
+        ),
+        cel(
+            "self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)",
+            "requirements with 'minValues' must have at least that many values specified in the 'values' field",
+        ),
+    ])
+}
+
+/// The patches shared by a NodePool template's spec and a NodeClaim's spec (`base` is the
+/// path of the spec).
+fn patch_claim_spec(schema: &mut Value, base: &str, missing: &mut Vec<String>) {
+    patch(
+        schema,
+        base,
+        json!({"required": ["nodeClassRef", "requirements"]}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.requirements"),
+        json!({
+            "maxItems": 100,
+            "x-kubernetes-list-type": "atomic",
+            "x-kubernetes-validations": requirement_rules()
+        }),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.expireAfter"),
+        json!({"default": api::DEFAULT_EXPIRE_AFTER}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.nodeClassRef"),
+        json!({"required": ["group", "kind", "name"]}),
+        missing,
+    );
+    for (field, extra) in [
+        ("group", json!({"pattern": "^[^/]*$"})),
+        ("kind", json!({})),
+        ("name", json!({})),
+    ] {
+        let mut entries = json!({
+            // The API types default these to "" when absent; the CRD requires them instead.
+            "default": null,
+            "x-kubernetes-validations": [cel("self != ''", &format!("{field} may not be empty"))]
+        });
+        if let (Some(e), Value::Object(extra)) = (entries.as_object_mut(), extra) {
+            e.extend(extra);
+        }
+        patch(
+            schema,
+            &format!("{base}.nodeClassRef.{field}"),
+            entries,
+            missing,
+        );
+    }
+}
+
+/// The patches of a status' conditions (`base` is the path of the status).
+fn patch_conditions(schema: &mut Value, base: &str, missing: &mut Vec<String>) {
+    patch(
+        schema,
+        &format!("{base}.conditions"),
+        json!({"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.conditions[].lastTransitionTime"),
+        json!({"format": "date-time"}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.conditions[].message"),
+        json!({"maxLength": 32768}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.conditions[].reason"),
+        json!({"maxLength": 1024}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.conditions[].type"),
+        json!({"maxLength": 316}),
+        missing,
+    );
+}
+
+/// The root schema of a custom resource with the given spec and status schemas.
+fn root_schema(description: &str, spec: Value, status: Value) -> Value {
+    json!({
+        "description": description,
+        "type": "object",
+        "properties": {
+            "apiVersion": {
+                "description": "APIVersion defines the versioned schema of this representation of an object.",
+                "type": "string"
+            },
+            "kind": {
+                "description": "Kind is a string value representing the REST resource this object represents.",
+                "type": "string"
+            },
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status
+        },
+        "required": ["spec"]
+    })
+}
+
+/// The NodePool CRD's OpenAPI schema as JSON, and the paths of patches that found no field
+/// (empty unless the API types and this module disagree).
+fn nodepool_schema_value() -> (Value, Vec<String>) {
+    let mut status = schema_value::<NodePoolStatus>();
+    if let Some(s) = status.as_object_mut() {
+        s.remove("nullable");
+    }
+    let mut schema = root_schema(
+        "NodePool is the Schema for the NodePools API",
+        schema_value::<NodePoolSpec>(),
+        status,
+    );
+    let mut missing = Vec::new();
+    let m = &mut missing;
+    patch(
+        &mut schema,
+        "spec.weight",
+        json!({"format": "int32", "minimum": 1, "maximum": 100}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.replicas",
+        json!({"format": "int64", "minimum": 0}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption",
+        json!({"default": {"consolidateAfter": api::DEFAULT_CONSOLIDATE_AFTER}}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.consolidateAfter",
+        json!({"default": api::DEFAULT_CONSOLIDATE_AFTER}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.consolidationPolicy",
+        json!({"default": "WhenEmptyOrUnderutilized"}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.budgets",
+        json!({
+            "default": [{"nodes": api::DEFAULT_BUDGET_NODES}],
+            "maxItems": api::MAX_BUDGETS,
+            "x-kubernetes-list-type": "atomic",
+            "x-kubernetes-validations": [cel(
+                "self.all(x, has(x.schedule) == has(x.duration))",
+                "'schedule' must be set with 'duration'",
+            )]
+        }),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.budgets[]",
+        json!({"required": ["nodes"]}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.budgets[].nodes",
+        json!({"pattern": BUDGET_NODES_PATTERN, "default": api::DEFAULT_BUDGET_NODES}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.budgets[].schedule",
+        json!({"pattern": BUDGET_SCHEDULE_PATTERN}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.budgets[].duration",
+        json!({"pattern": BUDGET_DURATION_PATTERN}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.disruption.budgets[].reasons",
+        json!({"maxItems": api::MAX_BUDGETS, "x-kubernetes-list-type": "set"}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.template",
+        json!({"required": ["spec"]}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.template.metadata.labels",
+        json!({
+            "maxProperties": api::MAX_TEMPLATE_LABELS,
+            "additionalProperties": {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN},
+            "x-kubernetes-validations": [
+                cel("self.all(x, x != \"karpenter.sh/nodepool\")", "label \"karpenter.sh/nodepool\" is restricted"),
+                cel("self.all(x, x != \"kubernetes.io/hostname\")", "label \"kubernetes.io/hostname\" is restricted"),
+            ]
+        }),
+        m,
+    );
+    patch_claim_spec(&mut schema, "spec.template.spec", m);
+    patch_conditions(&mut schema, "status", m);
+    patch(
+        &mut schema,
+        "spec",
+        json!({"x-kubernetes-validations": [
+            cel(
+                "!has(self.replicas) || (!has(self.limits) || size(self.limits) == 0 || (size(self.limits) == 1 && 'nodes' in self.limits))",
+                "only 'limits.nodes' is supported on static NodePools",
+            ),
+            cel("!has(self.replicas) || !has(self.weight)", "'weight' is not supported on static NodePools"),
+        ]}),
+        m,
+    );
+    (schema, missing)
+}
+
+/// The NodeClaim CRD's OpenAPI schema as JSON, and the paths of patches that found no field.
+fn nodeclaim_schema_value() -> (Value, Vec<String>) {
+    let mut schema = root_schema(
+        "NodeClaim is the Schema for the NodeClaims API",
+        schema_value::<NodeClaimSpec>(),
+        schema_value::<NodeClaimStatus>(),
+    );
+    let mut missing = Vec::new();
+    patch_claim_spec(&mut schema, "spec", &mut missing);
+    patch_conditions(&mut schema, "status", &mut missing);
+    patch(
+        &mut schema,
+        "status.lastPodEventTime",
+        json!({"format": "date-time"}),
+        &mut missing,
+    );
+    (schema, missing)
+}
+
+fn props(value: Value) -> apiext::JSONSchemaProps {
+    // Every schema built here deserialises; a failure would be a bug caught by the tests, which
+    // compare the result with the JSON. Fall back to an open object rather than panic.
+    serde_json::from_value(value).unwrap_or_else(|_| apiext::JSONSchemaProps {
+        type_: Some("object".to_string()),
+        x_kubernetes_preserve_unknown_fields: Some(true),
+        ..Default::default()
+    })
+}
+
+fn column(name: &str, json_path: &str, type_: &str, priority: Option<i32>) -> Value {
+    let mut c = json!({"name": name, "jsonPath": json_path, "type": type_});
+    if let (Some(p), Some(map)) = (priority, c.as_object_mut()) {
+        map.insert("priority".to_string(), json!(p));
+    }
+    c
+}
+
+fn crd(
+    kind: &str,
+    plural: &str,
+    singular: &str,
+    short_names: &[&str],
+    schema: Value,
+    columns: Vec<Value>,
+    subresources: Value,
+) -> apiext::CustomResourceDefinition {
+    let version = json!({
+        "name": VERSION,
+        "served": true,
+        "storage": true,
+        "additionalPrinterColumns": columns,
+        "subresources": subresources,
+    });
+    let mut version: apiext::CustomResourceDefinitionVersion = serde_json::from_value(version)
+        .unwrap_or_else(|_| apiext::CustomResourceDefinitionVersion {
+            name: VERSION.to_string(),
+            served: true,
+            storage: true,
+            ..Default::default()
+        });
+    version.schema = Some(apiext::CustomResourceValidation {
+        open_api_v3_schema: Some(props(schema)),
+    });
+    apiext::CustomResourceDefinition {
+        metadata: meta::ObjectMeta {
+            name: Some(format!("{plural}.{GROUP}")),
+            ..Default::default()
+        },
+        spec: apiext::CustomResourceDefinitionSpec {
+            group: GROUP.to_string(),
+            names: apiext::CustomResourceDefinitionNames {
+                categories: Some(vec!["karpenter".to_string()]),
+                kind: kind.to_string(),
+                list_kind: Some(format!("{kind}List")),
+                plural: plural.to_string(),
+                short_names: Some(short_names.iter().map(|s| s.to_string()).collect()),
+                singular: Some(singular.to_string()),
+            },
+            scope: "Cluster".to_string(),
+            versions: vec![version],
+            ..Default::default()
+        },
+        status: None,
+    }
+}
+
+/// The `nodepools.karpenter.sh` CustomResourceDefinition (see the module docs).
+pub fn nodepool_crd() -> apiext::CustomResourceDefinition {
+    let columns = vec![
+        column(
+            "NodeClass",
+            ".spec.template.spec.nodeClassRef.name",
+            "string",
+            None,
+        ),
+        column("Nodes", ".status.nodes", "string", None),
+        column(
+            "Ready",
+            ".status.conditions[?(@.type==\"Ready\")].status",
+            "string",
+            None,
+        ),
+        column("Age", ".metadata.creationTimestamp", "date", None),
+        column("Weight", ".spec.weight", "integer", Some(1)),
+        column("CPU", ".status.resources.cpu", "string", Some(1)),
+        column("Memory", ".status.resources.memory", "string", Some(1)),
+    ];
+    let subresources = json!({
+        "status": {},
+        "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}
+    });
+    crd(
+        api::NODEPOOL_KIND,
+        "nodepools",
+        "nodepool",
+        NODEPOOL_SHORT_NAMES,
+        nodepool_schema_value().0,
+        columns,
+        subresources,
+    )
+}
+
+/// The `nodeclaims.karpenter.sh` CustomResourceDefinition (see the module docs).
+pub fn nodeclaim_crd() -> apiext::CustomResourceDefinition {
+    let label = |name: &str, key: &str, priority| {
+        column(
+            name,
+            &format!(".metadata.labels.{}", key.replace('.', "\\.")),
+            "string",
+            priority,
+        )
+    };
+    let columns = vec![
+        label("Type", crate::labels::INSTANCE_TYPE, None),
+        label("Capacity", crate::labels::CAPACITY_TYPE, None),
+        label("Zone", crate::labels::ZONE, None),
+        column("Node", ".status.nodeName", "string", None),
+        column(
+            "Ready",
+            ".status.conditions[?(@.type==\"Ready\")].status",
+            "string",
+            None,
+        ),
+        column("Age", ".metadata.creationTimestamp", "date", None),
+        column("ImageID", ".status.imageID", "string", Some(1)),
+        column("ID", ".status.providerID", "string", Some(1)),
+        label("NodePool", crate::labels::NODEPOOL, Some(1)),
+        column("NodeClass", ".spec.nodeClassRef.name", "string", Some(1)),
+        column(
+            "Drifted",
+            ".status.conditions[?(@.type==\"Drifted\")].status",
+            "string",
+            Some(1),
+        ),
+    ];
+    crd(
+        api::NODECLAIM_KIND,
+        "nodeclaims",
+        "nodeclaim",
+        NODECLAIM_SHORT_NAMES,
+        nodeclaim_schema_value().0,
+        columns,
+        json!({"status": {}}),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// kube::Resource wrappers
+// ---------------------------------------------------------------------------------------------
+
+/// Why an object cannot be converted between the [`api`] types and the `kube` wrappers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CrdError {
+    /// The metadata does not fit the other representation (for example a timestamp that is
+    /// not RFC 3339, or an unknown metadata field of the wrong type).
+    #[error("{kind} {name:?}: invalid metadata: {message}")]
+    Metadata {
+        /// `NodePool` or `NodeClaim`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+fn convert_meta<From: Serialize, To: serde::de::DeserializeOwned>(
+    from: &From,
+    kind: &'static str,
+    name: &str,
+) -> Result<To, CrdError> {
+    serde_json::to_value(from)
+        .and_then(serde_json::from_value)
+        .map_err(|e| CrdError::Metadata {
+            kind,
+            name: name.to_string(),
+            message: e.to_string(),
+        })
+}
+
+macro_rules! kube_wrapper {
+    (
+        $(#[$doc:meta])*
+        $name:ident, $api:ty, $kind:expr, $plural:literal, $spec:ty, $status:ty,
+        $crd:ident, $crd_name:expr, $short:expr
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            /// Object metadata (`k8s-openapi`'s).
+            pub metadata: meta::ObjectMeta,
+            /// The desired state.
+            pub spec: $spec,
+            /// The observed state.
+            pub status: Option<$status>,
+        }
+
+        impl Resource for $name {
+            type DynamicType = ();
+            type Scope = ClusterResourceScope;
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                $kind.into()
+            }
+
+            fn group(_: &()) -> Cow<'_, str> {
+                GROUP.into()
+            }
+
+            fn version(_: &()) -> Cow<'_, str> {
+                VERSION.into()
+            }
+
+            fn api_version(_: &()) -> Cow<'_, str> {
+                api::API_VERSION.into()
+            }
+
+            fn plural(_: &()) -> Cow<'_, str> {
+                $plural.into()
+            }
+
+            fn meta(&self) -> &meta::ObjectMeta {
+                &self.metadata
+            }
+
+            fn meta_mut(&mut self) -> &mut meta::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+
+        impl HasSpec for $name {
+            type Spec = $spec;
+
+            fn spec(&self) -> &$spec {
+                &self.spec
+            }
+
+            fn spec_mut(&mut self) -> &mut $spec {
+                &mut self.spec
+            }
+        }
+
+        impl HasStatus for $name {
+            type Status = $status;
+
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
+            }
+
+            fn status_mut(&mut self) -> &mut Option<$status> {
+                &mut self.status
+            }
+        }
+
+        impl CustomResourceExt for $name {
+            fn crd() -> apiext::CustomResourceDefinition {
+                $crd()
+            }
+
+            fn crd_name() -> &'static str {
+                $crd_name
+            }
+
+            fn api_resource() -> ApiResource {
+                ApiResource::erase::<$name>(&())
+            }
+
+            fn shortnames() -> &'static [&'static str] {
+                $short
+            }
+        }
+
+        impl CustomResourceExt for $api {
+            fn crd() -> apiext::CustomResourceDefinition {
+                $crd()
+            }
+
+            fn crd_name() -> &'static str {
+                $crd_name
+            }
+
+            fn api_resource() -> ApiResource {
+                ApiResource::erase::<$name>(&())
+            }
+
+            fn shortnames() -> &'static [&'static str] {
+                $short
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeStruct;
+                let fields = if self.status.is_some() { 5 } else { 4 };
+                let mut s = serializer.serialize_struct(stringify!($name), fields)?;
+                s.serialize_field("apiVersion", api::API_VERSION)?;
+                s.serialize_field("kind", $kind)?;
+                s.serialize_field("metadata", &self.metadata)?;
+                s.serialize_field("spec", &self.spec)?;
+                if let Some(status) = &self.status {
+                    s.serialize_field("status", status)?;
+                }
+                s.end()
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                #[derive(Deserialize)]
+                struct Repr {
+                    #[serde(default)]
+                    metadata: meta::ObjectMeta,
+                    spec: $spec,
+                    #[serde(default)]
+                    status: Option<$status>,
+                }
+                let r = Repr::deserialize(deserializer)?;
+                Ok($name {
+                    metadata: r.metadata,
+                    spec: r.spec,
+                    status: r.status,
+                })
+            }
+        }
+    };
+}
+
+kube_wrapper!(
+    /// A NodePool with `k8s-openapi` metadata, implementing [`kube::Resource`]: use
+    /// `kube::Api<KubeNodePool>` to read and write NodePools, and
+    /// [`KubeNodePool::into_nodepool`] to get the [`api::NodePool`] the rest of the crate reads.
+    KubeNodePool,
+    api::NodePool,
+    api::NODEPOOL_KIND,
+    "nodepools",
+    NodePoolSpec,
+    NodePoolStatus,
+    nodepool_crd,
+    NODEPOOL_CRD_NAME,
+    NODEPOOL_SHORT_NAMES
+);
+
+kube_wrapper!(
+    /// A NodeClaim with `k8s-openapi` metadata, implementing [`kube::Resource`]: use
+    /// `kube::Api<KubeNodeClaim>` to read and write NodeClaims, and
+    /// [`KubeNodeClaim::into_nodeclaim`] to get the [`api::NodeClaim`].
+    KubeNodeClaim,
+    api::NodeClaim,
+    api::NODECLAIM_KIND,
+    "nodeclaims",
+    NodeClaimSpec,
+    NodeClaimStatus,
+    nodeclaim_crd,
+    NODECLAIM_CRD_NAME,
+    NODECLAIM_SHORT_NAMES
+);
+
+impl KubeNodePool {
+    /// The wrapper of `pool` (metadata converted, spec and status cloned).
+    pub fn from_nodepool(pool: &api::NodePool) -> Result<Self, CrdError> {
+        Ok(KubeNodePool {
+            metadata: convert_meta(&pool.metadata, api::NODEPOOL_KIND, pool.name())?,
+            spec: pool.spec.clone(),
+            status: pool.status.clone(),
+        })
+    }
+
+    /// The [`api::NodePool`] this wrapper holds.
+    pub fn into_nodepool(self) -> Result<api::NodePool, CrdError> {
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let mut pool = api::NodePool::new(name.clone(), self.spec);
+        pool.metadata = convert_meta(&self.metadata, api::NODEPOOL_KIND, &name)?;
+        pool.status = self.status;
+        Ok(pool)
+    }
+}
+
+impl KubeNodeClaim {
+    /// The wrapper of `claim` (metadata converted, spec and status cloned; an empty status
+    /// becomes `None`).
+    pub fn from_nodeclaim(claim: &api::NodeClaim) -> Result<Self, CrdError> {
+        Ok(KubeNodeClaim {
+            metadata: convert_meta(&claim.metadata, api::NODECLAIM_KIND, claim.name())?,
+            spec: claim.spec.clone(),
+            status: (!claim.status.is_empty()).then(|| claim.status.clone()),
+        })
+    }
+
+    /// The [`api::NodeClaim`] this wrapper holds.
+    pub fn into_nodeclaim(self) -> Result<api::NodeClaim, CrdError> {
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let mut claim = api::NodeClaim::new(name.clone(), self.spec);
+        claim.metadata = convert_meta(&self.metadata, api::NODECLAIM_KIND, &name)?;
+        claim.status = self.status.unwrap_or_default();
+        Ok(claim)
+    }
+}
+
+impl TryFrom<&api::NodePool> for KubeNodePool {
+    type Error = CrdError;
+
+    fn try_from(pool: &api::NodePool) -> Result<Self, CrdError> {
+        KubeNodePool::from_nodepool(pool)
+    }
+}
+
+impl TryFrom<KubeNodePool> for api::NodePool {
+    type Error = CrdError;
+
+    fn try_from(pool: KubeNodePool) -> Result<Self, CrdError> {
+        pool.into_nodepool()
+    }
+}
+
+impl TryFrom<&api::NodeClaim> for KubeNodeClaim {
+    type Error = CrdError;
+
+    fn try_from(claim: &api::NodeClaim) -> Result<Self, CrdError> {
+        KubeNodeClaim::from_nodeclaim(claim)
+    }
+}
+
+impl TryFrom<KubeNodeClaim> for api::NodeClaim {
+    type Error = CrdError;
+
+    fn try_from(claim: KubeNodeClaim) -> Result<Self, CrdError> {
+        claim.into_nodeclaim()
+    }
+}
+
+#[cfg(test)]
+mod tests;
