@@ -277,20 +277,13 @@ pub fn to_table(plan: &PlanOutput) -> String {
     }
     out.push('\n');
 
+    // Reasons are long: a list reads better than a table.
     let _ = writeln!(out, "Unschedulable pods: {}", plan.unschedulable.len());
-    if !plan.unschedulable.is_empty() {
-        let mut t = table();
-        t.set_header(vec!["Pod", "Reason"]);
-        for u in &plan.unschedulable {
-            t.add_row(vec![Cell::new(&u.pod), Cell::new(&u.reason)]);
-            for e in &u.node_pools {
-                t.add_row(vec![
-                    Cell::new(format!("  NodePool {}", e.node_pool)),
-                    Cell::new(&e.reason),
-                ]);
-            }
+    for u in &plan.unschedulable {
+        let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+        for e in &u.node_pools {
+            let _ = writeln!(out, "    NodePool {}: {}", e.node_pool, e.reason);
         }
-        let _ = writeln!(out, "{t}");
     }
     out.push('\n');
 
