@@ -957,6 +957,11 @@ pub fn plan(
         pods: world.pending.iter().map(|e| e.pod.clone()).collect(),
         namespace_labels: BTreeMap::new(),
     };
+    if input.node_pools.is_empty() && !input.pods.is_empty() {
+        notices.push(
+            "no usable NodePool in the input: pending pods can only go to existing nodes".into(),
+        );
+    }
     progress(&format!("scheduling {} pods", input.pods.len()));
     let results = solve(&input, &options);
 

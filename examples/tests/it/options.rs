@@ -326,3 +326,15 @@ fn jobs_expand_by_parallelism() {
     let plan = stdin_json(&["--catalog", "fake:10"], &input);
     assert_eq!(all_pods(&plan), ["batch/j-0", "batch/j-1", "batch/j-2"]);
 }
+
+#[test]
+fn no_nodepools_is_reported() {
+    let run = karpenter(&["plan", "-f", "-", "--catalog", "fake:3"], &pod("a", "1"));
+    assert_eq!(run.code, 0);
+    assert!(run.stderr.contains("no usable NodePool"), "{}", run.stderr);
+    assert!(
+        run.stdout.contains("Unschedulable pods: 1"),
+        "{}",
+        run.stdout
+    );
+}
