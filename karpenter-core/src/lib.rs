@@ -18,10 +18,13 @@ pub mod cloud;
 pub mod convert;
 #[cfg(feature = "kube")]
 pub mod crd;
+pub mod disruption;
 pub mod hostports;
 pub mod labels;
+pub mod lifecycle;
 pub mod model;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;
+pub mod state;
 pub mod taints;

@@ -3,7 +3,7 @@
 //!
 //! These types carry exactly what the scheduler and the disruption planner read. They are built
 //! by the caller: from the [`crate::api`] types, from Kubernetes objects (feature `k8s-openapi`,
-//! see [`crate::convert`]) or by hand in tests. Affinity and topology-spread types use Kubernetes'
+//! see the `convert` module) or by hand in tests. Affinity and topology-spread types use Kubernetes'
 //! field names in serde, so fixtures can be written as the familiar YAML.
 
 use std::collections::BTreeMap;
@@ -682,6 +682,9 @@ pub struct ClusterNode {
     /// Node labels (NodeClaim labels while unregistered).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Node annotations (for example `karpenter.sh/do-not-disrupt`).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
     /// Current taints.
     #[serde(default)]
     pub taints: Vec<Taint>,
@@ -719,6 +722,7 @@ impl ClusterNode {
         ClusterNode {
             name: name.into(),
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             taints: Vec::new(),
             startup_taints: Vec::new(),
             capacity: ResourceList::new(),

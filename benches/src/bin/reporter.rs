@@ -111,9 +111,10 @@ fn run_row(row: &str) -> Result<String, String> {
     let input = scenario::input(pods);
     let options = scenario::options(policy);
     // Warm-up and the reported solve.
-    let results = solve(&input, &options);
-    let scheduled = n - results.pod_errors.len();
-    let nodes = results.new_node_claims.len();
+    let (scheduled, nodes) = {
+        let results = solve(&input, &options);
+        (n - results.pod_errors.len(), results.new_node_claims.len())
+    };
     let mut iterations = 0u32;
     let start = Instant::now();
     while iterations < 3 || (start.elapsed() < Duration::from_secs(2) && iterations < 1000) {

@@ -167,7 +167,7 @@ pub(crate) fn relax(
         if let Some(aff) = pod.pod_affinity.as_mut()
             && !aff.preferred.is_empty()
         {
-            aff.preferred.sort_by(|a, b| b.weight.cmp(&a.weight));
+            aff.preferred.sort_by_key(|t| std::cmp::Reverse(t.weight));
             aff.preferred.remove(0);
             return true;
         }
@@ -175,7 +175,7 @@ pub(crate) fn relax(
         if let Some(aff) = pod.pod_anti_affinity.as_mut()
             && !aff.preferred.is_empty()
         {
-            aff.preferred.sort_by(|a, b| b.weight.cmp(&a.weight));
+            aff.preferred.sort_by_key(|t| std::cmp::Reverse(t.weight));
             aff.preferred.remove(0);
             return true;
         }
@@ -183,7 +183,7 @@ pub(crate) fn relax(
         if let Some(aff) = pod.node_affinity.as_mut()
             && !aff.preferred.is_empty()
         {
-            aff.preferred.sort_by(|a, b| b.weight.cmp(&a.weight));
+            aff.preferred.sort_by_key(|t| std::cmp::Reverse(t.weight));
             aff.preferred.remove(0);
             return true;
         }

@@ -7,10 +7,26 @@ use std::sync::Arc;
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 /// (template, requirements without hostname) → per instance type (requirements met, offering
 /// available).
 type FilterCache = FxHashMap<(usize, Requirements), Arc<Vec<(u32, bool, bool)>>>;
+
+/// (template, the requirements on the keys offerings carry) → the offering view.
+type OfferingCache = FxHashMap<(usize, Vec<Option<Requirement>>), Arc<OfferingView>>;
+
+/// What the available offerings of a template's instance types look like under some
+/// requirements. Offering compatibility depends only on the requirements of the keys offerings
+/// carry (zone, capacity type, reservation id), so one view serves every claim that agrees on
+/// those keys.
+struct OfferingView {
+    /// Per instance type: the price of its cheapest compatible available offering (infinite
+    /// when there is none).
+    cheapest: Vec<f64>,
+    /// Per instance type: the capacity types of its compatible available offerings.
+    capacity_types: Vec<BTreeSet<String>>,
+}
 
 use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
@@ -57,6 +73,10 @@ struct Template {
     limits: Vec<(usize, i64)>,
     nodes_limit: Option<i64>,
     capacity: Vec<Res>,
+    /// Every label key that appears in an offering's requirements, sorted.
+    offering_keys: Vec<String>,
+    /// Whether any instance type has a reserved offering.
+    has_reserved: bool,
 }
 
 /// Known ephemeral taints, ignored on uninitialized managed nodes (spec 1.5).
@@ -111,6 +131,8 @@ fn daemon_compatible(
 
 struct ExistingNode {
     name: String,
+    /// The hostname's interned topology id (existing hosts are registered at construction).
+    hostname_id: Option<u32>,
     requirements: Requirements,
     taints: Vec<Taint>,
     remaining: Res,
@@ -130,6 +152,14 @@ struct Claim {
     /// Per-resource maximum allocatable over `options`: a cheap upper bound for early rejects.
     max_allocatable: Res,
     reservations: BTreeSet<String>,
+    /// The hostname's interned topology id, once registered.
+    hostname_id: Option<u32>,
+}
+
+/// Where a pod goes.
+enum Placement {
+    Existing(usize, Requirements),
+    Claim(usize, ClaimUpdate),
 }
 
 /// What adding a pod to a claim would change.
@@ -183,6 +213,7 @@ struct Solver<'a> {
     /// Cache: (template, requirements without hostname) → options passing the requirement and
     /// offering criteria.
     filter_cache: RefCell<FilterCache>,
+    offering_cache: RefCell<OfferingCache>,
     errors: BTreeMap<usize, PodError>,
 }
 
@@ -234,6 +265,12 @@ impl<'a> Solver<'a> {
         let mut pool_reqs = Vec::new();
         for np in pools {
             let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
+            // The topology domain universe sees the pool's requirements and its own template
+            // labels only (spec 4.2), not the nodepool / node-class labels added below.
+            let mut universe_reqs = reqs.clone();
+            for (k, v) in &np.labels {
+                universe_reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
+            }
             let mut tlabels = np.labels.clone();
             tlabels.insert(labels::NODEPOOL.to_string(), np.name.clone());
             if let Some((k, v)) = &np.node_class_label {
@@ -242,7 +279,6 @@ impl<'a> Solver<'a> {
             for (k, v) in &tlabels {
                 reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
             }
-            let universe_reqs = reqs.clone();
             reqs.add(Requirement::new(labels::REGISTERED, Operator::In, ["true"]));
             reqs.add(Requirement::new(
                 labels::INITIALIZED,
@@ -333,7 +369,17 @@ impl<'a> Solver<'a> {
             }
             let allocatable = its.iter().map(|it| index.dense(it.allocatable())).collect();
             let capacity = its.iter().map(|it| index.dense(&it.capacity)).collect();
+            let offering_keys: BTreeSet<String> = its
+                .iter()
+                .flat_map(|it| it.offerings.iter())
+                .flat_map(|o| o.requirements().keys().map(str::to_string))
+                .collect();
+            let has_reserved = its
+                .iter()
+                .any(|it| it.offerings.iter().any(|o| o.is_reserved()));
             templates.push(Template {
+                has_reserved,
+                offering_keys: offering_keys.into_iter().collect(),
                 pool: np.name.clone(),
                 requirements: reqs,
                 labels: tlabels,
@@ -399,6 +445,10 @@ impl<'a> Solver<'a> {
             namespace_labels: &input.namespace_labels,
         });
 
+        let mut existing: Vec<ExistingNode> = existing;
+        for node in &mut existing {
+            node.hostname_id = topology.hostname_id(&node.name);
+        }
         Solver {
             options,
             policy,
@@ -413,6 +463,7 @@ impl<'a> Solver<'a> {
             hostname_counter: 0,
             reservation_capacity,
             filter_cache: RefCell::new(FxHashMap::default()),
+            offering_cache: RefCell::new(FxHashMap::default()),
             errors: BTreeMap::new(),
         }
     }
@@ -525,37 +576,75 @@ impl<'a> Solver<'a> {
                 "pod has Dynamic Resource Allocation requirements that are not supported".into(),
             ));
         }
-        // 1. Existing nodes, in order.
-        for n in 0..self.existing.len() {
-            if let Some(reqs) = self.existing_can_add(n, st) {
+        // Placement on an existing node or an in-flight claim. Two cheap, exact pre-checks run
+        // first, both resolved once per attempt: the pod's hostname groups (per candidate: a
+        // few array reads by interned hostname) and node-independent topology domain limits.
+        let chosen = {
+            let host = self.topology.hostname_check(&st.pod);
+            let prefilter = if st.constrained {
+                self.topology.domain_prefilter(&st.pod, &st.reqs.strict)
+            } else {
+                SmallVec::new()
+            };
+            let passes_prefilter = |reqs: &Requirements| {
+                prefilter.iter().all(|r| match reqs.get(r.key()) {
+                    Some(nd) => nd.has_intersection(r),
+                    None => !r.is_empty(),
+                })
+            };
+            let mut chosen = None;
+            // 1. Existing nodes, in order.
+            for (n, node) in self.existing.iter().enumerate() {
+                if host.rejects(node.hostname_id) || !passes_prefilter(&node.requirements) {
+                    continue;
+                }
+                if let Some(reqs) = self.existing_can_add(n, st) {
+                    chosen = Some(Placement::Existing(n, reqs));
+                    break;
+                }
+            }
+            // 2. NodeClaims of this solve, fewest pods first.
+            if chosen.is_none() {
+                for &(_, c) in &self.claim_order {
+                    let claim = &self.claims[c];
+                    if host.rejects(claim.hostname_id)
+                        || self.claim_over_capacity(claim, st)
+                        || !passes_prefilter(&claim.requirements)
+                    {
+                        continue;
+                    }
+                    let tpl = &self.templates[claim.template];
+                    if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
+                        continue;
+                    }
+                    if let Ok(update) = self.claim_can_add(
+                        claim.template,
+                        &claim.requirements,
+                        &claim.options,
+                        &claim.requests,
+                        &claim.host_ports,
+                        &claim.reservations,
+                        st,
+                        false,
+                        false,
+                    ) {
+                        chosen = Some(Placement::Claim(c, update));
+                        break;
+                    }
+                }
+            }
+            chosen
+        };
+        match chosen {
+            Some(Placement::Existing(n, reqs)) => {
                 self.existing_add(n, idx, st, reqs);
                 return Ok(());
             }
-        }
-        // 2. NodeClaims of this solve, fewest pods first.
-        let order: Vec<usize> = self.claim_order.iter().map(|&(_, c)| c).collect();
-        for c in order {
-            if self.claim_quick_reject(c, st) {
-                continue;
-            }
-            let claim = &self.claims[c];
-            let tpl = &self.templates[claim.template];
-            if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
-                continue;
-            }
-            if let Ok(update) = self.claim_can_add(
-                claim.template,
-                &claim.requirements,
-                &claim.options,
-                &claim.requests,
-                &claim.host_ports,
-                &claim.reservations,
-                st,
-                false,
-            ) {
+            Some(Placement::Claim(c, update)) => {
                 self.claim_add(c, idx, st, update);
                 return Ok(());
             }
+            None => {}
         }
         // 3./4. A new NodeClaim from the first template that can take the pod.
         if self.templates.is_empty() {
@@ -601,9 +690,6 @@ impl<'a> Solver<'a> {
 
     fn existing_can_add(&self, n: usize, st: &PodState) -> Option<Requirements> {
         let node = &self.existing[n];
-        if st.constrained && !self.topology.hostname_quick_reject_ok(&st.pod, &node.name) {
-            return None;
-        }
         taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
         node.host_ports
             .conflicts(&st.pod.key(), &st.pod.host_ports)
@@ -639,15 +725,8 @@ impl<'a> Solver<'a> {
 
     // ---- NodeClaims ----------------------------------------------------------------------
 
-    fn claim_quick_reject(&self, c: usize, st: &PodState) -> bool {
-        let claim = &self.claims[c];
-        if st.constrained
-            && !self
-                .topology
-                .hostname_quick_reject_ok(&st.pod, &claim.hostname)
-        {
-            return true;
-        }
+    /// Whether the claim's pods plus this pod exceed even its largest remaining option.
+    fn claim_over_capacity(&self, claim: &Claim, st: &PodState) -> bool {
         let total = dense::add(&claim.requests, &st.requests);
         !dense::fits(&total, &claim.max_allocatable)
     }
@@ -663,32 +742,42 @@ impl<'a> Solver<'a> {
         held: &BTreeSet<String>,
         st: &PodState,
         relax_min_values: bool,
+        verbose: bool,
     ) -> Result<ClaimUpdate, AddError> {
+        // Messages are only built when someone will read them (new claims from templates);
+        // failed attempts on in-flight claims are discarded, and they are the hot path.
+        let fail = |kind: PodErrorKind, message: &dyn Fn() -> String| {
+            AddError::Pod(kind, if verbose { message() } else { String::new() })
+        };
         let policy = self.policy;
         let tpl = &self.templates[t];
         if let Err(e) = taints::tolerates_all(&st.pod.tolerations, &tpl.taints) {
-            return Err(AddError::Pod(PodErrorKind::Taints, e.to_string()));
+            return Err(fail(PodErrorKind::Taints, &|| e.to_string()));
         }
-        if let Err(e) = host_ports.conflicts(&st.pod.key(), &st.pod.host_ports) {
-            return Err(AddError::Pod(PodErrorKind::HostPorts, e.to_string()));
+        if !st.pod.host_ports.is_empty()
+            && let Err(e) = host_ports.conflicts(&st.pod.key(), &st.pod.host_ports)
+        {
+            return Err(fail(PodErrorKind::HostPorts, &|| e.to_string()));
         }
         if let Err(e) = claim_reqs.compatible(&st.reqs.requirements, Some(policy)) {
-            return Err(AddError::Pod(
-                PodErrorKind::Requirements,
-                format!("incompatible requirements, {e}"),
-            ));
+            return Err(fail(PodErrorKind::Requirements, &|| {
+                format!("incompatible requirements, {e}")
+            }));
         }
-        let mut reqs = claim_reqs.intersection(&st.reqs.requirements);
+        let mut reqs = if st.reqs.requirements.is_empty() {
+            claim_reqs.clone()
+        } else {
+            claim_reqs.intersection(&st.reqs.requirements)
+        };
         if st.constrained {
             let topo = self
                 .topology
                 .add_requirements(&st.pod, &st.reqs.strict, &reqs, &tpl.taints)
-                .map_err(|e| AddError::Pod(PodErrorKind::Topology, e.to_string()))?;
+                .map_err(|e| fail(PodErrorKind::Topology, &|| e.to_string()))?;
             if let Err(e) = reqs.compatible(&topo, Some(policy)) {
-                return Err(AddError::Pod(
-                    PodErrorKind::Topology,
-                    format!("unsatisfiable topology constraint, {e}"),
-                ));
+                return Err(fail(PodErrorKind::Topology, &|| {
+                    format!("unsatisfiable topology constraint, {e}")
+                }));
             }
             reqs = topo;
         }
@@ -697,14 +786,14 @@ impl<'a> Solver<'a> {
         let (survivors, stats, min_values) =
             self.filter(t, options, &reqs, unchanged, st, &total, relax_min_values);
         if survivors.is_empty() {
-            return Err(AddError::Pod(
-                if min_values.is_some() {
-                    PodErrorKind::MinValues
-                } else {
-                    PodErrorKind::InstanceTypes
-                },
-                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, self, t),
-            ));
+            let kind = if min_values.is_some() {
+                PodErrorKind::MinValues
+            } else {
+                PodErrorKind::InstanceTypes
+            };
+            return Err(fail(kind, &|| {
+                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, self, t)
+            }));
         }
         let mut relaxed = false;
         if let Some(achieved) = &min_values_relaxation(&reqs, &survivors, self, t)
@@ -726,6 +815,43 @@ impl<'a> Solver<'a> {
         })
     }
 
+    /// The offering view of template `t` under `reqs` (cached).
+    fn offering_view(&self, t: usize, reqs: &Requirements) -> Arc<OfferingView> {
+        let tpl = &self.templates[t];
+        let key: Vec<Option<Requirement>> = tpl
+            .offering_keys
+            .iter()
+            .map(|k| reqs.get(k).cloned())
+            .collect();
+        if let Some(v) = self.offering_cache.borrow().get(&(t, key.clone())) {
+            return v.clone();
+        }
+        let mut cheapest = Vec::with_capacity(tpl.instance_types.len());
+        let mut capacity_types = Vec::with_capacity(tpl.instance_types.len());
+        for it in &tpl.instance_types {
+            let mut best = f64::INFINITY;
+            let mut cts = BTreeSet::new();
+            for o in it.available_offerings() {
+                if reqs.is_compatible(o.requirements(), Some(self.policy)) {
+                    if o.price < best {
+                        best = o.price;
+                    }
+                    cts.insert(o.capacity_type.clone());
+                }
+            }
+            cheapest.push(best);
+            capacity_types.push(cts);
+        }
+        let view = Arc::new(OfferingView {
+            cheapest,
+            capacity_types,
+        });
+        self.offering_cache
+            .borrow_mut()
+            .insert((t, key), view.clone());
+        view
+    }
+
     /// Spec 3.9 for the candidates `options` of template `t`.
     #[allow(clippy::too_many_arguments)]
     fn filter(
@@ -738,7 +864,6 @@ impl<'a> Solver<'a> {
         total: &Res,
         relax_min_values: bool,
     ) -> (Vec<u32>, FilterStats, Option<String>) {
-        let policy = self.policy;
         // Requirement and offering criteria depend only on the requirements: cache them.
         let criteria: Option<Arc<Vec<(u32, bool, bool)>>> = if reqs_unchanged {
             None
@@ -746,22 +871,30 @@ impl<'a> Solver<'a> {
             let mut key_reqs = reqs.clone();
             key_reqs.remove(labels::HOSTNAME);
             let tpl = &self.templates[t];
-            let mut cache = self.filter_cache.borrow_mut();
-            let entry = cache.entry((t, key_reqs)).or_insert_with(|| {
-                Arc::new(
-                    (0..tpl.instance_types.len() as u32)
-                        .map(|i| {
-                            let it = &tpl.instance_types[i as usize];
-                            let compatible = it.requirements.intersects(reqs).is_ok();
-                            let offering = it
-                                .available_offerings()
-                                .any(|o| reqs.is_compatible(o.requirements(), Some(policy)));
-                            (i, compatible, offering)
-                        })
-                        .collect(),
-                )
-            });
-            Some(entry.clone())
+            let cached = self
+                .filter_cache
+                .borrow()
+                .get(&(t, key_reqs.clone()))
+                .cloned();
+            Some(match cached {
+                Some(c) => c,
+                None => {
+                    let view = self.offering_view(t, reqs);
+                    let computed: Arc<Vec<(u32, bool, bool)>> = Arc::new(
+                        (0..tpl.instance_types.len() as u32)
+                            .map(|i| {
+                                let it = &tpl.instance_types[i as usize];
+                                let compatible = it.requirements.intersects(reqs).is_ok();
+                                (i, compatible, view.cheapest[i as usize].is_finite())
+                            })
+                            .collect(),
+                    );
+                    self.filter_cache
+                        .borrow_mut()
+                        .insert((t, key_reqs), computed.clone());
+                    computed
+                }
+            })
         };
         let tpl = &self.templates[t];
         let pod_key = st.pod.key();
@@ -853,7 +986,9 @@ impl<'a> Solver<'a> {
         let requests = self.index.zero();
         let ports = HostPortUsage::default();
         let held = BTreeSet::new();
-        let update = self.claim_can_add(t, &reqs, &options, &requests, &ports, &held, st, relax)?;
+        let update = self.claim_can_add(
+            t, &reqs, &options, &requests, &ports, &held, st, relax, true,
+        )?;
         self.hostname_counter += 1;
         let c = self.claims.len();
         self.claims.push(Claim {
@@ -867,6 +1002,7 @@ impl<'a> Solver<'a> {
             min_values_relaxed: false,
             max_allocatable: self.index.zero(),
             reservations: held,
+            hostname_id: None,
         });
         self.claim_order.insert((0, c));
         self.claim_add(c, idx, st, update);
@@ -913,6 +1049,7 @@ impl<'a> Solver<'a> {
         let reqs = claim.requirements.clone();
         let taints = tpl.taints.clone();
         self.topology.register(labels::HOSTNAME, &hostname);
+        self.claims[c].hostname_id = self.topology.hostname_id(&hostname);
         self.topology.record(&st.pod, &taints, &reqs);
     }
 
@@ -927,6 +1064,9 @@ impl<'a> Solver<'a> {
         let tpl = &self.templates[t];
         let mut compatible = false;
         let mut wanted = BTreeSet::new();
+        if !tpl.has_reserved && held.is_empty() {
+            return Ok(wanted);
+        }
         for &i in options {
             for o in tpl.instance_types[i as usize].available_offerings() {
                 let Some(id) = o.reservation_id.as_ref().filter(|_| o.is_reserved()) else {
@@ -978,15 +1118,13 @@ impl<'a> Solver<'a> {
                 }
             }
             // Order by cheapest compatible offering, truncate, re-check minValues (spec 3.11).
+            let view = self.offering_view(claim.template, &reqs);
             let mut its: Vec<(f64, usize, Arc<InstanceType>)> = claim
                 .options
                 .iter()
                 .map(|&i| {
-                    let it = &tpl.instance_types[i as usize];
-                    let price = it
-                        .cheapest_offering(&reqs, self.policy)
-                        .map_or(f64::INFINITY, |o| o.price);
-                    (price, i as usize, it.clone())
+                    let i = i as usize;
+                    (view.cheapest[i], i, tpl.instance_types[i].clone())
                 })
                 .collect();
             its.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -1037,13 +1175,10 @@ impl<'a> Solver<'a> {
                 )
                 .with_min_values(min_values),
             );
+            let view = self.offering_view(claim.template, &reqs);
             let mut cts: BTreeSet<&str> = BTreeSet::new();
-            for (_, _, it) in &its {
-                for o in it.available_offerings() {
-                    if reqs.is_compatible(o.requirements(), Some(self.policy)) {
-                        cts.insert(o.capacity_type.as_str());
-                    }
-                }
+            for (_, i, _) in &its {
+                cts.extend(view.capacity_types[*i].iter().map(String::as_str));
             }
             if !cts.is_empty() {
                 reqs.add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, cts));
@@ -1225,6 +1360,7 @@ fn build_existing(
     dense::sub_assign(&mut remaining, &index.dense(&remaining_daemon));
     ExistingNode {
         name: node.hostname().to_string(),
+        hostname_id: None,
         requirements,
         taints,
         remaining,

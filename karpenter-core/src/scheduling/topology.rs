@@ -547,6 +547,40 @@ impl Topology {
         Ok(result)
     }
 
+    /// Node-independent domain limits for `pod`: one requirement per non-hostname group that
+    /// constrains it (see `Group::allowed_on_any_node`). A node or NodeClaim whose requirement
+    /// on such a key has no value in common with the limit (or that lacks the key while the limit
+    /// is empty) is certainly rejected by [`add_requirements`](Self::add_requirements); the
+    /// solver computes this once per placement attempt and skips such candidates cheaply.
+    pub(crate) fn domain_prefilter(
+        &self,
+        pod: &Pod,
+        strict_pod_reqs: &Requirements,
+    ) -> SmallVec<[Requirement; 2]> {
+        let mut out = SmallVec::new();
+        let Some(entry) = self.pods.get(pod.uid.as_str()) else {
+            return out;
+        };
+        let owned = entry
+            .owned
+            .iter()
+            .filter_map(|o| Some((self.groups.get(o.group as usize)?, o.selects)));
+        let inverse = entry
+            .inverse_selecting
+            .iter()
+            .filter_map(|&gid| Some((self.inverse.get(gid as usize)?, true)));
+        for (g, self_selecting) in owned.chain(inverse) {
+            let Some(kd) = self.keys.get(g.key as usize) else {
+                continue;
+            };
+            let pod_domains = strict_pod_reqs.get_or_exists(&kd.key);
+            if let Some(r) = g.allowed_on_any_node(kd, self_selecting, &pod_domains) {
+                out.push(r);
+            }
+        }
+        out
+    }
+
     /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs`
     /// and taints `node_taints` (spec 4.9). Call it for every placement, whether or not the pod
     /// [`constrains`](Self::constrains) anything: groups owned by other pods may select it.
@@ -645,52 +679,35 @@ impl Topology {
         self.for_each_group_of_key(kid, |g| g.unregister(id));
     }
 
-    /// The negation of [`hostname_quick_reject`](Self::hostname_quick_reject): `false` when the
-    /// pod certainly cannot go to the host `hostname`, `true` when unsure.
-    pub(crate) fn hostname_quick_reject_ok(&self, pod: &Pod, hostname: &str) -> bool {
-        !self.hostname_quick_reject(pod, hostname)
+    /// The interned id of a hostname domain, once [`register`](Self::register)ed (or known from
+    /// an existing node); `None` when no hostname group exists or the host is unknown.
+    pub(crate) fn hostname_id(&self, hostname: &str) -> Option<u32> {
+        let kd = self.hostname_key.and_then(|k| self.keys.get(k as usize))?;
+        kd.lookup(hostname)
     }
 
-    /// A cheap pre-check: `true` when `pod` certainly cannot go to the node or NodeClaim whose
-    /// hostname is `hostname` (its requirements say `kubernetes.io/hostname In [hostname]`),
-    /// because of a hostname-keyed group:
-    /// - an owned anti-affinity group, or an inverse group selecting the pod, counts the host;
-    /// - an owned spread would exceed `maxSkew` there (`count (+1 if self-selecting) > maxSkew`);
-    /// - an owned affinity group does not count the host and the pod cannot bootstrap it (the
-    ///   group does not select the pod).
-    ///
-    /// `false` means "unsure": run [`add_requirements`](Self::add_requirements). Allocation-free;
-    /// costs one UID lookup, one hostname lookup and one step per hostname group of the pod.
-    pub(crate) fn hostname_quick_reject(&self, pod: &Pod, hostname: &str) -> bool {
+    /// The hostname groups constraining `pod`, resolved once per placement attempt so that
+    /// [`HostnameCheck::rejects`] costs a few array reads per candidate. Same rules as
+    /// the hostname special cases of `Group::next_domains`: an owned anti-affinity group or an inverse group selecting the pod that counts the host, an owned spread that would exceed `maxSkew` there, an owned affinity group that does not count the host and cannot bootstrap it.
+    pub(crate) fn hostname_check(&self, pod: &Pod) -> HostnameCheck<'_> {
+        let mut check = HostnameCheck {
+            owned: SmallVec::new(),
+            inverse: SmallVec::new(),
+        };
         let Some(entry) = self.pods.get(pod.uid.as_str()) else {
-            return false;
+            return check;
         };
-        if entry.host_owned.is_empty() && entry.host_inverse.is_empty() {
-            return false;
-        }
-        let Some(kd) = self.hostname_key.and_then(|k| self.keys.get(k as usize)) else {
-            return false;
-        };
-        let id = kd.lookup(hostname);
-        let count = |g: &Group| id.and_then(|i| g.count(i)).unwrap_or(0);
         for o in &entry.host_owned {
-            let Some(g) = self.groups.get(o.group as usize) else {
-                continue;
-            };
-            let c = count(g);
-            let reject = match g.kind {
-                TopologyType::Spread => i64::from(c) + i64::from(o.selects) > i64::from(g.max_skew),
-                TopologyType::PodAntiAffinity => c > 0,
-                TopologyType::PodAffinity => c == 0 && !o.selects,
-            };
-            if reject {
-                return true;
+            if let Some(g) = self.groups.get(o.group as usize) {
+                check.owned.push((g, o.selects));
             }
         }
-        entry
-            .host_inverse
-            .iter()
-            .any(|&gid| self.inverse.get(gid as usize).is_some_and(|g| count(g) > 0))
+        for &gid in &entry.host_inverse {
+            if let Some(g) = self.inverse.get(gid as usize) {
+                check.inverse.push(g);
+            }
+        }
+        check
     }
 
     /// Whether [`add_requirements`](Self::add_requirements) would consult any group for `pod`:
@@ -1034,4 +1051,27 @@ fn spread_selector<'a>(
     let mut s = selector.clone();
     s.match_expressions.extend(extra);
     Some(Cow::Owned(s))
+}
+
+/// The hostname groups of one pod, resolved for a placement attempt (see
+/// [`Topology::hostname_check`]).
+pub(crate) struct HostnameCheck<'a> {
+    owned: SmallVec<[(&'a Group, bool); 2]>,
+    inverse: SmallVec<[&'a Group; 2]>,
+}
+
+impl HostnameCheck<'_> {
+    /// Whether the pod certainly cannot go to the host with interned id `id` (`None`: a host the
+    /// groups do not know, which counts 0).
+    pub(crate) fn rejects(&self, id: Option<u32>) -> bool {
+        let count = |g: &Group| id.and_then(|i| g.count(i)).unwrap_or(0);
+        self.owned.iter().any(|&(g, selects)| {
+            let c = count(g);
+            match g.kind {
+                TopologyType::Spread => i64::from(c) + i64::from(selects) > i64::from(g.max_skew),
+                TopologyType::PodAntiAffinity => c > 0,
+                TopologyType::PodAffinity => c == 0 && !selects,
+            }
+        }) || self.inverse.iter().any(|g| count(g) > 0)
+    }
 }

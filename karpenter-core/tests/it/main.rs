@@ -1,3 +1,5 @@
 //! The integration-test binary of `karpenter-core` (one binary, one module per area).
 
 mod api;
+mod disruption_candidates;
+mod lifecycle;

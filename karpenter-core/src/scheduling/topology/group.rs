@@ -422,6 +422,62 @@ impl Group {
         min
     }
 
+    /// The domains this group allows on *some* node, whatever that node's own requirement on the
+    /// key: a candidate whose requirement on the key has no value in common with the result is
+    /// certainly rejected by [`next_domains`](Self::next_domains), so the solver can skip it
+    /// without the full check. `None` when no such node-independent set exists: hostname groups
+    /// (their special cases depend on the host) and an affinity group that would bootstrap.
+    ///
+    /// Spread: the known domains with `count (+1 if self-selecting) − min ≤ maxSkew`. Affinity:
+    /// the populated domains the pod allows. Anti-affinity: the empty known domains the pod
+    /// allows. Each is exactly the union, over every possible node requirement, of what
+    /// `next_domains` can return.
+    pub(super) fn allowed_on_any_node(
+        &self,
+        kd: &KeyDomains,
+        self_selecting: bool,
+        pod_domains: &Requirement,
+    ) -> Option<Requirement> {
+        if self.hostname {
+            return None;
+        }
+        let mut allowed: Vec<&str> = Vec::new();
+        match self.kind {
+            TopologyType::Spread => {
+                let inc = i64::from(self_selecting);
+                let min = self.min_count(kd, pod_domains);
+                for (id, count) in self.known_domains() {
+                    if i64::from(count) + inc - min <= i64::from(self.max_skew) {
+                        allowed.push(kd.name(id));
+                    }
+                }
+            }
+            TopologyType::PodAffinity => {
+                for &id in &self.nonzero {
+                    let name = kd.name(id);
+                    if pod_domains.has(name) {
+                        allowed.push(name);
+                    }
+                }
+                if allowed.is_empty()
+                    && self_selecting
+                    && (self.all_empty() || !self.any_compatible(kd, pod_domains))
+                {
+                    return None;
+                }
+            }
+            TopologyType::PodAntiAffinity => {
+                for (id, count) in self.known_domains() {
+                    let name = kd.name(id);
+                    if count == 0 && pod_domains.has(name) {
+                        allowed.push(name);
+                    }
+                }
+            }
+        }
+        Some(Requirement::new(&kd.key, Operator::In, allowed))
+    }
+
     /// Pod affinity (upstream `nextDomainAffinity`); may allow several domains.
     ///
     /// Hostname special case (node side names one host `h`): `h` not allowed by the pod → none;

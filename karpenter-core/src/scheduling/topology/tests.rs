@@ -292,21 +292,21 @@ fn hostname_spread_special_case() {
         place(&t, &pods[0], &claim("h1", vec![]), HOSTNAME),
         Ok(format!("{HOSTNAME} In [h1]"))
     );
-    assert!(!t.hostname_quick_reject(&pods[0], "h1"));
+    assert!(!t.hostname_check(&pods[0]).rejects(t.hostname_id("h1")));
     commit(&mut t, &pods[0], &claim("h1", vec![]));
     // h1 now holds one; another self-selecting pod would make it 2 > maxSkew even though the
     // global minimum over known hosts is 1 (it is assumed to be 0).
     assert!(place(&t, &pods[1], &claim("h1", vec![]), HOSTNAME).is_err());
-    assert!(t.hostname_quick_reject(&pods[1], "h1"));
-    assert!(!t.hostname_quick_reject_ok(&pods[1], "h1"));
-    assert!(!t.hostname_quick_reject(&pods[1], "h2"));
+    assert!(t.hostname_check(&pods[1]).rejects(t.hostname_id("h1")));
+    assert!(t.hostname_check(&pods[1]).rejects(t.hostname_id("h1")));
+    assert!(!t.hostname_check(&pods[1]).rejects(t.hostname_id("h2")));
     assert!(place(&t, &pods[1], &claim("h2", vec![]), HOSTNAME).is_ok());
     // A non-self-selecting pod owning the same constraint may join h1 (1 ≤ 1).
     let mut other = pod("other", &[("app", "db")]);
     other.topology_spread_constraints = pods[0].topology_spread_constraints.clone();
     let mut t2 = Env::new(zones()).build(&[pods[0].clone(), other.clone()]);
     commit(&mut t2, &pods[0], &claim("h1", vec![]));
-    assert!(!t2.hostname_quick_reject(&other, "h1"));
+    assert!(!t2.hostname_check(&other).rejects(t2.hostname_id("h1")));
     assert!(place(&t2, &other, &claim("h1", vec![]), HOSTNAME).is_ok());
 }
 
@@ -505,7 +505,7 @@ fn affinity_to_pods_that_do_not_exist_never_fits() {
     let mut h = pod("q", &[("app", "web")]);
     h.pod_affinity = required(vec![term(HOSTNAME, &[("app", "ghost")])]);
     let t = Env::new(zones()).build(std::slice::from_ref(&h));
-    assert!(t.hostname_quick_reject(&h, "h"));
+    assert!(t.hostname_check(&h).rejects(t.hostname_id("h")));
     assert!(place(&t, &h, &claim("h", vec![]), HOSTNAME).is_err());
 }
 
@@ -515,12 +515,12 @@ fn hostname_self_affinity() {
         .map(|i| self_affine(&format!("p{i}"), HOSTNAME))
         .collect();
     let mut t = Env::new(zones()).build(&pods);
-    assert!(!t.hostname_quick_reject(&pods[0], "h1"));
+    assert!(!t.hostname_check(&pods[0]).rejects(t.hostname_id("h1")));
     commit(&mut t, &pods[0], &claim("h1", vec![]));
     assert!(place(&t, &pods[1], &claim("h1", vec![]), HOSTNAME).is_ok());
     assert!(place(&t, &pods[1], &claim("h2", vec![]), HOSTNAME).is_err());
     // The quick check cannot tell (it would need the pod's own domains): unsure.
-    assert!(!t.hostname_quick_reject(&pods[1], "h2"));
+    assert!(!t.hostname_check(&pods[1]).rejects(t.hostname_id("h2")));
 }
 
 #[test]
@@ -631,8 +631,8 @@ fn inverse_anti_affinity_from_existing_pods() {
         .is_err()
     );
     // The hostname term recorded n1 (registered as an existing hostname too).
-    assert!(t.hostname_quick_reject(&web, "n1"));
-    assert!(!t.hostname_quick_reject(&web, "n2"));
+    assert!(t.hostname_check(&web).rejects(t.hostname_id("n1")));
+    assert!(!t.hostname_check(&web).rejects(t.hostname_id("n2")));
     let n1 = claim("n1", vec![req(ZONE, Operator::In, &["a"])]);
     assert!(
         t.add_requirements(&web, &Requirements::new(), &n1, &[])
@@ -675,14 +675,14 @@ fn hostname_anti_affinity_and_register_unregister() {
         .collect();
     let mut t = Env::new(zones()).build(&pods);
     commit(&mut t, &pods[0], &claim("h1", vec![]));
-    assert!(t.hostname_quick_reject(&pods[1], "h1"));
+    assert!(t.hostname_check(&pods[1]).rejects(t.hostname_id("h1")));
     assert!(place(&t, &pods[1], &claim("h1", vec![]), HOSTNAME).is_err());
     assert_eq!(
         place(&t, &pods[1], &claim("h2", vec![]), HOSTNAME),
         Ok(format!("{HOSTNAME} In [h2]"))
     );
     t.unregister(HOSTNAME, "h1");
-    assert!(!t.hostname_quick_reject(&pods[1], "h1"));
+    assert!(!t.hostname_check(&pods[1]).rejects(t.hostname_id("h1")));
     assert!(place(&t, &pods[1], &claim("h1", vec![]), HOSTNAME).is_ok());
     t.register(HOSTNAME, "h1");
     assert_eq!(
@@ -916,7 +916,7 @@ fn nil_selector_selects_nothing_but_counts_every_existing_pod() {
     assert_eq!(counts(&t, false, TopologyType::Spread, HOSTNAME)["h1"], 0);
     // Upstream quirk: the existing pods were all counted when the group was created.
     assert_eq!(counts(&t, false, TopologyType::Spread, HOSTNAME)["n1"], 2);
-    assert!(t.hostname_quick_reject(&pods[0], "n1"));
+    assert!(t.hostname_check(&pods[0]).rejects(t.hostname_id("n1")));
 }
 
 #[test]
@@ -1106,7 +1106,7 @@ fn a_new_inverse_group_after_construction_reaches_known_pods() {
     t.update(&anti);
     assert!(t.constrains(&web));
     t.record(&anti, &[], &claim("h1", vec![]));
-    assert!(t.hostname_quick_reject(&web, "h1"));
+    assert!(t.hostname_check(&web).rejects(t.hostname_id("h1")));
 }
 
 #[test]

@@ -1,0 +1,150 @@
+//! Per-NodePool disruption budgets for one disruption reason (spec §3.3, upstream's
+//! `BuildDisruptionBudgetMapping`).
+//!
+//! For each NodePool of the snapshot:
+//!
+//! - `num_nodes` counts its nodes that are managed (have a NodeClaim), initialized, and whose
+//!   NodeClaim is not `InstanceTerminating` — uninitialized replacements do not inflate
+//!   percentages;
+//! - `disrupting` counts those among them whose Node is not `Ready` or that are being deleted or
+//!   are marked for deletion — they already consume budget;
+//! - `allowed` is [`NodePool::allowed_disruptions_or_zero`] for `num_nodes` (any invalid budget
+//!   gives 0);
+//! - the pool may start `max(allowed − disrupting, 0)` more disruptions.
+
+use std::collections::BTreeMap;
+
+use crate::api::{ConditionStatus, DisruptionReason, NodePool, find_condition};
+use crate::model::Timestamp;
+use crate::state::{ClusterSnapshot, StateNode};
+
+/// The budget of one NodePool for one reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolBudget {
+    /// Nodes counted towards percentages (managed, initialized, not `InstanceTerminating`).
+    pub num_nodes: usize,
+    /// Disruptions the budgets allow among `num_nodes` ([`UNBOUNDED_DISRUPTIONS`](crate::api::UNBOUNDED_DISRUPTIONS) when no
+    /// budget limits this reason); the `nodepools_allowed_disruptions` gauge.
+    pub allowed: usize,
+    /// Counted nodes that are not Ready or are being deleted; the
+    /// `nodepools_nodes_consuming_budgets` gauge.
+    pub disrupting: usize,
+}
+
+impl PoolBudget {
+    /// How many more nodes may be disrupted: `max(allowed − disrupting, 0)`.
+    pub fn remaining(&self) -> usize {
+        self.allowed.saturating_sub(self.disrupting)
+    }
+
+    /// Whether the budgets block every disruption of a pool that has nodes (upstream then
+    /// publishes a `DisruptionBlocked` event on the NodePool, see [`blocked_message`]).
+    pub fn is_blocked(&self) -> bool {
+        self.num_nodes != 0 && self.allowed == 0
+    }
+}
+
+/// The budgets of every NodePool of a snapshot for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetMapping {
+    /// The reason the budgets were evaluated for.
+    pub reason: DisruptionReason,
+    /// Per NodePool name.
+    pub pools: BTreeMap<String, PoolBudget>,
+}
+
+impl BudgetMapping {
+    /// Evaluates the budgets of every NodePool of `snapshot` for `reason` at `now`.
+    pub fn build(snapshot: &ClusterSnapshot, reason: DisruptionReason, now: Timestamp) -> Self {
+        let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for node in &snapshot.nodes {
+            if !counts_towards_budget(node) {
+                continue;
+            }
+            let entry = counts
+                .entry(node.nodepool().unwrap_or_default())
+                .or_default();
+            entry.0 += 1;
+            if is_consuming_budget(node) {
+                entry.1 += 1;
+            }
+        }
+        let pools = snapshot
+            .node_pools
+            .iter()
+            .map(|state| {
+                let pool: &NodePool = &state.node_pool;
+                let (num_nodes, disrupting) = counts.get(pool.name()).copied().unwrap_or_default();
+                let allowed = pool.allowed_disruptions_or_zero(reason, num_nodes, now);
+                (
+                    pool.name().to_string(),
+                    PoolBudget {
+                        num_nodes,
+                        allowed,
+                        disrupting,
+                    },
+                )
+            })
+            .collect();
+        BudgetMapping { reason, pools }
+    }
+
+    /// How many more nodes each NodePool may disrupt ([`PoolBudget::remaining`]).
+    pub fn remaining(&self) -> BTreeMap<String, usize> {
+        self.pools
+            .iter()
+            .map(|(name, b)| (name.clone(), b.remaining()))
+            .collect()
+    }
+
+    /// How many more nodes `node_pool` may disrupt (0 for an unknown pool).
+    pub fn remaining_for(&self, node_pool: &str) -> usize {
+        self.pools.get(node_pool).map_or(0, PoolBudget::remaining)
+    }
+
+    /// The pools whose budgets block every disruption ([`PoolBudget::is_blocked`]), by name,
+    /// with upstream's event message.
+    pub fn blocked(&self) -> Vec<(String, String)> {
+        self.pools
+            .iter()
+            .filter(|(_, b)| b.is_blocked())
+            .map(|(name, _)| (name.clone(), blocked_message(self.reason)))
+            .collect()
+    }
+}
+
+/// Upstream's `DisruptionBlocked` NodePool event message for a budget allowing nothing.
+pub fn blocked_message(reason: DisruptionReason) -> String {
+    format!(
+        "No allowed disruptions for disruption reason {} due to blocking budget",
+        reason.as_str()
+    )
+}
+
+/// Whether a node counts towards its pool's budget: managed, initialized, and its NodeClaim not
+/// `InstanceTerminating`.
+pub fn counts_towards_budget(node: &StateNode) -> bool {
+    let Some(claim) = &node.node_claim else {
+        return false;
+    };
+    let terminating = find_condition(&claim.status.conditions, "InstanceTerminating")
+        .is_some_and(|c| c.status == ConditionStatus::True);
+    node.initialized() && !terminating
+}
+
+/// Whether a counted node already consumes budget: its Node is not Ready, or it is being
+/// deleted or marked for deletion.
+pub fn is_consuming_budget(node: &StateNode) -> bool {
+    !node.ready || node.is_deleting()
+}
+
+/// How many more nodes each NodePool of the snapshot may disrupt for `reason` at `now`:
+/// `max(allowed − disrupting, 0)` (see the [module documentation](self)). Pools whose budgets
+/// do not limit `reason` map to a value near [`UNBOUNDED_DISRUPTIONS`](crate::api::UNBOUNDED_DISRUPTIONS).
+pub fn build_disruption_budget_mapping(
+    snapshot: &ClusterSnapshot,
+    reason: DisruptionReason,
+    now: Timestamp,
+) -> BTreeMap<String, usize> {
+    BudgetMapping::build(snapshot, reason, now).remaining()
+}

@@ -1,0 +1,635 @@
+//! Disruption candidates (spec §1): which nodes a disruption method may consider, the reason
+//! every other node is not a candidate, pod classification, PodDisruptionBudget checks and the
+//! orders in which the methods walk their candidates.
+//!
+//! [`get_candidates`] applies upstream's `NewCandidate` rules ([`new_candidate`]) to every node
+//! of a [`ClusterSnapshot`] and returns both the candidates and the rejections (a plan can show
+//! the latter as "blocked"). Methods then filter the candidates with their own predicate and
+//! order them with [`sort_by_savings_ratio`], [`interleave_by_node_pool`] or [`sort_for_drift`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::api::{Duration, NodeClaim, find_condition};
+use crate::labels;
+use crate::model::{InstanceType, Pod, PodDisruptionBudget, Timestamp};
+use crate::state::{ClusterSnapshot, StateNode};
+use crate::taints::{Taint, TaintEffect};
+
+use super::cost;
+
+// ---------------------------------------------------------------------------------------------
+// Disruption class
+// ---------------------------------------------------------------------------------------------
+
+/// How a method disrupts, which decides whether pods that block eviction block candidacy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DisruptionClass {
+    /// Emptiness and consolidation: a node whose pods cannot be evicted (an active
+    /// `karpenter.sh/do-not-disrupt` pod, a blocking PDB) is never a candidate.
+    Graceful,
+    /// Drift: a node whose NodeClaim has a `terminationGracePeriod` stays a candidate even if its
+    /// pods block eviction, because the grace period bounds the drain.
+    Eventual,
+}
+
+// ---------------------------------------------------------------------------------------------
+// do-not-disrupt on pods (§1.3)
+// ---------------------------------------------------------------------------------------------
+
+/// The state of a pod's `karpenter.sh/do-not-disrupt` annotation at some time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DoNotDisrupt {
+    /// No annotation, or a duration that has elapsed since the pod started.
+    Inactive,
+    /// The pod must not be disrupted. `until` is when a duration-based annotation expires
+    /// (`status.startTime` + duration); `None` for `"true"` or when the start time is unknown.
+    Active {
+        /// When the protection ends, if it ever does.
+        until: Option<Timestamp>,
+    },
+    /// The value is neither `"true"` nor a positive Go duration; it is treated as absent
+    /// (upstream publishes an `InvalidDoNotDisruptAnnotation` warning with this message).
+    Invalid(String),
+}
+
+impl DoNotDisrupt {
+    /// Whether the protection is active.
+    pub fn is_active(&self) -> bool {
+        matches!(self, DoNotDisrupt::Active { .. })
+    }
+}
+
+/// Evaluates the pod's `karpenter.sh/do-not-disrupt` annotation at `now` (upstream's
+/// `IsDoNotDisruptActive`): absent → inactive; `"true"` → active; otherwise a Go duration that
+/// must be positive, active while `now − status.startTime < duration` (and, failing safe, while
+/// the start time is unknown); anything else is [`DoNotDisrupt::Invalid`] and counts as absent.
+///
+/// This reads only the annotation: terminal and terminating pods never block disruption, see
+/// [`is_disruptable`].
+pub fn is_do_not_disrupt_active(pod: &Pod, now: Timestamp) -> DoNotDisrupt {
+    let Some(value) = pod.annotations.get(labels::DO_NOT_DISRUPT_ANNOTATION) else {
+        return DoNotDisrupt::Inactive;
+    };
+    if value == "true" {
+        return DoNotDisrupt::Active { until: None };
+    }
+    let duration = match Duration::parse(value) {
+        Ok(d) if d.as_nanos() > 0 => d,
+        Ok(_) => return DoNotDisrupt::Invalid(format!("duration {value:?} must be positive")),
+        Err(e) => {
+            return DoNotDisrupt::Invalid(format!("failed to parse {value:?} as a duration: {e}"));
+        }
+    };
+    let Some(start) = pod.start_time else {
+        return DoNotDisrupt::Active { until: None };
+    };
+    let window = duration.as_signed_duration();
+    if now.duration_since(start) < window {
+        DoNotDisrupt::Active {
+            until: start.checked_add(window).ok(),
+        }
+    } else {
+        DoNotDisrupt::Inactive
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pod classification (§1.5)
+// ---------------------------------------------------------------------------------------------
+
+/// Whether the pod is running or about to: neither terminal (`Succeeded`/`Failed`) nor
+/// terminating.
+pub fn is_active(pod: &Pod) -> bool {
+    !pod.is_terminal() && !pod.is_terminating()
+}
+
+/// Whether the pod's controlling owner is a StatefulSet.
+pub fn is_owned_by_statefulset(pod: &Pod) -> bool {
+    pod.owner.as_ref().is_some_and(|o| o.kind == "StatefulSet")
+}
+
+/// Whether the pod must be rescheduled elsewhere when its node goes away (upstream's
+/// `IsReschedulable`): active, or a terminating StatefulSet pod (its replacement can only start
+/// once it is gone); and neither a DaemonSet pod nor a mirror pod.
+pub fn is_reschedulable(pod: &Pod) -> bool {
+    (is_active(pod) || (is_owned_by_statefulset(pod) && pod.is_terminating()))
+        && !pod.is_daemonset_pod()
+        && !pod.is_mirror_pod()
+}
+
+/// The `karpenter.sh/disrupted:NoSchedule` taint put on nodes being disrupted.
+pub fn disrupted_taint() -> Taint {
+    Taint::new(labels::DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule)
+}
+
+/// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`. Such pods are never evicted
+/// by a drain and are ignored by PDB checks.
+pub fn tolerates_disrupted_taint(pod: &Pod) -> bool {
+    let taint = disrupted_taint();
+    pod.tolerations.iter().any(|t| t.tolerates(&taint))
+}
+
+/// Whether the pod may be disrupted at `now` (upstream's `IsDisruptable`): not active, or no
+/// active `karpenter.sh/do-not-disrupt` annotation.
+pub fn is_disruptable(pod: &Pod, now: Timestamp) -> bool {
+    !is_active(pod) || !is_do_not_disrupt_active(pod, now).is_active()
+}
+
+/// Whether draining would call the eviction API for the pod (upstream's `IsEvictable`): active,
+/// not tolerating the disrupted taint, not a mirror pod, and no active do-not-disrupt
+/// annotation. PDBs only matter for such pods.
+pub fn is_evictable(pod: &Pod, now: Timestamp) -> bool {
+    is_active(pod)
+        && !tolerates_disrupted_taint(pod)
+        && !pod.is_mirror_pod()
+        && !is_do_not_disrupt_active(pod, now).is_active()
+}
+
+/// Whether the scheduling simulation should find a new home for the pod now (upstream's
+/// `IsCurrentlyReschedulable`): reschedulable, no active do-not-disrupt annotation, and not
+/// fully blocked by a PDB (a pod that will not be evicted does not need capacity yet).
+pub fn is_currently_reschedulable(pod: &Pod, pdbs: &PdbLimits, now: Timestamp) -> bool {
+    is_reschedulable(pod)
+        && !is_do_not_disrupt_active(pod, now).is_active()
+        && !pdbs.is_fully_blocked(pod, now)
+}
+
+// ---------------------------------------------------------------------------------------------
+// PodDisruptionBudgets (§1.4)
+// ---------------------------------------------------------------------------------------------
+
+/// Why PodDisruptionBudgets prevent evicting a set of pods. PDBs are named `namespace/name`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PdbError {
+    /// The PDB covering a pod blocks its eviction.
+    #[error("pdb prevents pod evictions (PodDisruptionBudget=[{pdb}])")]
+    Blocked {
+        /// The PDB.
+        pdb: String,
+    },
+    /// More than one PDB covers a pod, which the eviction API refuses.
+    #[error(
+        "eviction does not support multiple PDBs (PodDisruptionBudget(s)=[{}])",
+        pdbs.join(" ")
+    )]
+    Multiple {
+        /// The PDBs covering the pod, in snapshot order.
+        pdbs: Vec<String>,
+    },
+}
+
+/// What makes a PDB block an eviction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockingMode {
+    /// `status.disruptionsAllowed == 0` (the candidate check).
+    ZeroDisruptions,
+    /// The PDB can never allow an eviction (the simulation's check).
+    FullyBlocking,
+}
+
+/// A snapshot of the cluster's PodDisruptionBudgets (upstream's `pdb.Limits`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PdbLimits {
+    pdbs: Vec<PodDisruptionBudget>,
+}
+
+fn pdb_key(pdb: &PodDisruptionBudget) -> String {
+    format!("{}/{}", pdb.namespace, pdb.name)
+}
+
+impl PdbLimits {
+    /// The limits of `pdbs`.
+    pub fn new(pdbs: &[PodDisruptionBudget]) -> PdbLimits {
+        PdbLimits {
+            pdbs: pdbs.to_vec(),
+        }
+    }
+
+    /// The PDBs covering `pod` (same namespace, selector matches), in snapshot order.
+    pub fn matching<'a>(&'a self, pod: &'a Pod) -> impl Iterator<Item = &'a PodDisruptionBudget> {
+        self.pdbs.iter().filter(move |pdb| pdb.selects(pod))
+    }
+
+    fn check_pod(&self, pod: &Pod, now: Timestamp, mode: BlockingMode) -> Result<(), PdbError> {
+        if !is_evictable(pod, now) {
+            return Ok(());
+        }
+        let matching: Vec<&PodDisruptionBudget> = self.matching(pod).collect();
+        if matching.len() > 1 {
+            return Err(PdbError::Multiple {
+                pdbs: matching.into_iter().map(pdb_key).collect(),
+            });
+        }
+        let Some(pdb) = matching.first() else {
+            return Ok(());
+        };
+        if pdb.unhealthy_pod_eviction_policy_always_allow && !pod.ready {
+            return Ok(());
+        }
+        let blocks = match mode {
+            BlockingMode::ZeroDisruptions => pdb.disruptions_allowed == 0,
+            BlockingMode::FullyBlocking => pdb.is_fully_blocking(),
+        };
+        if blocks {
+            Err(PdbError::Blocked { pdb: pdb_key(pdb) })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether every pod could be evicted (upstream's `CanEvictPods`), checking pods in order
+    /// and reporting the first that cannot. Pods that would not be evicted (see
+    /// [`is_evictable`]) pass; a pod covered by more than one PDB fails; a pod covered by a PDB
+    /// with `unhealthyPodEvictionPolicy: AlwaysAllow` passes when it is not ready; otherwise the
+    /// pod fails when its PDB's `status.disruptionsAllowed` is 0.
+    pub fn can_evict_pods(&self, pods: &[Pod], now: Timestamp) -> Result<(), PdbError> {
+        pods.iter()
+            .try_for_each(|pod| self.check_pod(pod, now, BlockingMode::ZeroDisruptions))
+    }
+
+    /// Whether PDBs block evicting `pod` for good: as [`PdbLimits::can_evict_pods`] but a PDB
+    /// only blocks when it is fully blocking (`maxUnavailable` 0 or `0%`, or `minAvailable`
+    /// `100%`), whatever its current `disruptionsAllowed`.
+    pub fn is_fully_blocked(&self, pod: &Pod, now: Timestamp) -> bool {
+        self.check_pod(pod, now, BlockingMode::FullyBlocking)
+            .is_err()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidate errors (§1.2)
+// ---------------------------------------------------------------------------------------------
+
+/// Why a node's pods prevent its disruption (upstream's `PodBlockEvictionError`). Eventual
+/// methods ignore these for NodeClaims with a `terminationGracePeriod`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PodBlockEvictionError {
+    /// An active pod has an active `karpenter.sh/do-not-disrupt` annotation.
+    #[error("pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod={pod})")]
+    DoNotDisrupt {
+        /// The pod, `namespace/name`.
+        pod: String,
+    },
+    /// A PodDisruptionBudget blocks the eviction of a pod.
+    #[error(transparent)]
+    Pdb(#[from] PdbError),
+}
+
+/// Why a node is not a disruption candidate. The messages are upstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CandidateError {
+    /// A command in the orchestration queue already disrupts the node.
+    #[error("candidate is already being disrupted")]
+    AlreadyBeingDisrupted,
+    /// The node has no NodeClaim.
+    #[error("node isn't managed by karpenter")]
+    NotManaged,
+    /// The NodeClaim has no Node yet.
+    #[error("nodeclaim does not have an associated node")]
+    NoNode,
+    /// The Node lacks `karpenter.sh/initialized=true`.
+    #[error("node isn't initialized")]
+    NotInitialized,
+    /// The node is being deleted or is marked for deletion.
+    #[error("node is deleting or marked for deletion")]
+    Deleting,
+    /// The node is nominated for pending pods.
+    #[error("node is nominated for a pending pod")]
+    Nominated,
+    /// The node carries `karpenter.sh/do-not-disrupt: "true"`.
+    #[error("disruption is blocked through the \"karpenter.sh/do-not-disrupt\" annotation")]
+    DoNotDisruptNode,
+    /// The node has no `karpenter.sh/nodepool` label.
+    #[error("node doesn't have required label (label=karpenter.sh/nodepool)")]
+    MissingNodePoolLabel,
+    /// The NodePool does not exist or has no instance types.
+    #[error("nodepool not found (NodePool={node_pool})")]
+    NodePoolNotFound {
+        /// The NodePool label's value.
+        node_pool: String,
+    },
+    /// The node's pods block eviction.
+    #[error(transparent)]
+    PodBlockEviction(#[from] PodBlockEvictionError),
+}
+
+impl CandidateError {
+    /// The message of the `DisruptionBlocked` event upstream publishes for this rejection (on
+    /// the Node, and on the NodeClaim when there is one): the error sentence-cased, with
+    /// `NodePool not found (NodePool=x)` spelled as upstream. `None` for a node already being
+    /// disrupted, which publishes nothing.
+    pub fn event_message(&self) -> Option<String> {
+        match self {
+            CandidateError::AlreadyBeingDisrupted => None,
+            CandidateError::NodePoolNotFound { node_pool } => {
+                Some(format!("NodePool not found (NodePool={node_pool})"))
+            }
+            other => Some(sentence_case(&other.to_string())),
+        }
+    }
+
+    /// Whether the rejection comes from the node's pods (what eventual methods may ignore).
+    pub fn is_pod_block_eviction(&self) -> bool {
+        matches!(self, CandidateError::PodBlockEviction(_))
+    }
+}
+
+fn sentence_case(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// Checks the node itself (upstream's `ValidateNodeDisruptable`), first failure wins: managed,
+/// has a Node, initialized, not deleting or marked, not nominated at `now`, no
+/// `karpenter.sh/do-not-disrupt: "true"` annotation on the Node (other values do not block),
+/// and a `karpenter.sh/nodepool` label.
+///
+/// Upstream reads the NodeClaim's annotations while the Node is unregistered; here the Node's
+/// annotations are read whenever there is a Node, like [`StateNode::labels`].
+pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(), CandidateError> {
+    if node.node_claim.is_none() {
+        return Err(CandidateError::NotManaged);
+    }
+    let Some(k8s_node) = &node.node else {
+        return Err(CandidateError::NoNode);
+    };
+    if !node.initialized() {
+        return Err(CandidateError::NotInitialized);
+    }
+    if node.is_deleting() {
+        return Err(CandidateError::Deleting);
+    }
+    if node.is_nominated(now) {
+        return Err(CandidateError::Nominated);
+    }
+    if k8s_node
+        .annotations
+        .get(labels::DO_NOT_DISRUPT_ANNOTATION)
+        .is_some_and(|v| v == "true")
+    {
+        return Err(CandidateError::DoNotDisruptNode);
+    }
+    if node.nodepool().is_none() {
+        return Err(CandidateError::MissingNodePoolLabel);
+    }
+    Ok(())
+}
+
+/// Checks the node's pods (upstream's `ValidatePodsDisruptable`): first any pod that is not
+/// disruptable ([`is_disruptable`]: active with an active do-not-disrupt annotation — every
+/// kind of pod, DaemonSet and mirror pods included), then the PDBs over all pods
+/// ([`PdbLimits::can_evict_pods`]).
+pub fn validate_pods_disruptable(
+    pods: &[Pod],
+    pdbs: &PdbLimits,
+    now: Timestamp,
+) -> Result<(), PodBlockEvictionError> {
+    if let Some(pod) = pods.iter().find(|p| !is_disruptable(p, now)) {
+        return Err(PodBlockEvictionError::DoNotDisrupt { pod: pod.key() });
+    }
+    pdbs.can_evict_pods(pods, now)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Candidates (§1.2, §1.6)
+// ---------------------------------------------------------------------------------------------
+
+/// A node that a disruption method may disrupt.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// The node (with its NodeClaim and pods).
+    pub node: Arc<StateNode>,
+    /// The NodePool (`karpenter.sh/nodepool` label); the pool exists in the snapshot.
+    pub node_pool: String,
+    /// The instance type named by `node.kubernetes.io/instance-type`, if the pool offers it.
+    pub instance_type: Option<Arc<InstanceType>>,
+    /// The `topology.kubernetes.io/zone` label (empty when missing).
+    pub zone: String,
+    /// The `karpenter.sh/capacity-type` label (empty when missing).
+    pub capacity_type: String,
+    /// The price of the node's current offering (see [`current_price`]); 0 when unknown.
+    pub price: f64,
+    /// The bound pods that would need a new home ([`is_reschedulable`]), in node order.
+    pub reschedulable_pods: Vec<Pod>,
+    /// 1 + the sum of the reschedulable pods' positive eviction costs.
+    pub reschedule_disruption_cost: f64,
+    /// Whether the NodePool is static (`spec.replicas` set).
+    pub owned_by_static_node_pool: bool,
+}
+
+impl Candidate {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        self.node.name()
+    }
+
+    /// The node's provider id (the key of the orchestration queue).
+    pub fn provider_id(&self) -> &str {
+        self.node.provider_id()
+    }
+
+    /// The NodeClaim (every candidate has one).
+    pub fn node_claim(&self) -> Option<&NodeClaim> {
+        self.node.node_claim.as_ref()
+    }
+
+    /// Whether disrupting the node displaces nothing that matters: no reschedulable pod has a
+    /// positive eviction cost (so a node whose pods all have very negative
+    /// `pod-deletion-cost` counts as empty).
+    pub fn is_empty(&self) -> bool {
+        self.reschedule_disruption_cost <= cost::BASE_COST
+    }
+
+    /// Price per unit of disruption: `price / reschedule_disruption_cost`; higher is disrupted
+    /// first. For empty nodes this is the price.
+    pub fn savings_ratio(&self) -> f64 {
+        self.price / self.reschedule_disruption_cost
+    }
+
+    /// Upstream's legacy `DisruptionCost`: the summed eviction cost of *all* bound pods times
+    /// the NodeClaim's [`cost::lifetime_remaining`] (still used by static-pool scale-down).
+    pub fn disruption_cost(&self, now: Timestamp) -> f64 {
+        let lifetime = self
+            .node_claim()
+            .map_or(1.0, |nc| cost::lifetime_remaining(nc, now));
+        cost::rescheduling_cost(&self.node.pods) * lifetime
+    }
+
+    /// When the NodeClaim's `Drifted` condition last changed (`None` if absent or unparsable).
+    pub fn drifted_since(&self) -> Option<Timestamp> {
+        self.node_claim()
+            .and_then(|nc| find_condition(&nc.status.conditions, "Drifted"))
+            .and_then(|c| cost::parse_time(c.last_transition_time.as_deref()))
+    }
+}
+
+/// The price of the node's current offering: the first offering of `instance_type` whose zone
+/// and capacity type equal the node's labels, available or not; 0 without an instance type,
+/// without a match, or for a NaN price.
+pub fn current_price(instance_type: Option<&InstanceType>, zone: &str, capacity_type: &str) -> f64 {
+    instance_type
+        .and_then(|it| {
+            it.offerings
+                .iter()
+                .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+        })
+        .map(|o| o.price)
+        .filter(|p| !p.is_nan())
+        .unwrap_or(0.0)
+}
+
+/// Builds the candidate for `node` (upstream's `NewCandidate`), applying the rejection rules of
+/// §1.2 in order:
+///
+/// 1. `in_queue(provider id)` → [`CandidateError::AlreadyBeingDisrupted`];
+/// 2. [`validate_node_disruptable`];
+/// 3. the NodePool is missing from the snapshot or has no instance types →
+///    [`CandidateError::NodePoolNotFound`] (the snapshot's pools are taken to be those of the
+///    cloud provider in use);
+/// 4. [`validate_pods_disruptable`] — ignored when `class` is [`DisruptionClass::Eventual`] and
+///    the NodeClaim has a `terminationGracePeriod`.
+///
+/// A missing or unknown instance type, zone or capacity type does not reject the node.
+pub fn new_candidate(
+    snapshot: &ClusterSnapshot,
+    node: &Arc<StateNode>,
+    pdbs: &PdbLimits,
+    class: DisruptionClass,
+    in_queue: &dyn Fn(&str) -> bool,
+    now: Timestamp,
+) -> Result<Candidate, CandidateError> {
+    if in_queue(node.provider_id()) {
+        return Err(CandidateError::AlreadyBeingDisrupted);
+    }
+    validate_node_disruptable(node, now)?;
+    let pool_name = node.nodepool().unwrap_or_default();
+    let pool = snapshot
+        .node_pool(pool_name)
+        .filter(|p| !p.instance_types.is_empty())
+        .ok_or_else(|| CandidateError::NodePoolNotFound {
+            node_pool: pool_name.to_string(),
+        })?;
+    if let Err(e) = validate_pods_disruptable(&node.pods, pdbs, now) {
+        let has_grace_period = node
+            .node_claim
+            .as_ref()
+            .is_some_and(|nc| nc.spec.termination_grace_period.is_some());
+        if !(class == DisruptionClass::Eventual && has_grace_period) {
+            return Err(e.into());
+        }
+    }
+    let instance_type = node.instance_type().and_then(|name| {
+        pool.instance_types
+            .iter()
+            .find(|it| it.name == name)
+            .cloned()
+    });
+    let zone = node.zone().unwrap_or_default().to_string();
+    let capacity_type = node.capacity_type().unwrap_or_default().to_string();
+    let price = current_price(instance_type.as_deref(), &zone, &capacity_type);
+    let reschedulable_pods: Vec<Pod> = node
+        .pods
+        .iter()
+        .filter(|p| is_reschedulable(p))
+        .cloned()
+        .collect();
+    let reschedule_disruption_cost = cost::reschedule_disruption_cost(&reschedulable_pods);
+    Ok(Candidate {
+        node: Arc::clone(node),
+        node_pool: pool_name.to_string(),
+        instance_type,
+        zone,
+        capacity_type,
+        price,
+        reschedulable_pods,
+        reschedule_disruption_cost,
+        owned_by_static_node_pool: pool.node_pool.is_static(),
+    })
+}
+
+/// A node that is not a candidate, and why.
+pub type Rejection = (String, CandidateError);
+
+/// Applies [`new_candidate`] to every node of the snapshot, in snapshot order, with the
+/// snapshot's PDBs. Returns the candidates and, for every other node, its name and the reason
+/// (callers sort candidates themselves).
+pub fn get_candidates(
+    snapshot: &ClusterSnapshot,
+    class: DisruptionClass,
+    in_queue: &dyn Fn(&str) -> bool,
+    now: Timestamp,
+) -> (Vec<Candidate>, Vec<Rejection>) {
+    let pdbs = PdbLimits::new(&snapshot.pdbs);
+    let mut candidates = Vec::new();
+    let mut rejections = Vec::new();
+    for node in &snapshot.nodes {
+        match new_candidate(snapshot, node, &pdbs, class, in_queue, now) {
+            Ok(c) => candidates.push(c),
+            Err(e) => rejections.push((node.name().to_string(), e)),
+        }
+    }
+    (candidates, rejections)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordering (§1.8)
+// ---------------------------------------------------------------------------------------------
+
+/// Sorts by [`Candidate::savings_ratio`], highest first (emptiness, multi- and single-node
+/// consolidation). Ties are broken by node name ascending: upstream leaves them in cluster-map
+/// order, which is unspecified.
+pub fn sort_by_savings_ratio(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| {
+        b.savings_ratio()
+            .total_cmp(&a.savings_ratio())
+            .then_with(|| a.name().cmp(b.name()))
+    });
+}
+
+/// Interleaves candidates by NodePool, round robin (single-node consolidation): the first
+/// candidate of every pool, then the second of every pool, and so on; each pool keeps its
+/// candidates' relative order. Pools in `previously_unseen` (not reached before the previous
+/// run timed out) come first, by name, then the other pools by name (upstream's order among
+/// them is map order).
+pub fn interleave_by_node_pool(
+    candidates: Vec<Candidate>,
+    previously_unseen: &BTreeSet<String>,
+) -> Vec<Candidate> {
+    let total = candidates.len();
+    let mut by_pool: BTreeMap<String, std::collections::VecDeque<Candidate>> = BTreeMap::new();
+    for c in candidates {
+        by_pool.entry(c.node_pool.clone()).or_default().push_back(c);
+    }
+    let (first, rest): (Vec<String>, Vec<String>) = by_pool
+        .keys()
+        .cloned()
+        .partition(|name| previously_unseen.contains(name));
+    let order: Vec<String> = first.into_iter().chain(rest).collect();
+    let mut result = Vec::with_capacity(total);
+    while result.len() < total {
+        for name in &order {
+            if let Some(c) = by_pool.get_mut(name).and_then(|q| q.pop_front()) {
+                result.push(c);
+            }
+        }
+    }
+    result
+}
+
+/// Orders drift candidates: by the `Drifted` condition's `lastTransitionTime`, oldest first (a
+/// missing time counts as oldest, like Go's zero time; ties by node name), then stably moves the
+/// candidates without reschedulable pods to the front.
+pub fn sort_for_drift(candidates: &mut [Candidate]) {
+    candidates.sort_by(|a, b| {
+        a.drifted_since()
+            .cmp(&b.drifted_since())
+            .then_with(|| a.name().cmp(b.name()))
+    });
+    // A stable sort on a boolean key is a stable partition.
+    candidates.sort_by_key(|c| !c.reschedulable_pods.is_empty());
+}

@@ -1,0 +1,13 @@
+//! The disruption planner: which nodes may be disrupted, in which order, and within which
+//! budgets (spec `disruption.md`).
+//!
+//! Everything here is a pure function of a [`crate::state::ClusterSnapshot`] and the time `now`,
+//! which callers pass in. Outputs are in deterministic orders.
+//!
+//! - [`candidates`]: which nodes are disruption candidates and why the others are not (§1);
+//! - [`budgets`]: how many nodes of each NodePool may be disrupted for a reason (§3);
+//! - [`cost`]: eviction and rescheduling costs, lifetime remaining, `consolidateAfter` (§1.7).
+
+pub mod budgets;
+pub mod candidates;
+pub mod cost;

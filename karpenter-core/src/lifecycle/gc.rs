@@ -1,0 +1,60 @@
+//! Garbage collection (spec 6.7, every 2 minutes): NodeClaims whose instance vanished.
+//!
+//! For each registered, non-deleting NodeClaim whose provider id is missing from the cloud
+//! provider's `List()` (instances being deleted excluded by the caller): if its Node exists and
+//! is `Ready=True` it is left alone, otherwise the NodeClaim is deleted (metric reason
+//! `garbage_collected`). Unregistered NodeClaims are left to the 15-minute registration
+//! timeout. Leaked instances without a NodeClaim are the cloud provider's business.
+
+use std::collections::BTreeSet;
+
+use crate::api::NodeClaim;
+
+use super::conditions::{self, REGISTERED};
+use super::{Metric, Node, claim_is_deleting, disrupted_metrics, metric_reasons};
+
+/// The period of the garbage-collection controller.
+pub const GC_PERIOD: jiff::SignedDuration = jiff::SignedDuration::from_mins(2);
+
+/// A NodeClaim to delete because its instance is gone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GcDeletion {
+    /// The NodeClaim's name.
+    pub claim_name: String,
+    /// Its provider id.
+    pub provider_id: String,
+    /// `nodeclaims_disrupted_total{reason="garbage_collected"}`.
+    pub metrics: Vec<Metric>,
+}
+
+/// The NodeClaims to garbage-collect, in input order. `claims` are the managed NodeClaims,
+/// `cloud_provider_ids` the provider ids of the instances the cloud provider lists (without
+/// those being deleted), `nodes` the cluster's Nodes.
+pub fn garbage_collect(
+    claims: &[NodeClaim],
+    cloud_provider_ids: &BTreeSet<String>,
+    nodes: &[Node],
+) -> Vec<GcDeletion> {
+    claims
+        .iter()
+        .filter(|c| conditions::is_true(&c.status.conditions, REGISTERED))
+        .filter(|c| !claim_is_deleting(c))
+        .filter_map(|c| {
+            let provider_id = c.status.provider_id.as_deref().filter(|p| !p.is_empty())?;
+            if cloud_provider_ids.contains(provider_id) {
+                return None;
+            }
+            let node_ready = nodes
+                .iter()
+                .any(|n| n.provider_id == provider_id && n.is_ready());
+            if node_ready {
+                return None;
+            }
+            Some(GcDeletion {
+                claim_name: c.name().to_string(),
+                provider_id: provider_id.to_string(),
+                metrics: disrupted_metrics(c, metric_reasons::GARBAGE_COLLECTED, "", 0),
+            })
+        })
+        .collect()
+}

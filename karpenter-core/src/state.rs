@@ -1,0 +1,155 @@
+//! A snapshot of the cluster that the scheduler and the disruption planner read.
+//!
+//! The caller builds it (from a `kubectl get -o yaml` dump, from a controller's informer caches,
+//! or by hand in tests); nothing here performs I/O. Nodes are held behind [`Arc`], so cloning a
+//! snapshot to simulate a change costs one pointer copy per node, and a simulation that changes a
+//! node replaces only that node ([`Arc::make_mut`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::api::{self, ConditionStatus, NodeClaim, NodePool};
+use crate::labels;
+use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod, PodDisruptionBudget, Timestamp};
+
+/// A NodePool with the instance types its cloud provider offers for it.
+#[derive(Debug, Clone)]
+pub struct NodePoolState {
+    /// The NodePool.
+    pub node_pool: NodePool,
+    /// Its instance types (empty when the provider returned none or failed).
+    pub instance_types: Vec<Arc<InstanceType>>,
+    /// Whether the NodePool's `Ready` condition is true (only ready pools provision).
+    pub ready: bool,
+}
+
+/// One node of the cluster as Karpenter tracks it: a NodeClaim, its Node, or both, with the pods
+/// bound to it.
+#[derive(Debug, Clone)]
+pub struct StateNode {
+    /// The Node, once registered.
+    pub node: Option<ClusterNode>,
+    /// The NodeClaim, for managed nodes.
+    pub node_claim: Option<NodeClaim>,
+    /// Pods bound to the node (`spec.nodeName`), all of them.
+    pub pods: Vec<Pod>,
+    /// Marked for deletion in memory by a disruption command (or being deleted).
+    pub marked_for_deletion: bool,
+    /// Nominated for pending pods until this time.
+    pub nominated_until: Option<Timestamp>,
+    /// Whether the Node's `Ready` condition is true.
+    pub ready: bool,
+}
+
+impl StateNode {
+    /// The node's name: the Node's, else the NodeClaim's.
+    pub fn name(&self) -> &str {
+        match (&self.node, &self.node_claim) {
+            (Some(n), _) => &n.name,
+            (None, Some(c)) => c.name(),
+            (None, None) => "",
+        }
+    }
+
+    /// The labels: the Node's, else the NodeClaim's.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        match (&self.node, &self.node_claim) {
+            (Some(n), _) => &n.labels,
+            (None, Some(c)) => &c.metadata.labels,
+            (None, None) => &EMPTY,
+        }
+    }
+
+    /// The NodePool label.
+    pub fn nodepool(&self) -> Option<&str> {
+        self.labels().get(labels::NODEPOOL).map(String::as_str)
+    }
+
+    /// Whether Karpenter manages the node (it has a NodeClaim).
+    pub fn managed(&self) -> bool {
+        self.node_claim.is_some()
+    }
+
+    /// Whether the Node carries `karpenter.sh/initialized=true` (unmanaged nodes count as
+    /// initialized).
+    pub fn initialized(&self) -> bool {
+        if !self.managed() {
+            return true;
+        }
+        self.node
+            .as_ref()
+            .and_then(|n| n.labels.get(labels::INITIALIZED))
+            .is_some_and(|v| v == "true")
+    }
+
+    /// Whether the node is being deleted or is marked for deletion: the in-memory mark, a
+    /// NodeClaim deletion timestamp or `InstanceTerminating=True`, or (without a NodeClaim) a
+    /// Node that is being deleted.
+    pub fn is_deleting(&self) -> bool {
+        if self.marked_for_deletion {
+            return true;
+        }
+        match &self.node_claim {
+            Some(c) => {
+                c.metadata.deletion_timestamp.is_some()
+                    || api::find_condition(&c.status.conditions, "InstanceTerminating")
+                        .is_some_and(|cond| cond.status == ConditionStatus::True)
+            }
+            None => self.node.as_ref().is_some_and(|n| n.marked_for_deletion),
+        }
+    }
+
+    /// Whether the node is nominated at `now`.
+    pub fn is_nominated(&self, now: Timestamp) -> bool {
+        self.nominated_until.is_some_and(|t| t > now)
+    }
+
+    /// The `node.kubernetes.io/instance-type` label.
+    pub fn instance_type(&self) -> Option<&str> {
+        self.labels().get(labels::INSTANCE_TYPE).map(String::as_str)
+    }
+
+    /// The `topology.kubernetes.io/zone` label.
+    pub fn zone(&self) -> Option<&str> {
+        self.labels().get(labels::ZONE).map(String::as_str)
+    }
+
+    /// The `karpenter.sh/capacity-type` label.
+    pub fn capacity_type(&self) -> Option<&str> {
+        self.labels().get(labels::CAPACITY_TYPE).map(String::as_str)
+    }
+
+    /// The NodeClaim's provider id, else the node name.
+    pub fn provider_id(&self) -> &str {
+        self.node_claim
+            .as_ref()
+            .and_then(|c| c.status.provider_id.as_deref())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| self.name())
+    }
+}
+
+/// Everything the disruption planner (and a provisioning round) reads about the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSnapshot {
+    /// NodePools with their instance types.
+    pub node_pools: Vec<NodePoolState>,
+    /// Nodes and NodeClaims with their bound pods.
+    pub nodes: Vec<Arc<StateNode>>,
+    /// Pods waiting for capacity (provisionable).
+    pub pending_pods: Vec<Pod>,
+    /// DaemonSets.
+    pub daemonsets: Vec<DaemonSet>,
+    /// PodDisruptionBudgets.
+    pub pdbs: Vec<PodDisruptionBudget>,
+    /// Namespace labels, for affinity terms with namespace selectors.
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl ClusterSnapshot {
+    /// The NodePool named `name`.
+    pub fn node_pool(&self, name: &str) -> Option<&NodePoolState> {
+        self.node_pools.iter().find(|p| p.node_pool.name() == name)
+    }
+}
