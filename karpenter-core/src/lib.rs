@@ -12,6 +12,7 @@
 //! Data flows one way: [`api`] → [`model`] → scheduling / disruption → results.
 
 pub mod api;
+pub mod catalog;
 pub mod cloud;
 #[cfg(feature = "k8s-openapi")]
 pub mod convert;

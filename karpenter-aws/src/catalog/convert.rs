@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use karpenter_core::catalog::{CatalogInstanceType, CatalogOffering, CatalogOverhead};
 use karpenter_core::labels as core_labels;
+use karpenter_core::resources::{Quantity, ResourceList};
 
 use super::ec2::{InstanceTypeInfo, NetworkInfo};
 use super::labels;
-use super::model::{CatalogInstanceType, CatalogOffering, CatalogOverhead};
 use super::options::{AwsCatalogOptions, EvictionSignal, MEMORY_AVAILABLE, NODEFS_AVAILABLE};
 use super::quantity::{self, MI, Suffixes};
 use super::{DropReason, resources};
@@ -94,8 +95,8 @@ pub(crate) fn convert(
         .ok_or(DropReason::NoOnDemandPrice)?;
 
     // ---- capacity ----
-    let mut capacity = BTreeMap::new();
-    capacity.insert(resources::CPU.to_owned(), vcpus.to_string());
+    let mut capacity = ResourceList::new();
+    capacity.insert(resources::CPU, Quantity::from_units(vcpus));
 
     let memory_capacity_mib = memory_capacity_mib(
         memory_mib,
@@ -105,14 +106,11 @@ pub(crate) fn convert(
     if memory_capacity_mib <= 0 {
         return Err(DropReason::NoUsableMemory);
     }
-    capacity.insert(
-        resources::MEMORY.to_owned(),
-        format!("{memory_capacity_mib}Mi"),
-    );
+    capacity.insert(resources::MEMORY, quantity::mebibytes(memory_capacity_mib));
 
     let (storage_bytes, storage_suffixes) = ephemeral_storage(info, opts);
     capacity.insert(
-        resources::EPHEMERAL_STORAGE.to_owned(),
+        resources::EPHEMERAL_STORAGE,
         quantity::bytes(storage_bytes, storage_suffixes),
     );
 
@@ -128,11 +126,11 @@ pub(crate) fn convert(
         }
         _ => pods,
     };
-    capacity.insert(resources::PODS.to_owned(), pods.to_string());
+    capacity.insert(resources::PODS, Quantity::from_units(pods));
 
     for (resource, count) in extended_resources(info, family.is_windows()) {
         if count > 0 {
-            capacity.insert(resource.to_owned(), count.to_string());
+            capacity.insert(resource, Quantity::from_units(count));
         }
     }
 
@@ -142,24 +140,24 @@ pub(crate) fn convert(
     } else {
         pods
     };
-    let mut kube_reserved = BTreeMap::new();
+    let mut kube_reserved = ResourceList::new();
     kube_reserved.insert(
-        resources::CPU.to_owned(),
+        resources::CPU,
         quantity::milli(kube_reserved_cpu_millis(vcpus)),
     );
     kube_reserved.insert(
-        resources::MEMORY.to_owned(),
-        format!("{}Mi", 11 * overhead_pods + 255),
+        resources::MEMORY,
+        quantity::mebibytes(11 * overhead_pods + 255),
     );
-    kube_reserved.insert(resources::EPHEMERAL_STORAGE.to_owned(), "1Gi".to_owned());
-    for (k, v) in &opts.kube_reserved {
-        kube_reserved.insert(k.clone(), v.clone());
+    kube_reserved.insert(resources::EPHEMERAL_STORAGE, quantity::mebibytes(1024));
+    for (k, v) in opts.kube_reserved.iter() {
+        kube_reserved.insert(k, v);
     }
 
-    let mut eviction_threshold = BTreeMap::new();
-    eviction_threshold.insert(resources::MEMORY.to_owned(), "100Mi".to_owned());
+    let mut eviction_threshold = ResourceList::new();
+    eviction_threshold.insert(resources::MEMORY, quantity::mebibytes(100));
     eviction_threshold.insert(
-        resources::EPHEMERAL_STORAGE.to_owned(),
+        resources::EPHEMERAL_STORAGE,
         // ceil(10% of the ephemeral storage)
         quantity::bytes(storage_bytes.saturating_add(9) / 10, storage_suffixes),
     );
@@ -185,7 +183,7 @@ pub(crate) fn convert(
                     quantity::bytes(bytes, Suffixes::Binary)
                 }
             };
-            eviction_threshold.insert(resource.to_owned(), value);
+            eviction_threshold.insert(resource, value);
         }
     }
 

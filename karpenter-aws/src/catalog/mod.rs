@@ -1,15 +1,16 @@
 //! The offline AWS instance-type catalog: real EC2 data for us-east-1 embedded in the crate and
 //! converted with upstream Karpenter's capacity, overhead, label and offering rules
-//! (`specs/aws.md` §2–§3), into the catalog-file shape of the `karpenter plan` contract.
+//! (`specs/aws.md` §2–§3), into the catalog-file shape of the `karpenter plan` contract
+//! ([`karpenter_core::catalog`], which owns the format; its types are re-exported here).
 //!
 //! ```
 //! use karpenter_aws::catalog::{offline_catalog, AwsCatalogOptions};
 //!
 //! let catalog = offline_catalog(&AwsCatalogOptions::default()).unwrap();
 //! let m5 = catalog.iter().find(|it| it.name == "m5.xlarge").unwrap();
-//! assert_eq!(m5.capacity["memory"], "15155Mi");
-//! assert_eq!(m5.capacity["pods"], "58");
-//! assert_eq!(m5.overhead.kube_reserved["cpu"], "80m");
+//! assert_eq!(m5.capacity.get_or_zero("memory").to_string(), "15155Mi");
+//! assert_eq!(m5.capacity.get_or_zero("pods").to_string(), "58");
+//! assert_eq!(m5.overhead.kube_reserved.get_or_zero("cpu").to_string(), "80m");
 //! ```
 //!
 //! # Data
@@ -64,7 +65,6 @@
 mod convert;
 pub mod ec2;
 pub mod labels;
-mod model;
 mod options;
 mod quantity;
 pub mod resources;
@@ -77,10 +77,12 @@ use std::io::Read;
 use serde::Deserialize;
 
 pub use self::ec2::InstanceTypeInfo;
-pub use self::model::{CatalogFile, CatalogInstanceType, CatalogOffering, CatalogOverhead};
 pub use self::options::{
     AmiFamily, AwsCatalogOptions, DEFAULT_SPOT_PRICE_FACTOR, DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
     UPSTREAM_FALLBACK_SPOT_PRICE_FACTOR,
+};
+pub use karpenter_core::catalog::{
+    CatalogFile, CatalogInstanceType, CatalogOffering, CatalogOverhead,
 };
 
 /// The region of the embedded data.

@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use karpenter_core::resources::{Quantity, ResourceList};
+
 use super::CatalogError;
 
 /// The default on-demand price multiplier used to estimate spot prices offline.
@@ -138,12 +140,11 @@ pub struct AwsCatalogOptions {
     /// as ephemeral storage.
     pub instance_store_raid0: bool,
     /// kubelet `kubeReserved` entries; each overrides the computed value of its resource.
-    /// Values are passed through verbatim.
-    pub kube_reserved: BTreeMap<String, String>,
-    /// kubelet `systemReserved` (default empty). Values are passed through verbatim.
-    pub system_reserved: BTreeMap<String, String>,
+    pub kube_reserved: ResourceList,
+    /// kubelet `systemReserved` (default empty).
+    pub system_reserved: ResourceList,
     /// kubelet `evictionHard`: `memory.available` and `nodefs.available` override the memory and
-    /// ephemeral-storage thresholds (a quantity, passed through, or a percentage of capacity;
+    /// ephemeral-storage thresholds (a quantity, or a percentage of capacity;
     /// `100%` counts as 0). Other signals are ignored, as upstream does.
     pub eviction_hard: BTreeMap<String, String>,
 }
@@ -160,8 +161,8 @@ impl Default for AwsCatalogOptions {
             reserved_enis: 0,
             ephemeral_storage_bytes: None,
             instance_store_raid0: false,
-            kube_reserved: BTreeMap::new(),
-            system_reserved: BTreeMap::new(),
+            kube_reserved: ResourceList::new(),
+            system_reserved: ResourceList::new(),
             eviction_hard: BTreeMap::new(),
         }
     }
@@ -175,8 +176,8 @@ pub(crate) const NODEFS_AVAILABLE: &str = "nodefs.available";
 /// An `evictionHard` value: an absolute quantity or a percentage of capacity.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum EvictionSignal {
-    /// A quantity string, passed through.
-    Quantity(String),
+    /// An absolute quantity.
+    Quantity(Quantity),
     /// A percentage in `[0, 100)` (100% already mapped to 0).
     Percent(f64),
 }
@@ -237,7 +238,12 @@ impl AwsCatalogOptions {
                     message: format!("{signal}: empty value"),
                 });
             }
-            return Ok(Some(EvictionSignal::Quantity(value.clone())));
+            return Quantity::parse(value.trim())
+                .map(|q| Some(EvictionSignal::Quantity(q)))
+                .map_err(|e| CatalogError::InvalidOption {
+                    option: "eviction_hard",
+                    message: format!("{signal}: {e}"),
+                });
         };
         match number.trim().parse::<f64>() {
             Ok(p) if p.is_finite() && (0.0..=100.0).contains(&p) => {

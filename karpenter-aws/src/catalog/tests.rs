@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use karpenter_core::resources::{Quantity, ResourceList};
 use proptest::prelude::*;
 
 use super::convert::{
@@ -33,6 +34,20 @@ fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Each quantity as it prints.
+fn strs(list: &ResourceList) -> BTreeMap<String, String> {
+    list.iter()
+        .map(|(k, q)| (k.to_owned(), q.to_string()))
+        .collect()
+}
+
+fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+    pairs
+        .iter()
+        .map(|(k, v)| (*k, Quantity::parse(v).expect("a valid quantity")))
+        .collect()
+}
+
 fn zones(it: &CatalogInstanceType, capacity_type: &str) -> Vec<String> {
     it.offerings
         .iter()
@@ -55,7 +70,7 @@ fn m5_xlarge_is_computed_exactly() {
     let it = find(&r, "m5.xlarge");
     // 16384 MiB − ceil(16384 × 0.075) = 16384 − 1229; pods 4 ENIs × (15 − 1) + 2.
     assert_eq!(
-        it.capacity,
+        strs(&it.capacity),
         map(&[
             ("cpu", "4"),
             ("memory", "15155Mi"),
@@ -64,7 +79,7 @@ fn m5_xlarge_is_computed_exactly() {
         ])
     );
     assert_eq!(
-        it.overhead.kube_reserved,
+        strs(&it.overhead.kube_reserved),
         map(&[
             ("cpu", "80m"),
             ("memory", "893Mi"), // 11 × 58 + 255
@@ -73,7 +88,7 @@ fn m5_xlarge_is_computed_exactly() {
     );
     assert!(it.overhead.system_reserved.is_empty());
     assert_eq!(
-        it.overhead.eviction_threshold,
+        strs(&it.overhead.eviction_threshold),
         map(&[("memory", "100Mi"), ("ephemeral-storage", "2Gi")])
     );
     assert_eq!(
@@ -131,10 +146,16 @@ fn m5_xlarge_is_computed_exactly() {
 fn m5_large_has_29_pods() {
     let r = default_report();
     let it = find(&r, "m5.large");
-    assert_eq!(it.capacity["pods"], "29"); // 3 × (10 − 1) + 2
-    assert_eq!(it.capacity["memory"], "7577Mi"); // 8192 − 615, the spec's example
-    assert_eq!(it.overhead.kube_reserved["cpu"], "70m");
-    assert_eq!(it.overhead.kube_reserved["memory"], "574Mi"); // 11 × 29 + 255
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "29"); // 3 × (10 − 1) + 2
+    assert_eq!(it.capacity.get_or_zero("memory").to_string(), "7577Mi"); // 8192 − 615, the spec's example
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("cpu").to_string(),
+        "70m"
+    );
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "574Mi"
+    ); // 11 × 29 + 255
 }
 
 #[test]
@@ -147,16 +168,16 @@ fn graviton_is_arm64_and_loses_64_mib_of_cma() {
         "aws"
     );
     // (8192 − 64) − ceil(8128 × 0.075) = 8128 − 610
-    assert_eq!(it.capacity["memory"], "7518Mi");
+    assert_eq!(it.capacity.get_or_zero("memory").to_string(), "7518Mi");
     assert_eq!(it.labels["karpenter.k8s.aws/instance-memory"], "8192");
-    assert_eq!(it.capacity["pods"], "29");
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "29");
 }
 
 #[test]
 fn gpu_type_has_gpus_and_gpu_labels() {
     let r = default_report();
     let it = find(&r, "g4dn.xlarge");
-    assert_eq!(it.capacity["nvidia.com/gpu"], "1");
+    assert_eq!(it.capacity.get_or_zero("nvidia.com/gpu").to_string(), "1");
     assert_eq!(it.labels["karpenter.k8s.aws/instance-gpu-name"], "t4");
     assert_eq!(
         it.labels["karpenter.k8s.aws/instance-gpu-manufacturer"],
@@ -171,8 +192,13 @@ fn gpu_type_has_gpus_and_gpu_labels() {
     );
 
     let p4d = find(&r, "p4d.24xlarge");
-    assert_eq!(p4d.capacity["nvidia.com/gpu"], "8");
-    assert_eq!(p4d.capacity["vpc.amazonaws.com/efa"], "4");
+    assert_eq!(p4d.capacity.get_or_zero("nvidia.com/gpu").to_string(), "8");
+    assert_eq!(
+        p4d.capacity
+            .get_or_zero("vpc.amazonaws.com/efa")
+            .to_string(),
+        "4"
+    );
     assert_eq!(p4d.labels["karpenter.k8s.aws/instance-gpu-name"], "a100");
 }
 
@@ -180,8 +206,16 @@ fn gpu_type_has_gpus_and_gpu_labels() {
 fn neuron_type_has_devices_cores_and_accelerator_labels() {
     let r = default_report();
     let it = find(&r, "inf2.xlarge");
-    assert_eq!(it.capacity["aws.amazon.com/neuron"], "1");
-    assert_eq!(it.capacity["aws.amazon.com/neuroncore"], "2");
+    assert_eq!(
+        it.capacity.get_or_zero("aws.amazon.com/neuron").to_string(),
+        "1"
+    );
+    assert_eq!(
+        it.capacity
+            .get_or_zero("aws.amazon.com/neuroncore")
+            .to_string(),
+        "2"
+    );
     assert_eq!(
         it.labels["karpenter.k8s.aws/instance-accelerator-name"],
         "inferentia2"
@@ -206,10 +240,16 @@ fn metal_types_have_no_hypervisor() {
     let it = find(&r, "m5.metal");
     assert_eq!(it.labels["karpenter.k8s.aws/instance-hypervisor"], "");
     assert_eq!(it.labels["karpenter.k8s.aws/instance-size"], "metal");
-    assert_eq!(it.capacity["cpu"], "96");
-    assert_eq!(it.capacity["pods"], "737"); // 15 × 49 + 2
-    assert_eq!(it.overhead.kube_reserved["cpu"], "310m");
-    assert_eq!(it.overhead.kube_reserved["memory"], "8362Mi");
+    assert_eq!(it.capacity.get_or_zero("cpu").to_string(), "96");
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "737"); // 15 × 49 + 2
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("cpu").to_string(),
+        "310m"
+    );
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "8362Mi"
+    );
 
     let big = find(&r, "r8g.metal-48xl");
     assert_eq!(big.labels["karpenter.k8s.aws/instance-size"], "metal-48xl");
@@ -221,9 +261,12 @@ fn metal_types_have_no_hypervisor() {
 fn t3_micro_has_4_pods() {
     let r = default_report();
     let it = find(&r, "t3.micro");
-    assert_eq!(it.capacity["pods"], "4"); // 2 × (2 − 1) + 2
-    assert_eq!(it.capacity["memory"], "947Mi"); // 1024 − 77
-    assert_eq!(it.overhead.kube_reserved["memory"], "299Mi");
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "4"); // 2 × (2 − 1) + 2
+    assert_eq!(it.capacity.get_or_zero("memory").to_string(), "947Mi"); // 1024 − 77
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "299Mi"
+    );
 }
 
 #[test]
@@ -396,8 +439,11 @@ fn kubelet_pod_options() {
         ..AwsCatalogOptions::default()
     });
     let it = find(&r, "m5.xlarge");
-    assert_eq!(it.capacity["pods"], "110");
-    assert_eq!(it.overhead.kube_reserved["memory"], "893Mi");
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "110");
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "893Mi"
+    );
 
     // Bottlerocket reserves memory for the resolved pod count.
     let r = report(&AwsCatalogOptions {
@@ -406,7 +452,10 @@ fn kubelet_pod_options() {
         ..AwsCatalogOptions::default()
     });
     let it = find(&r, "m5.xlarge");
-    assert_eq!(it.overhead.kube_reserved["memory"], "1465Mi"); // 11 × 110 + 255
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "1465Mi"
+    ); // 11 × 110 + 255
 
     // One reserved ENI: 3 × 14 + 2 pods; memory overhead still with 0 reserved ENIs.
     let r = report(&AwsCatalogOptions {
@@ -414,21 +463,36 @@ fn kubelet_pod_options() {
         ..AwsCatalogOptions::default()
     });
     let it = find(&r, "m5.xlarge");
-    assert_eq!(it.capacity["pods"], "44");
-    assert_eq!(it.overhead.kube_reserved["memory"], "893Mi");
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "44");
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "893Mi"
+    );
 
     // podsPerCore caps the count; Bottlerocket ignores it.
     let r = report(&AwsCatalogOptions {
         pods_per_core: Some(10),
         ..AwsCatalogOptions::default()
     });
-    assert_eq!(find(&r, "m5.xlarge").capacity["pods"], "40");
+    assert_eq!(
+        find(&r, "m5.xlarge")
+            .capacity
+            .get_or_zero("pods")
+            .to_string(),
+        "40"
+    );
     let r = report(&AwsCatalogOptions {
         pods_per_core: Some(10),
         ami_family: AmiFamily::Bottlerocket,
         ..AwsCatalogOptions::default()
     });
-    assert_eq!(find(&r, "m5.xlarge").capacity["pods"], "58");
+    assert_eq!(
+        find(&r, "m5.xlarge")
+            .capacity
+            .get_or_zero("pods")
+            .to_string(),
+        "58"
+    );
 }
 
 #[test]
@@ -440,11 +504,28 @@ fn windows_family() {
     let it = find(&r, "m5.xlarge");
     assert_eq!(it.labels["kubernetes.io/os"], "windows");
     assert_eq!(it.labels["node.kubernetes.io/windows-build"], "10.0.20348");
-    assert_eq!(it.capacity["pods"], "110");
-    assert_eq!(it.overhead.kube_reserved["memory"], "1465Mi");
-    assert_eq!(it.capacity["ephemeral-storage"], "50Gi");
-    assert_eq!(it.overhead.eviction_threshold["ephemeral-storage"], "5Gi");
-    assert_eq!(it.capacity["vpc.amazonaws.com/PrivateIPv4Address"], "14");
+    assert_eq!(it.capacity.get_or_zero("pods").to_string(), "110");
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "1465Mi"
+    );
+    assert_eq!(
+        it.capacity.get_or_zero("ephemeral-storage").to_string(),
+        "50Gi"
+    );
+    assert_eq!(
+        it.overhead
+            .eviction_threshold
+            .get_or_zero("ephemeral-storage")
+            .to_string(),
+        "5Gi"
+    );
+    assert_eq!(
+        it.capacity
+            .get_or_zero("vpc.amazonaws.com/PrivateIPv4Address")
+            .to_string(),
+        "14"
+    );
     // arm64 types cannot run Windows
     assert!(
         r.instance_types
@@ -465,18 +546,31 @@ fn storage_and_eviction_options() {
         ..AwsCatalogOptions::default()
     });
     let it = find(&r, "m5d.large");
-    assert_eq!(it.capacity["ephemeral-storage"], "75G");
-    assert_eq!(it.overhead.eviction_threshold["ephemeral-storage"], "7500M");
+    assert_eq!(
+        it.capacity.get_or_zero("ephemeral-storage").to_string(),
+        "75G"
+    );
+    assert_eq!(
+        it.overhead
+            .eviction_threshold
+            .get_or_zero("ephemeral-storage")
+            .to_string(),
+        "7500M"
+    );
     // no instance store: the volume size stays
-    assert_eq!(find(&r, "m5.large").capacity["ephemeral-storage"], "20Gi");
+    assert_eq!(
+        find(&r, "m5.large")
+            .capacity
+            .get_or_zero("ephemeral-storage")
+            .to_string(),
+        "20Gi"
+    );
 
     let mut eviction_hard = BTreeMap::new();
     eviction_hard.insert("memory.available".to_owned(), "5%".to_owned());
     eviction_hard.insert("nodefs.available".to_owned(), "100%".to_owned());
-    let mut kube_reserved = BTreeMap::new();
-    kube_reserved.insert("cpu".to_owned(), "250m".to_owned());
-    let mut system_reserved = BTreeMap::new();
-    system_reserved.insert("memory".to_owned(), "200Mi".to_owned());
+    let kube_reserved = rl(&[("cpu", "250m")]);
+    let system_reserved = rl(&[("memory", "200Mi")]);
     let r = report(&AwsCatalogOptions {
         ephemeral_storage_bytes: Some(100 << 30),
         eviction_hard,
@@ -485,16 +579,34 @@ fn storage_and_eviction_options() {
         ..AwsCatalogOptions::default()
     });
     let it = find(&r, "m5.xlarge");
-    assert_eq!(it.capacity["ephemeral-storage"], "100Gi");
+    assert_eq!(
+        it.capacity.get_or_zero("ephemeral-storage").to_string(),
+        "100Gi"
+    );
     // ceil(15155 MiB × 5%) in bytes
     let expected = ((15155_i64 << 20) as f64 * 0.05).ceil() as i64;
     assert_eq!(
-        it.overhead.eviction_threshold["memory"],
-        quantity::bytes(expected, quantity::Suffixes::Binary)
+        it.overhead
+            .eviction_threshold
+            .get_or_zero("memory")
+            .to_string(),
+        quantity::bytes(expected, quantity::Suffixes::Binary).to_string()
     );
-    assert_eq!(it.overhead.eviction_threshold["ephemeral-storage"], "0");
-    assert_eq!(it.overhead.kube_reserved["cpu"], "250m");
-    assert_eq!(it.overhead.kube_reserved["memory"], "893Mi");
+    assert_eq!(
+        it.overhead
+            .eviction_threshold
+            .get_or_zero("ephemeral-storage")
+            .to_string(),
+        "0"
+    );
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("cpu").to_string(),
+        "250m"
+    );
+    assert_eq!(
+        it.overhead.kube_reserved.get_or_zero("memory").to_string(),
+        "893Mi"
+    );
     assert_eq!(it.overhead.system_reserved, system_reserved);
 
     let mut bad = BTreeMap::new();
@@ -733,4 +845,61 @@ proptest! {
         prop_assert!(spot > 0.0);
         prop_assert!((spot - od * factor).abs() <= 0.5e-6 + 1e-12);
     }
+}
+
+#[test]
+fn every_type_converts_into_a_core_instance_type() {
+    let r = default_report();
+    for it in &r.instance_types {
+        let core = it
+            .to_instance_type()
+            .unwrap_or_else(|e| panic!("{}: {e}", it.name));
+        assert_eq!(core.name, it.name);
+        assert_eq!(core.offerings.len(), it.offerings.len());
+        assert!(
+            core.allocatable().iter().all(|(_, q)| !q.is_negative()),
+            "{}",
+            it.name
+        );
+    }
+    let m5 = find(&r, "m5.xlarge").to_instance_type().unwrap();
+    // 4 − 80m; 15155Mi − 893Mi − 100Mi
+    assert_eq!(
+        m5.allocatable().get_or_zero("cpu"),
+        Quantity::parse("3920m").unwrap()
+    );
+    assert_eq!(
+        m5.allocatable().get_or_zero("memory"),
+        Quantity::parse("14162Mi").unwrap()
+    );
+}
+
+#[test]
+fn eviction_quantities_must_parse() {
+    let mut bad = BTreeMap::new();
+    bad.insert("memory.available".to_owned(), "lots".to_owned());
+    assert!(matches!(
+        offline_catalog(&AwsCatalogOptions {
+            eviction_hard: bad,
+            ..AwsCatalogOptions::default()
+        }),
+        Err(CatalogError::InvalidOption {
+            option: "eviction_hard",
+            ..
+        })
+    ));
+    let mut good = BTreeMap::new();
+    good.insert("memory.available".to_owned(), "200Mi".to_owned());
+    let r = report(&AwsCatalogOptions {
+        eviction_hard: good,
+        ..AwsCatalogOptions::default()
+    });
+    assert_eq!(
+        find(&r, "m5.xlarge")
+            .overhead
+            .eviction_threshold
+            .get_or_zero("memory")
+            .to_string(),
+        "200Mi"
+    );
 }

@@ -1,0 +1,20 @@
+//! The library behind the `karpenter` binary: `karpenter plan`, the offline what-if planner
+//! (`docs/plan-contract.md`).
+//!
+//! - [`manifests`]: `-f` inputs into typed, located objects;
+//! - [`catalog`]: `--catalog aws|fake:N|PATH`;
+//! - [`plan`]: validation, the scheduler's input, the solve, pricing, explanations;
+//! - [`lowerbound`]: the proven cost lower bound;
+//! - [`warnings`]: operator advice with stable rule ids;
+//! - [`output`]: JSON, YAML and the table;
+//! - [`disruption`]: the `--disruption` hook;
+//! - [`cli`]: the command line.
+
+pub mod catalog;
+pub mod cli;
+pub mod disruption;
+pub mod lowerbound;
+pub mod manifests;
+pub mod output;
+pub mod plan;
+pub mod warnings;

@@ -1,0 +1,370 @@
+//! The plan as the contract prints it: JSON and YAML with the contract's key names, and a table
+//! for people. Output is deterministic: the same plan gives the same bytes.
+
+use std::fmt::Write as _;
+
+use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
+use karpenter_core::requirements::NodeSelectorRequirement;
+use karpenter_core::resources::ResourceList;
+use serde::Serialize;
+
+use crate::catalog::CatalogInfo;
+use crate::disruption::DisruptionPlan;
+use crate::warnings::Warning;
+
+/// Hours in a month, for `costPerMonth` (365 × 24 / 12).
+pub const HOURS_PER_MONTH: f64 = 730.0;
+
+/// The whole plan (the JSON / YAML document).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanOutput {
+    /// NodeClaims to create, in creation order.
+    pub node_claims: Vec<ClaimOutput>,
+    /// Existing nodes (and in-flight NodeClaims) that received pending pods.
+    pub existing_nodes: Vec<ExistingNodeOutput>,
+    /// Pods left out, by `namespace/name`.
+    pub unschedulable: Vec<UnschedulableOutput>,
+    /// Totals.
+    pub summary: Summary,
+    /// Where the instance types and prices came from.
+    pub catalog: CatalogInfo,
+    /// Operator advice.
+    pub warnings: Vec<Warning>,
+    /// The disruption plan, with `--disruption` once wired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disruption: Option<DisruptionPlan>,
+}
+
+/// A new NodeClaim.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimOutput {
+    /// The NodePool it comes from.
+    pub node_pool: String,
+    /// Every instance type it may launch as, cheapest first.
+    pub instance_types: Vec<String>,
+    /// The cheapest available compatible offering (absent if none, which the scheduler
+    /// prevents).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch: Option<Launch>,
+    /// Its requirements, sorted by key.
+    pub requirements: Vec<NodeSelectorRequirement>,
+    /// `namespace/name` of its pods, in placement order.
+    pub pods: Vec<String>,
+    /// The pods' requests plus DaemonSet overhead.
+    pub requests: ResourceList,
+}
+
+/// What a NodeClaim launches as.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Launch {
+    /// The instance type.
+    pub instance_type: String,
+    /// The zone.
+    pub zone: String,
+    /// `on-demand` or `spot`.
+    pub capacity_type: String,
+    /// Its hourly price.
+    pub price_per_hour: f64,
+}
+
+/// An existing node that received pods.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistingNodeOutput {
+    /// The node's (or in-flight NodeClaim's) name.
+    pub name: String,
+    /// `namespace/name` of the pods placed on it.
+    pub pods: Vec<String>,
+}
+
+/// A pod left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnschedulableOutput {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Why.
+    pub reason: String,
+    /// With `--explain`: every NodePool and why it could not take the pod.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_pools: Vec<PoolExplanation>,
+}
+
+/// Why one NodePool could not take a pod (`--explain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolExplanation {
+    /// The NodePool.
+    pub node_pool: String,
+    /// Why not.
+    pub reason: String,
+}
+
+/// Totals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// Pending pods planned for.
+    pub pods: usize,
+    /// Pods placed (on new claims or existing nodes).
+    pub scheduled: usize,
+    /// New NodeClaims.
+    pub new_node_claims: usize,
+    /// Sum of `launch.pricePerHour`.
+    pub cost_per_hour: f64,
+    /// `costPerHour` × 730.
+    pub cost_per_month: f64,
+    /// A proven lower bound on the hourly cost of new nodes for the pods sent to new nodes.
+    pub lower_bound_per_hour: f64,
+    /// `costPerHour / lowerBoundPerHour − 1` (0 when both are 0; absent when only the bound is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+}
+
+/// Rounds to `digits` decimals (prices have at most six).
+pub fn round_to(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    let r = (x * f).round() / f;
+    if r == 0.0 { 0.0 } else { r }
+}
+
+/// Rounds down to `digits` decimals (a lower bound must stay below).
+pub fn floor_to(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    let r = (x * f).floor() / f;
+    if r == 0.0 { 0.0 } else { r }
+}
+
+impl Summary {
+    /// Totals from the raw figures, rounded for output: cost to 6 decimals, the bound down to 6
+    /// decimals, the gap to 4.
+    pub fn new(
+        pods: usize,
+        scheduled: usize,
+        new_node_claims: usize,
+        cost: f64,
+        bound: f64,
+    ) -> Summary {
+        let cost_per_hour = round_to(cost, 6);
+        // The bound comes `SAFETY` (1e-9, relative) below its certified value; flooring after
+        // undoing half of that keeps it below while printing exact bounds exactly.
+        let lower_bound_per_hour = floor_to((bound * (1.0 + 0.5e-9)).min(cost_per_hour), 6);
+        let gap = if lower_bound_per_hour > 0.0 {
+            Some(round_to(cost_per_hour / lower_bound_per_hour - 1.0, 4))
+        } else if cost_per_hour == 0.0 {
+            Some(0.0)
+        } else {
+            None
+        };
+        Summary {
+            pods,
+            scheduled,
+            new_node_claims,
+            cost_per_hour,
+            cost_per_month: round_to(cost_per_hour * HOURS_PER_MONTH, 2),
+            lower_bound_per_hour,
+            gap,
+        }
+    }
+}
+
+/// Why the plan could not be printed (a bug: exit status 1).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serialise the plan: {0}")]
+pub struct RenderError(String);
+
+/// Pretty JSON with a final newline.
+pub fn to_json(plan: &PlanOutput) -> Result<String, RenderError> {
+    let mut s = serde_json::to_string_pretty(plan).map_err(|e| RenderError(e.to_string()))?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// YAML with the same structure as the JSON.
+pub fn to_yaml(plan: &PlanOutput) -> Result<String, RenderError> {
+    let mut s = serde_saphyr::to_string(plan).map_err(|e| RenderError(e.to_string()))?;
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+fn money(x: f64) -> String {
+    format!("${x:.4}")
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::ASCII_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    t
+}
+
+fn right(s: impl ToString) -> Cell {
+    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
+}
+
+/// The table for people.
+pub fn to_table(plan: &PlanOutput) -> String {
+    let mut out = String::new();
+    let c = &plan.catalog;
+    let _ = write!(out, "Catalog: {}", c.name);
+    if let Some(r) = &c.region {
+        let _ = write!(out, " ({r})");
+    }
+    if let Some(s) = &c.spot_prices {
+        let _ = write!(out, "; spot prices: {s}");
+    }
+    out.push_str("\n\n");
+
+    let _ = writeln!(out, "New NodeClaims: {}", plan.node_claims.len());
+    if !plan.node_claims.is_empty() {
+        let mut t = table();
+        t.set_header(vec![
+            "#",
+            "NodePool",
+            "Instance type",
+            "Zone",
+            "Capacity",
+            "$/hour",
+            "Pods",
+            "Options",
+        ]);
+        for (i, claim) in plan.node_claims.iter().enumerate() {
+            let (it, zone, ct, price) = match &claim.launch {
+                Some(l) => (
+                    l.instance_type.clone(),
+                    l.zone.clone(),
+                    l.capacity_type.clone(),
+                    money(l.price_per_hour),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+            };
+            t.add_row(vec![
+                right(i + 1),
+                Cell::new(&claim.node_pool),
+                Cell::new(it),
+                Cell::new(zone),
+                Cell::new(ct),
+                right(price),
+                right(claim.pods.len()),
+                right(claim.instance_types.len()),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out.push('\n');
+
+    let _ = writeln!(
+        out,
+        "Existing nodes receiving pods: {}",
+        plan.existing_nodes.len()
+    );
+    if !plan.existing_nodes.is_empty() {
+        let mut t = table();
+        t.set_header(vec!["Node", "Pods", "Pod names"]);
+        for n in &plan.existing_nodes {
+            t.add_row(vec![
+                Cell::new(&n.name),
+                right(n.pods.len()),
+                Cell::new(abbreviate(&n.pods)),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    out.push('\n');
+
+    // Reasons are long: a list reads better than a table.
+    let _ = writeln!(out, "Unschedulable pods: {}", plan.unschedulable.len());
+    for u in &plan.unschedulable {
+        let _ = writeln!(out, "  {}: {}", u.pod, u.reason);
+        for e in &u.node_pools {
+            let _ = writeln!(out, "    NodePool {}: {}", e.node_pool, e.reason);
+        }
+    }
+    out.push('\n');
+
+    let s = &plan.summary;
+    out.push_str("Summary\n");
+    let _ = writeln!(
+        out,
+        "  pods:            {} pending, {} scheduled, {} unschedulable",
+        s.pods,
+        s.scheduled,
+        s.pods.saturating_sub(s.scheduled)
+    );
+    let _ = writeln!(out, "  new NodeClaims:  {}", s.new_node_claims);
+    let _ = writeln!(
+        out,
+        "  cost:            {}/hour, ${:.2}/month (730 h)",
+        money(s.cost_per_hour),
+        s.cost_per_month
+    );
+    let gap = match s.gap {
+        Some(g) => format!("gap {:.2}%", g * 100.0),
+        None => "gap n/a".into(),
+    };
+    let _ = writeln!(
+        out,
+        "  lower bound:     {}/hour ({gap})",
+        money(s.lower_bound_per_hour)
+    );
+
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings: {}", plan.warnings.len());
+        for w in &plan.warnings {
+            let _ = writeln!(
+                out,
+                "  [{}] {} {}: {}",
+                w.rule, w.object, w.field, w.message
+            );
+        }
+    }
+    out
+}
+
+/// Up to three names, then a count of the rest.
+fn abbreviate(names: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        let _ = write!(s, ", ... (+{})", names.len() - SHOWN);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_rounding_and_gap() {
+        let s = Summary::new(5, 4, 1, 0.192, 0.18);
+        assert_eq!(s.cost_per_hour, 0.192);
+        assert_eq!(s.lower_bound_per_hour, 0.18);
+        assert_eq!(s.gap, Some(0.0667));
+        assert_eq!(s.cost_per_month, 140.16);
+        let z = Summary::new(0, 0, 0, 0.0, 0.0);
+        assert_eq!(z.gap, Some(0.0));
+        // A bound above the cost (rounding) is clamped to the cost.
+        let c = Summary::new(1, 1, 1, 0.1, 0.10000001);
+        assert_eq!(c.gap, Some(0.0));
+        assert_eq!(floor_to(0.1234567, 6), 0.123456);
+        assert_eq!(round_to(0.1 + 0.2, 6), 0.3);
+    }
+
+    #[test]
+    fn abbreviates_long_lists() {
+        let names: Vec<String> = (0..5).map(|i| format!("p{i}")).collect();
+        assert_eq!(abbreviate(&names), "p0, p1, p2, ... (+2)");
+        assert_eq!(abbreviate(&names[..2]), "p0, p1");
+    }
+}
