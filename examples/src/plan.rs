@@ -900,6 +900,7 @@ fn explain(
                     daemonsets: input.daemonsets.clone(),
                     pods: vec![pod.clone()],
                     namespace_labels: input.namespace_labels.clone(),
+                    ..SchedulingInput::default()
                 };
                 let r = solve(&alone, options);
                 let reason = match r.pod_errors.get(&pod.key()) {
@@ -956,6 +957,7 @@ pub fn plan(
         daemonsets: world.daemonsets.clone(),
         pods: world.pending.iter().map(|e| e.pod.clone()).collect(),
         namespace_labels: BTreeMap::new(),
+        ..SchedulingInput::default()
     };
     if input.node_pools.is_empty() && !input.pods.is_empty() {
         notices.push(

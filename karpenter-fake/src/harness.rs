@@ -344,6 +344,7 @@ impl Cluster {
             daemonsets: self.daemonsets.clone(),
             pods: self.pending.clone(),
             namespace_labels: self.namespace_labels.clone(),
+            ..SchedulingInput::default()
         }
     }
 

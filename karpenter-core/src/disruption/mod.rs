@@ -11,3 +11,7 @@
 pub mod budgets;
 pub mod candidates;
 pub mod cost;
+pub mod methods;
+pub mod simulate;
+
+pub use methods::{Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, plan, run_pass};

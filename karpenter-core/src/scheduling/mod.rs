@@ -179,6 +179,18 @@ pub struct SchedulingInput {
     pub pods: Vec<Pod>,
     /// Namespace labels, for pod-affinity terms with a `namespaceSelector`.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Set when the solve simulates a consolidation (spec 2.10): existing nodes still inside
+    /// their NodePool's `consolidateAfter` window refuse pods displaced from the candidates.
+    pub consolidation: Option<ConsolidationSimulation>,
+}
+
+/// The extra rules of a consolidation simulation.
+#[derive(Debug, Clone, Default)]
+pub struct ConsolidationSimulation {
+    /// Names of existing nodes that may receive only pending pods and pods of deleting nodes.
+    pub nodes_refusing_displaced_pods: std::collections::BTreeSet<String>,
+    /// Keys (`namespace/name`) of the pods displaced from the candidates.
+    pub displaced_pods: std::collections::BTreeSet<String>,
 }
 
 /// A NodeClaim the solve decided to create.

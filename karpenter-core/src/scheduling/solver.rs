@@ -129,6 +129,8 @@ fn daemon_compatible(
 
 struct ExistingNode {
     name: String,
+    /// In a consolidation simulation: the node refuses displaced pods (spec 2.10).
+    refuses_displaced: bool,
     /// The hostname's interned topology id (existing hosts are registered at construction).
     hostname_id: Option<u32>,
     /// `requirements` on each topology key.
@@ -457,7 +459,11 @@ impl<'a> Solver<'a> {
         });
 
         let mut existing: Vec<ExistingNode> = existing;
-        for node in &mut existing {
+        for (node, input_node) in existing.iter_mut().zip(&existing_inputs) {
+            node.refuses_displaced = input.consolidation.as_ref().is_some_and(|c| {
+                c.nodes_refusing_displaced_pods
+                    .contains(&input_node.node.name)
+            });
             node.hostname_id = topology.hostname_id(&node.name);
             node.topology_keys = topology_key_cache(&topology, &node.requirements);
         }
@@ -710,6 +716,15 @@ impl<'a> Solver<'a> {
 
     fn existing_can_add(&self, n: usize, st: &PodState) -> Option<Requirements> {
         let node = &self.existing[n];
+        if node.refuses_displaced
+            && self
+                .input
+                .consolidation
+                .as_ref()
+                .is_some_and(|c| c.displaced_pods.contains(&st.pod.key()))
+        {
+            return None;
+        }
         taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
         node.host_ports
             .conflicts(&st.pod.key(), &st.pod.host_ports)
@@ -1357,6 +1372,7 @@ fn build_existing(
     dense::sub_assign(&mut remaining, &index.dense(&remaining_daemon));
     ExistingNode {
         name: node.hostname().to_string(),
+        refuses_displaced: false,
         hostname_id: None,
         topology_keys: TopologyKeyCache::new(),
         requirements,

@@ -2,4 +2,5 @@
 
 mod api;
 mod disruption_candidates;
+mod disruption_methods;
 mod lifecycle;

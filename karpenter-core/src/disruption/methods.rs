@@ -1,0 +1,1032 @@
+//! The disruption methods (spec `disruption.md` §2) and a driver that plays the disruption
+//! controller's passes forward on a snapshot.
+//!
+//! [`run_pass`] is one pass of upstream's controller: the methods in production order —
+//! emptiness, drift, multi-node consolidation, single-node consolidation — and the first one that
+//! produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
+//! command (candidates removed, replacements and moved pods added), until nothing more would be
+//! done; expired NodeClaims (§2.5, not a method: no budgets, no simulation) come first.
+//!
+//! Differences from upstream, each deliberate:
+//! - no 15 s validation wait: a pure planner has no clock to wait on; the controller re-validates
+//!   against a newer snapshot with the same functions;
+//! - multi-node consolidation searches every candidate, not the first 100, unless
+//!   [`DisruptionOptions::multi_node_candidate_limit`] says otherwise, and has no time-out;
+//! - a NodeClaim without a `Consolidatable` condition (a hand-written or offline snapshot) is
+//!   judged by the rule the condition controller applies (§6.4): initialized and outside
+//!   `consolidateAfter`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::api::{
+    self, Condition, ConditionStatus, ConsolidationPolicy, DisruptionReason, NodeClaim,
+    NodeClaimSpec, NodeClaimStatus, ObjectMeta,
+};
+use crate::labels::{self, LabelPolicy};
+use crate::lifecycle::expiration::{ExpirationDecision, expiration_decision};
+use crate::model::{ClusterNode, InstanceType, Pod, Timestamp};
+use crate::requirements::{Operator, Requirement};
+use crate::scheduling::{NewNodeClaim, Results, SchedulerOptions};
+use crate::state::{ClusterSnapshot, StateNode};
+
+use super::budgets::BudgetMapping;
+use super::candidates::{
+    Candidate, DisruptionClass, get_candidates, interleave_by_node_pool, sort_by_savings_ratio,
+    sort_for_drift,
+};
+use super::cost::{eviction_cost, is_under_consolidate_after};
+use super::simulate::{Simulation, condition_true, simulate_scheduling};
+
+/// The spot-to-spot rule: a single spot node is replaced by spot only with at least this many
+/// cheaper instance types (§2.6.1).
+pub const MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT: usize = 15;
+/// Balanced consolidation's `k`: a move is approved when its score is at least `1 / k`.
+pub const BALANCED_K: f64 = 2.0;
+
+/// Options of the disruption planner.
+#[derive(Debug, Clone, Default)]
+pub struct DisruptionOptions {
+    /// The scheduler's options (label policy, minValues and preference policies).
+    pub scheduler: SchedulerOptions,
+    /// Feature gate `SpotToSpotConsolidation` (upstream default: off).
+    pub spot_to_spot_consolidation: bool,
+    /// Cap on multi-node consolidation's candidates (upstream: 100). `None`: every candidate.
+    pub multi_node_candidate_limit: Option<usize>,
+}
+
+/// Which method produced a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    /// Empty nodes are deleted.
+    Emptiness,
+    /// A drifted node is replaced (or deleted).
+    Drift,
+    /// Several nodes are replaced by at most one.
+    MultiNode,
+    /// One node is deleted or replaced by a cheaper one.
+    SingleNode,
+    /// An expired NodeClaim is deleted (not a method upstream; listed for completeness).
+    Expiration,
+}
+
+impl Method {
+    /// The contract's name: `emptiness`, `drift`, `multi-node`, `single-node`, `expiration`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Emptiness => "emptiness",
+            Method::Drift => "drift",
+            Method::MultiNode => "multi-node",
+            Method::SingleNode => "single-node",
+            Method::Expiration => "expiration",
+        }
+    }
+}
+
+/// Why a command disrupts nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// The nodes are empty.
+    Empty,
+    /// The nodes are underutilized (consolidation).
+    Underutilized,
+    /// The nodes drifted from their NodePool.
+    Drifted,
+    /// The NodeClaims reached `expireAfter`.
+    Expired,
+}
+
+impl Reason {
+    /// The contract's name: `Empty`, `Underutilized`, `Drifted`, `Expired`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Empty => "Empty",
+            Reason::Underutilized => "Underutilized",
+            Reason::Drifted => "Drifted",
+            Reason::Expired => "Expired",
+        }
+    }
+}
+
+/// A decision: disrupt these candidates, launching these replacements first.
+#[derive(Debug, Clone)]
+pub struct Command {
+    /// The method.
+    pub method: Method,
+    /// The reason.
+    pub reason: Reason,
+    /// The nodes to disrupt.
+    pub candidates: Vec<Candidate>,
+    /// NodeClaims to launch before the candidates go (empty: delete only).
+    pub replacements: Vec<NewNodeClaim>,
+    /// Σ candidate prices − Σ replacement launch prices, per hour (upstream
+    /// `EstimatedSavings`).
+    pub savings_per_hour: f64,
+    /// Where the displaced pods would go (absent for emptiness and expiration).
+    pub simulation: Option<Results>,
+}
+
+impl Command {
+    /// `delete` or `replace`, as upstream's metrics label decisions.
+    pub fn decision(&self) -> &'static str {
+        if self.replacements.is_empty() {
+            "delete"
+        } else {
+            "replace"
+        }
+    }
+}
+
+/// One pass: the command(s) of the first method that acted, and nodes that were blocked.
+#[derive(Debug, Clone, Default)]
+pub struct PassOutcome {
+    /// The commands (one method's).
+    pub commands: Vec<Command>,
+    /// Nodes that a method would disrupt but could not, with the reason.
+    pub blocked: Vec<(String, String)>,
+}
+
+/// The whole plan: every command the controller would issue, pass after pass.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Commands in the order they would be issued.
+    pub commands: Vec<Command>,
+    /// Nodes that could not be disrupted, with the first reason seen (by node name).
+    pub blocked: BTreeMap<String, String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// ShouldDisrupt predicates
+// ---------------------------------------------------------------------------------------------
+
+fn pool_of<'a>(snapshot: &'a ClusterSnapshot, c: &Candidate) -> Option<&'a api::NodePool> {
+    snapshot.node_pool(&c.node_pool).map(|p| &p.node_pool)
+}
+
+fn consolidation_disabled(pool: &api::NodePool) -> bool {
+    pool.spec
+        .disruption
+        .effective_consolidate_after()
+        .duration()
+        .is_none()
+}
+
+/// `Consolidatable`: the NodeClaim's condition when present, else the rule of §6.4.
+fn consolidatable(pool: &api::NodePool, node: &StateNode, now: Timestamp) -> bool {
+    if let Some(v) = condition_true(node, "Consolidatable") {
+        return v;
+    }
+    let Some(claim) = &node.node_claim else {
+        return false;
+    };
+    !consolidation_disabled(pool)
+        && node.initialized()
+        && !is_under_consolidate_after(pool, claim, now)
+}
+
+fn should_empty(snapshot: &ClusterSnapshot, c: &Candidate, now: Timestamp) -> bool {
+    let Some(pool) = pool_of(snapshot, c) else {
+        return false;
+    };
+    !c.owned_by_static_node_pool
+        && !consolidation_disabled(pool)
+        && c.is_empty()
+        && consolidatable(pool, &c.node, now)
+}
+
+fn should_drift(c: &Candidate) -> bool {
+    !c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true)
+}
+
+fn should_consolidate(snapshot: &ClusterSnapshot, c: &Candidate, now: Timestamp) -> bool {
+    let Some(pool) = pool_of(snapshot, c) else {
+        return false;
+    };
+    !c.owned_by_static_node_pool
+        && c.instance_type.is_some()
+        && !c.capacity_type.is_empty()
+        && !c.zone.is_empty()
+        && !consolidation_disabled(pool)
+        && !c.is_empty()
+        && pool.spec.disruption.effective_consolidation_policy() != ConsolidationPolicy::WhenEmpty
+        && consolidatable(pool, &c.node, now)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consolidation (§2.6)
+// ---------------------------------------------------------------------------------------------
+
+/// The launch price of a replacement: its cheapest instance type's cheapest compatible
+/// available offering.
+fn replacement_price(r: &NewNodeClaim, policy: &LabelPolicy) -> f64 {
+    r.instance_types
+        .first()
+        .and_then(|it| it.cheapest_offering(&r.requirements, policy))
+        .map_or(0.0, |o| o.price)
+}
+
+fn savings(candidates: &[Candidate], replacements: &[NewNodeClaim], policy: &LabelPolicy) -> f64 {
+    candidates.iter().map(|c| c.price).sum::<f64>()
+        - replacements
+            .iter()
+            .map(|r| replacement_price(r, policy))
+            .sum::<f64>()
+}
+
+fn min_values_ok(r: &NewNodeClaim, its: &[Arc<InstanceType>]) -> Result<(), String> {
+    if !r.requirements.has_min_values() {
+        return Ok(());
+    }
+    r.requirements
+        .satisfies_min_values(its.iter().map(|it| &it.requirements))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// What consolidating `candidates` would do: `Ok(None)` means no action.
+fn compute_consolidation(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    options: &DisruptionOptions,
+    now: Timestamp,
+) -> Result<Option<(Vec<NewNodeClaim>, Simulation)>, String> {
+    let policy = &options.scheduler.label_policy;
+    let refs: Vec<&Candidate> = candidates.iter().collect();
+    let sim = match simulate_scheduling(snapshot, &refs, &options.scheduler, true, now) {
+        Ok(s) => s,
+        Err(_) => return Ok(None),
+    };
+    if !sim.all_non_pending_scheduled() {
+        return Err(format!(
+            "not all pods would schedule, {}",
+            summarize(&sim.displaced_errors)
+        ));
+    }
+    match sim.results.new_node_claims.len() {
+        0 => return Ok(Some((Vec::new(), sim))),
+        1 => {}
+        n => return Err(format!("can't remove without creating {n} candidates")),
+    }
+    let mut replacement = sim.results.new_node_claims[0].clone();
+    let candidate_price: f64 = candidates.iter().map(|c| c.price).sum();
+    let all_spot = candidates
+        .iter()
+        .all(|c| c.capacity_type == labels::CAPACITY_TYPE_SPOT);
+    let admits_spot = replacement
+        .requirements
+        .get(labels::CAPACITY_TYPE)
+        .is_none_or(|r| r.has(labels::CAPACITY_TYPE_SPOT));
+    if all_spot && admits_spot {
+        if !options.spot_to_spot_consolidation {
+            return Err(
+                "SpotToSpotConsolidation is disabled, can't replace a spot node with a spot node"
+                    .into(),
+            );
+        }
+        replacement.requirements.add(Requirement::new(
+            labels::CAPACITY_TYPE,
+            Operator::In,
+            [labels::CAPACITY_TYPE_SPOT],
+        ));
+        let reqs = replacement.requirements.clone();
+        replacement.instance_types.retain(|it| {
+            it.available_offerings().any(|o| {
+                o.capacity_type == labels::CAPACITY_TYPE_SPOT
+                    && reqs.is_compatible(o.requirements(), Some(policy))
+            })
+        });
+        filter_by_price(&mut replacement, candidate_price, policy)?;
+        if candidates.len() == 1 {
+            let n = replacement.instance_types.len();
+            if n < MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT {
+                return Err(format!(
+                    "SpotToSpotConsolidation requires {MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT} cheaper instance type options than the current candidate to consolidate, got {n}"
+                ));
+            }
+            let mut keep = MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT;
+            if replacement.requirements.has_min_values()
+                && let Ok(needed) = replacement.requirements.satisfies_min_values(
+                    replacement.instance_types.iter().map(|it| &it.requirements),
+                )
+            {
+                keep = keep.max(needed);
+            }
+            replacement.instance_types.truncate(keep);
+        }
+        return Ok(Some((vec![replacement], sim)));
+    }
+    filter_by_price(&mut replacement, candidate_price, policy)?;
+    // Prefer spot when both spot and on-demand remain possible (§2.6 step 9).
+    if let Some(ct) = replacement.requirements.get(labels::CAPACITY_TYPE).cloned()
+        && ct.has(labels::CAPACITY_TYPE_SPOT)
+        && ct.has(labels::CAPACITY_TYPE_ON_DEMAND)
+    {
+        let mut narrowed = Requirement::new(
+            labels::CAPACITY_TYPE,
+            Operator::In,
+            [labels::CAPACITY_TYPE_SPOT],
+        );
+        narrowed.set_min_values(ct.min_values());
+        replacement.requirements.remove(labels::CAPACITY_TYPE);
+        replacement.requirements.add(narrowed);
+    } else if !replacement.requirements.has(labels::CAPACITY_TYPE) {
+        let offers_both = |ct: &str| {
+            replacement.instance_types.iter().any(|it| {
+                it.available_offerings().any(|o| {
+                    o.capacity_type == ct
+                        && replacement
+                            .requirements
+                            .is_compatible(o.requirements(), Some(policy))
+                })
+            })
+        };
+        if offers_both(labels::CAPACITY_TYPE_SPOT) && offers_both(labels::CAPACITY_TYPE_ON_DEMAND) {
+            replacement.requirements.add(Requirement::new(
+                labels::CAPACITY_TYPE,
+                Operator::In,
+                [labels::CAPACITY_TYPE_SPOT],
+            ));
+        }
+    }
+    Ok(Some((vec![replacement], sim)))
+}
+
+/// Keeps the options whose worst launch price is strictly below `limit`; minValues must stay
+/// satisfiable.
+fn filter_by_price(
+    replacement: &mut NewNodeClaim,
+    limit: f64,
+    policy: &LabelPolicy,
+) -> Result<(), String> {
+    let reqs = replacement.requirements.clone();
+    replacement.instance_types.retain(|it| {
+        it.worst_launch_price(&reqs, policy)
+            .is_some_and(|p| p < limit)
+    });
+    if replacement.instance_types.is_empty() {
+        return Err("can't replace with a cheaper node".into());
+    }
+    min_values_ok(replacement, &replacement.instance_types)
+        .map_err(|e| format!("Filtering by price: {e}"))
+}
+
+/// Multi-node: drop replacement options priced at or above the cheapest candidate of the same
+/// instance type ([A, A, small] → delete one A instead of buying another A).
+fn filter_out_same_instance_type(
+    replacement: &mut NewNodeClaim,
+    candidates: &[Candidate],
+    policy: &LabelPolicy,
+) -> bool {
+    let names: BTreeSet<&str> = replacement
+        .instance_types
+        .iter()
+        .map(|it| it.name.as_str())
+        .collect();
+    // A candidate's price is that of the offering its own labels select (its zone and
+    // capacity type), as upstream prices it, not what the replacement could buy.
+    let max_price = candidates
+        .iter()
+        .filter(|c| {
+            c.instance_type
+                .as_ref()
+                .is_some_and(|it| names.contains(it.name.as_str()))
+                && c.price > 0.0
+        })
+        .map(|c| c.price)
+        .min_by(f64::total_cmp);
+    let Some(max_price) = max_price else {
+        return true;
+    };
+    let reqs = replacement.requirements.clone();
+    replacement.instance_types.retain(|it| {
+        it.worst_launch_price(&reqs, policy)
+            .is_some_and(|p| p < max_price)
+    });
+    !replacement.instance_types.is_empty()
+        && min_values_ok(replacement, &replacement.instance_types).is_ok()
+}
+
+fn summarize(errors: &BTreeMap<String, String>) -> String {
+    let shown: Vec<String> = errors
+        .iter()
+        .take(5)
+        .map(|(p, e)| format!("{p}: {e}"))
+        .collect();
+    shown.join("; ")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Balanced (§2.8)
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, Default)]
+struct PoolTotals {
+    cost: f64,
+    disruption: f64,
+}
+
+fn balanced_totals(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+) -> BTreeMap<String, PoolTotals> {
+    let mut totals: BTreeMap<String, PoolTotals> = BTreeMap::new();
+    let by_name: BTreeMap<&str, &Candidate> = candidates.iter().map(|c| (c.name(), c)).collect();
+    for c in candidates {
+        totals.entry(c.node_pool.clone()).or_default().cost += c.price;
+    }
+    for node in &snapshot.nodes {
+        let Some(pool) = node.nodepool() else {
+            continue;
+        };
+        let cost = match by_name.get(node.name()) {
+            Some(c) => c.reschedule_disruption_cost,
+            None => {
+                1.0 + node
+                    .pods
+                    .iter()
+                    .filter(|p| !p.is_daemonset_pod())
+                    .map(|p| eviction_cost(p).max(0.0))
+                    .sum::<f64>()
+            }
+        };
+        totals.entry(pool.to_string()).or_default().disruption += cost;
+    }
+    totals
+}
+
+fn is_balanced(snapshot: &ClusterSnapshot, pool: &str) -> bool {
+    snapshot.node_pool(pool).is_some_and(|p| {
+        p.node_pool.spec.disruption.effective_consolidation_policy()
+            == ConsolidationPolicy::Balanced
+    })
+}
+
+fn score(totals: &PoolTotals, savings: f64, disruption: f64) -> f64 {
+    if totals.cost <= 0.0 || totals.disruption <= 0.0 {
+        return 0.0;
+    }
+    let savings_fraction = savings / totals.cost;
+    let disruption_fraction = disruption / totals.disruption;
+    if savings_fraction <= 0.0 {
+        0.0
+    } else if disruption_fraction == 0.0 {
+        f64::INFINITY
+    } else {
+        savings_fraction / disruption_fraction
+    }
+}
+
+/// Whether every Balanced NodePool of a move approves it.
+fn balanced_approves(
+    snapshot: &ClusterSnapshot,
+    totals: &BTreeMap<String, PoolTotals>,
+    candidates: &[Candidate],
+    move_savings: f64,
+) -> bool {
+    let pools: BTreeSet<&str> = candidates.iter().map(|c| c.node_pool.as_str()).collect();
+    let move_price: f64 = candidates.iter().map(|c| c.price).sum();
+    pools.iter().all(|pool| {
+        if !is_balanced(snapshot, pool) {
+            return true;
+        }
+        let Some(t) = totals.get(*pool) else {
+            return false;
+        };
+        let in_pool: Vec<&Candidate> = candidates.iter().filter(|c| c.node_pool == *pool).collect();
+        let pool_price: f64 = in_pool.iter().map(|c| c.price).sum();
+        let pool_savings = if pools.len() > 1 && move_price > 0.0 {
+            move_savings * (pool_price / move_price)
+        } else {
+            move_savings
+        };
+        let disruption: f64 = in_pool.iter().map(|c| c.reschedule_disruption_cost).sum();
+        score(t, pool_savings, disruption) >= 1.0 / BALANCED_K
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The methods
+// ---------------------------------------------------------------------------------------------
+
+fn emptiness(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+    out: &mut PassOutcome,
+    options: &DisruptionOptions,
+) {
+    let mut cands: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| should_empty(snapshot, c, now))
+        .cloned()
+        .collect();
+    if cands.is_empty() {
+        return;
+    }
+    sort_by_savings_ratio(&mut cands);
+    let mut budgets = BudgetMapping::build(snapshot, DisruptionReason::Empty, now).remaining();
+    let mut taken = Vec::new();
+    for c in cands {
+        let b = budgets.entry(c.node_pool.clone()).or_insert(0);
+        if *b == 0 {
+            out.blocked.push((
+                c.name().to_string(),
+                super::budgets::blocked_message(DisruptionReason::Empty),
+            ));
+            continue;
+        }
+        *b -= 1;
+        taken.push(c);
+    }
+    if taken.is_empty() {
+        return;
+    }
+    let saving = savings(&taken, &[], &options.scheduler.label_policy);
+    out.commands.push(Command {
+        method: Method::Emptiness,
+        reason: Reason::Empty,
+        candidates: taken,
+        replacements: Vec::new(),
+        savings_per_hour: saving,
+        simulation: None,
+    });
+}
+
+fn drift(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+    out: &mut PassOutcome,
+    options: &DisruptionOptions,
+) {
+    let mut cands: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| should_drift(c))
+        .cloned()
+        .collect();
+    if cands.is_empty() {
+        return;
+    }
+    sort_for_drift(&mut cands);
+    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Drifted, now).remaining();
+    for c in cands {
+        if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
+            out.blocked.push((
+                c.name().to_string(),
+                super::budgets::blocked_message(DisruptionReason::Drifted),
+            ));
+            continue;
+        }
+        let sim = match simulate_scheduling(snapshot, &[&c], &options.scheduler, false, now) {
+            Ok(s) => s,
+            Err(_) => continue,
+        };
+        if !sim.all_non_pending_scheduled() {
+            out.blocked.push((
+                c.name().to_string(),
+                format!(
+                    "not all pods would schedule, {}",
+                    summarize(&sim.displaced_errors)
+                ),
+            ));
+            continue;
+        }
+        let replacements = sim.results.new_node_claims.clone();
+        let candidates = vec![c];
+        let saving = savings(&candidates, &replacements, &options.scheduler.label_policy);
+        out.commands.push(Command {
+            method: Method::Drift,
+            reason: Reason::Drifted,
+            candidates,
+            replacements,
+            savings_per_hour: saving,
+            simulation: Some(sim.results),
+        });
+        return;
+    }
+}
+
+fn consolidation_candidates(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+) -> Vec<Candidate> {
+    let mut cands: Vec<Candidate> = candidates
+        .iter()
+        .filter(|c| should_consolidate(snapshot, c, now))
+        .cloned()
+        .collect();
+    sort_by_savings_ratio(&mut cands);
+    cands
+}
+
+fn multi_node(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+    out: &mut PassOutcome,
+    options: &DisruptionOptions,
+) {
+    let cands = consolidation_candidates(snapshot, candidates, now);
+    let mut budgets =
+        BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
+    let mut kept = Vec::new();
+    for c in cands {
+        let b = budgets.entry(c.node_pool.clone()).or_insert(0);
+        if *b == 0 {
+            continue;
+        }
+        *b -= 1;
+        kept.push(c);
+    }
+    if kept.len() < 2 {
+        return;
+    }
+    let totals = balanced_totals(snapshot, candidates);
+    let policy = &options.scheduler.label_policy;
+    let max_parallel = options
+        .multi_node_candidate_limit
+        .map_or(kept.len(), |l| l.min(kept.len()));
+    let (mut lo, mut hi) = (
+        1usize,
+        if kept.len() <= max_parallel {
+            kept.len() - 1
+        } else {
+            max_parallel
+        },
+    );
+    let mut best: Option<Command> = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        let prefix = &kept[..=mid];
+        let valid = match compute_consolidation(snapshot, prefix, options, now) {
+            Ok(Some((mut replacements, sim))) => {
+                let ok = replacements
+                    .first_mut()
+                    .is_none_or(|r| filter_out_same_instance_type(r, prefix, policy));
+                let saving = savings(prefix, &replacements, policy);
+                if ok && balanced_approves(snapshot, &totals, prefix, saving) {
+                    best = Some(Command {
+                        method: Method::MultiNode,
+                        reason: Reason::Underutilized,
+                        candidates: prefix.to_vec(),
+                        replacements,
+                        savings_per_hour: saving,
+                        simulation: Some(sim.results),
+                    });
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => false,
+        };
+        if valid {
+            lo = mid + 1;
+        } else if mid == 0 {
+            break;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if let Some(cmd) = best {
+        out.commands.push(cmd);
+    }
+}
+
+fn single_node(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+    out: &mut PassOutcome,
+    options: &DisruptionOptions,
+) {
+    let cands = interleave_by_node_pool(
+        consolidation_candidates(snapshot, candidates, now),
+        &BTreeSet::new(),
+    );
+    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
+    let totals = balanced_totals(snapshot, candidates);
+    let policy = &options.scheduler.label_policy;
+    for c in cands {
+        if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
+            out.blocked.push((
+                c.name().to_string(),
+                super::budgets::blocked_message(DisruptionReason::Underutilized),
+            ));
+            continue;
+        }
+        // Balanced pre-filter: even deleting the node outright must pass the threshold.
+        if is_balanced(snapshot, &c.node_pool)
+            && totals.get(&c.node_pool).is_some_and(|t| t.cost > 0.0)
+            && !balanced_approves(snapshot, &totals, std::slice::from_ref(&c), c.price)
+        {
+            continue;
+        }
+        let one = vec![c];
+        match compute_consolidation(snapshot, &one, options, now) {
+            Ok(Some((replacements, sim))) => {
+                let saving = savings(&one, &replacements, policy);
+                if !balanced_approves(snapshot, &totals, &one, saving) {
+                    continue;
+                }
+                out.commands.push(Command {
+                    method: Method::SingleNode,
+                    reason: Reason::Underutilized,
+                    candidates: one,
+                    replacements,
+                    savings_per_hour: saving,
+                    simulation: Some(sim.results),
+                });
+                return;
+            }
+            Ok(None) => {}
+            Err(reason) => {
+                if let Some(c) = one.first() {
+                    out.blocked.push((c.name().to_string(), reason));
+                }
+            }
+        }
+    }
+}
+
+/// One pass of the disruption controller (§2.1 step 4): emptiness, drift, multi-node and
+/// single-node consolidation in production order; the first method with a command wins.
+/// `in_queue` says which provider ids are already being disrupted.
+pub fn run_pass(
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+    in_queue: &dyn Fn(&str) -> bool,
+) -> PassOutcome {
+    let mut out = PassOutcome::default();
+    let (graceful, rejected) = get_candidates(snapshot, DisruptionClass::Graceful, in_queue, now);
+    out.blocked
+        .extend(rejected.into_iter().map(|(n, e)| (n, e.to_string())));
+    emptiness(snapshot, &graceful, now, &mut out, options);
+    if !out.commands.is_empty() {
+        return out;
+    }
+    let (eventual, _) = get_candidates(snapshot, DisruptionClass::Eventual, in_queue, now);
+    drift(snapshot, &eventual, now, &mut out, options);
+    if !out.commands.is_empty() {
+        return out;
+    }
+    multi_node(snapshot, &graceful, now, &mut out, options);
+    if !out.commands.is_empty() {
+        return out;
+    }
+    single_node(snapshot, &graceful, now, &mut out, options);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Playing commands forward
+// ---------------------------------------------------------------------------------------------
+
+/// Every command the controller would issue from `snapshot` at `now`: expired NodeClaims first,
+/// then passes until no method acts (each command applied to a working copy of the snapshot).
+pub fn plan(snapshot: &ClusterSnapshot, now: Timestamp, options: &DisruptionOptions) -> Plan {
+    let mut plan = Plan::default();
+    let mut working = snapshot.clone();
+    let mut counter = 0usize;
+
+    // Expiration (§2.5): forceful, outside budgets and candidacy rules.
+    let expired: Vec<Arc<StateNode>> = working
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.node_claim.as_ref().is_some_and(|c| {
+                matches!(
+                    expiration_decision(c, now),
+                    ExpirationDecision::Expire { .. }
+                )
+            })
+        })
+        .cloned()
+        .collect();
+    if !expired.is_empty() {
+        let candidates: Vec<Candidate> = expired
+            .iter()
+            .map(|n| bare_candidate(&working, n))
+            .collect();
+        let cmd = Command {
+            method: Method::Expiration,
+            reason: Reason::Expired,
+            savings_per_hour: savings(&candidates, &[], &options.scheduler.label_policy),
+            candidates,
+            replacements: Vec::new(),
+            simulation: None,
+        };
+        apply(&mut working, &cmd, now, &mut counter, options);
+        plan.commands.push(cmd);
+    }
+
+    let limit = 2 * working.nodes.len() + 10;
+    for _ in 0..limit {
+        let pass = run_pass(&working, now, options, &|_| false);
+        for (node, reason) in pass.blocked {
+            plan.blocked.entry(node).or_insert(reason);
+        }
+        if pass.commands.is_empty() {
+            break;
+        }
+        for cmd in pass.commands {
+            for c in &cmd.candidates {
+                plan.blocked.remove(c.name());
+            }
+            apply(&mut working, &cmd, now, &mut counter, options);
+            plan.commands.push(cmd);
+        }
+    }
+    let disrupted: BTreeSet<String> = plan
+        .commands
+        .iter()
+        .flat_map(|c| c.candidates.iter().map(|c| c.name().to_string()))
+        .collect();
+    plan.blocked.retain(|n, _| !disrupted.contains(n));
+    plan
+}
+
+/// A candidate record for a node that expiration disrupts regardless of candidacy rules.
+fn bare_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Candidate {
+    let pool = node.nodepool().unwrap_or_default().to_string();
+    let instance_type = node.instance_type().and_then(|name| {
+        snapshot
+            .node_pool(&pool)
+            .and_then(|p| p.instance_types.iter().find(|it| it.name == name).cloned())
+    });
+    let zone = node.zone().unwrap_or_default().to_string();
+    let capacity_type = node.capacity_type().unwrap_or_default().to_string();
+    let price = super::candidates::current_price(instance_type.as_deref(), &zone, &capacity_type);
+    let reschedulable_pods: Vec<Pod> = node
+        .pods
+        .iter()
+        .filter(|p| super::candidates::is_reschedulable(p))
+        .cloned()
+        .collect();
+    Candidate {
+        node: node.clone(),
+        owned_by_static_node_pool: snapshot
+            .node_pool(&pool)
+            .is_some_and(|p| p.node_pool.is_static()),
+        node_pool: pool,
+        instance_type,
+        zone,
+        capacity_type,
+        price,
+        reschedule_disruption_cost: super::cost::reschedule_disruption_cost(&reschedulable_pods),
+        reschedulable_pods,
+    }
+}
+
+/// Applies a command to the working snapshot: candidates leave; replacements join as
+/// initialized nodes launched at `now` on their cheapest option; displaced pods move where the
+/// simulation put them (or become pending when there was no simulation).
+fn apply(
+    snapshot: &mut ClusterSnapshot,
+    cmd: &Command,
+    now: Timestamp,
+    counter: &mut usize,
+    options: &DisruptionOptions,
+) {
+    let policy = &options.scheduler.label_policy;
+    let gone: BTreeSet<&str> = cmd.candidates.iter().map(|c| c.name()).collect();
+    let displaced: BTreeMap<String, Pod> = cmd
+        .candidates
+        .iter()
+        .flat_map(|c| c.reschedulable_pods.iter())
+        .map(|p| (p.key(), p.clone()))
+        .collect();
+    snapshot.nodes.retain(|n| !gone.contains(n.name()));
+    let Some(sim) = &cmd.simulation else {
+        snapshot.pending_pods.extend(displaced.into_values());
+        return;
+    };
+    let mut placed = BTreeSet::new();
+    for (i, r) in cmd.replacements.iter().enumerate() {
+        *counter += 1;
+        let name = format!("{}-replacement-{:04}", r.node_pool, *counter);
+        let class = snapshot.node_pool(&r.node_pool).map_or_else(
+            || api::NodeClassReference::new("", "", ""),
+            |p| p.node_pool.spec.template.spec.node_class_ref.clone(),
+        );
+        let mut node = new_state_node(&name, r, class, now, policy);
+        let sim_claim = sim.new_node_claims.get(i);
+        for key in sim_claim.map(|c| c.pods.as_slice()).unwrap_or_default() {
+            if let Some(p) = displaced.get(key) {
+                let mut p = p.clone();
+                p.node_name = Some(name.clone());
+                node.pods.push(p);
+                placed.insert(key.clone());
+            }
+        }
+        snapshot.nodes.push(Arc::new(node));
+    }
+    for dest in &sim.existing_nodes {
+        let Some(target) = snapshot
+            .nodes
+            .iter_mut()
+            .find(|n| super::simulate::cluster_node(n).hostname() == dest.name)
+        else {
+            continue;
+        };
+        let target = Arc::make_mut(target);
+        for key in &dest.pods {
+            if let Some(p) = displaced.get(key) {
+                let mut p = p.clone();
+                p.node_name = Some(target.name().to_string());
+                target.pods.push(p);
+                placed.insert(key.clone());
+            }
+        }
+    }
+    for (key, p) in displaced {
+        if !placed.contains(&key) {
+            snapshot.pending_pods.push(p);
+        }
+    }
+}
+
+fn new_state_node(
+    name: &str,
+    r: &NewNodeClaim,
+    class: api::NodeClassReference,
+    now: Timestamp,
+    policy: &LabelPolicy,
+) -> StateNode {
+    let it = r.instance_types.first();
+    let offering = it.and_then(|it| it.cheapest_offering(&r.requirements, policy));
+    let mut node_labels = r.labels.clone();
+    node_labels.insert(labels::NODEPOOL.to_string(), r.node_pool.clone());
+    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
+    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
+    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
+    if let Some(it) = it {
+        node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+        for req in it.requirements.iter() {
+            if let Some(v) = req.single_value() {
+                node_labels
+                    .entry(req.key().to_string())
+                    .or_insert_with(|| v.to_string());
+            }
+        }
+    }
+    if let Some(o) = offering {
+        node_labels.insert(labels::ZONE.to_string(), o.zone.clone());
+        node_labels.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
+    }
+    let mut node = ClusterNode::new(name);
+    node.labels = node_labels.clone();
+    node.taints = r.taints.clone();
+    node.managed = true;
+    node.initialized = true;
+    node.creation_timestamp = now;
+    if let Some(it) = it {
+        node.capacity = it.capacity.clone();
+        node.allocatable = it.allocatable().clone();
+    }
+    let stamp = now.to_string();
+    let claim = NodeClaim {
+        api_version: api::API_VERSION.to_string(),
+        kind: "NodeClaim".to_string(),
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: node_labels,
+            creation_timestamp: Some(stamp.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: NodeClaimSpec {
+            taints: r.taints.clone(),
+            startup_taints: r.startup_taints.clone(),
+            requirements: Some(
+                r.node_claim_requirements(policy)
+                    .to_node_selector_requirements(),
+            ),
+            ..NodeClaimSpec::new(class)
+        },
+        status: NodeClaimStatus {
+            node_name: Some(name.to_string()),
+            provider_id: Some(format!("planned://{name}")),
+            capacity: node.capacity.clone(),
+            allocatable: node.allocatable.clone(),
+            conditions: vec![Condition {
+                type_: "Initialized".to_string(),
+                status: ConditionStatus::True,
+                reason: None,
+                message: None,
+                last_transition_time: Some(stamp),
+                observed_generation: None,
+            }],
+            ..NodeClaimStatus::default()
+        },
+    };
+    StateNode {
+        node: Some(node),
+        node_claim: Some(claim),
+        pods: Vec::new(),
+        marked_for_deletion: false,
+        nominated_until: None,
+        ready: true,
+    }
+}

@@ -1,0 +1,202 @@
+//! Scheduling simulation (spec `disruption.md` §5): would the pods of some candidates fit
+//! elsewhere, and on what? Runs the provisioning scheduler ([`crate::scheduling::solve`]) — never
+//! a copy of it — over the cluster without the candidates.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::api::ConditionStatus;
+use crate::model::{ClusterNode, Timestamp};
+use crate::scheduling::{
+    ConsolidationSimulation, ExistingNodeInput, NodePoolInput, ReservedCapacityMode, Results,
+    SchedulerOptions, SchedulingInput, solve,
+};
+use crate::state::{ClusterSnapshot, StateNode};
+
+use super::candidates::{Candidate, PdbLimits, is_currently_reschedulable};
+use super::cost::is_under_consolidate_after;
+
+/// Why a simulation could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimulationError {
+    /// A candidate is already being deleted (upstream `errCandidateDeleting`); callers skip it.
+    #[error("candidate {0} is already being deleted")]
+    CandidateDeleting(String),
+}
+
+/// The outcome of a simulation.
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    /// The scheduler's results over the cluster without the candidates.
+    pub results: Results,
+    /// Pods that were bound before the simulation (displaced from candidates or deleting nodes)
+    /// and found no place, with the reason: any entry blocks the disruption. Pods that were
+    /// already pending may stay unschedulable without blocking it.
+    pub displaced_errors: BTreeMap<String, String>,
+}
+
+impl Simulation {
+    /// Upstream's `AllNonPendingPodsScheduled`.
+    pub fn all_non_pending_scheduled(&self) -> bool {
+        self.displaced_errors.is_empty()
+    }
+}
+
+/// The scheduler's view of a state node: its Node, or (while unregistered) what its NodeClaim
+/// says.
+pub fn cluster_node(node: &StateNode) -> ClusterNode {
+    let mut out = match (&node.node, &node.node_claim) {
+        (Some(n), _) => n.clone(),
+        (None, Some(claim)) => {
+            let mut n = ClusterNode::new(claim.name());
+            n.labels = claim.metadata.labels.clone();
+            n.annotations = claim.metadata.annotations.clone();
+            n.taints = claim.spec.taints.clone();
+            n.taints.extend(claim.spec.startup_taints.iter().cloned());
+            n.capacity = claim.status.capacity.clone();
+            n.allocatable = claim.status.allocatable.clone();
+            n
+        }
+        (None, None) => ClusterNode::new(""),
+    };
+    if let Some(claim) = &node.node_claim {
+        out.managed = true;
+        out.startup_taints = claim.spec.startup_taints.clone();
+    }
+    out.initialized = node.initialized();
+    out.marked_for_deletion = node.is_deleting();
+    out
+}
+
+/// The NodePools a simulation (or a provisioning round) may launch from: ready, dynamic, not
+/// being deleted, with instance types.
+pub fn eligible_node_pools(snapshot: &ClusterSnapshot) -> Vec<NodePoolInput> {
+    snapshot
+        .node_pools
+        .iter()
+        .filter(|p| {
+            p.ready
+                && !p.node_pool.is_static()
+                && p.node_pool.metadata.deletion_timestamp.is_none()
+                && !p.instance_types.is_empty()
+        })
+        .map(|p| NodePoolInput::from_nodepool(&p.node_pool, p.instance_types.clone()))
+        .collect()
+}
+
+/// Simulates removing `candidates` (spec §5). With `consolidation`, existing nodes still inside
+/// their NodePool's `consolidateAfter` window refuse the candidates' pods. Reserved capacity is
+/// simulated in fallback mode, as upstream does.
+pub fn simulate_scheduling(
+    snapshot: &ClusterSnapshot,
+    candidates: &[&Candidate],
+    scheduler: &SchedulerOptions,
+    consolidation: bool,
+    now: Timestamp,
+) -> Result<Simulation, SimulationError> {
+    let candidate_names: BTreeSet<&str> = candidates.iter().map(|c| c.name()).collect();
+    if let Some(c) = candidates.iter().find(|c| c.node.is_deleting()) {
+        return Err(SimulationError::CandidateDeleting(c.name().to_string()));
+    }
+    let pdbs = PdbLimits::new(&snapshot.pdbs);
+
+    let mut pods = snapshot.pending_pods.clone();
+    let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
+    let mut displaced = BTreeSet::new();
+    for c in candidates {
+        for p in &c.reschedulable_pods {
+            if is_currently_reschedulable(p, &pdbs, now) {
+                displaced.insert(p.key());
+                pods.push(p.clone());
+            }
+        }
+    }
+    let mut from_deleting = BTreeSet::new();
+    let mut existing = Vec::new();
+    let mut refusing = BTreeSet::new();
+    let mut uninitialized: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    for node in &snapshot.nodes {
+        if candidate_names.contains(node.name()) {
+            continue;
+        }
+        if node.is_deleting() {
+            for p in &node.pods {
+                if super::candidates::is_reschedulable(p)
+                    && is_currently_reschedulable(p, &pdbs, now)
+                {
+                    from_deleting.insert(p.key());
+                    pods.push(p.clone());
+                }
+            }
+            continue;
+        }
+        let cn = cluster_node(node);
+        if !cn.initialized {
+            let claim = node.node_claim.as_ref().map_or("", |c| c.name());
+            uninitialized.insert(
+                cn.hostname().to_string(),
+                (
+                    format!(
+                        "would schedule against uninitialized nodeclaim/{claim}, node/{}",
+                        node.name()
+                    ),
+                    true,
+                ),
+            );
+        }
+        if consolidation
+            && let (Some(pool), Some(claim)) = (
+                node.nodepool().and_then(|n| snapshot.node_pool(n)),
+                node.node_claim.as_ref(),
+            )
+            && is_under_consolidate_after(&pool.node_pool, claim, now)
+        {
+            refusing.insert(cn.name.clone());
+        }
+        existing.push(ExistingNodeInput {
+            node: cn,
+            pods: node.pods.clone(),
+        });
+    }
+
+    let mut options = scheduler.clone();
+    options.reserved_capacity_mode = ReservedCapacityMode::Fallback;
+    let input = SchedulingInput {
+        node_pools: eligible_node_pools(snapshot),
+        existing_nodes: existing,
+        daemonsets: snapshot.daemonsets.clone(),
+        pods,
+        namespace_labels: snapshot.namespace_labels.clone(),
+        consolidation: consolidation.then(|| ConsolidationSimulation {
+            nodes_refusing_displaced_pods: refusing,
+            displaced_pods: displaced.clone(),
+        }),
+    };
+    let results = solve(&input, &options);
+
+    let mut displaced_errors: BTreeMap<String, String> = results
+        .pod_errors
+        .iter()
+        .filter(|(key, _)| !pending.contains(*key))
+        .map(|(key, e)| (key.clone(), e.message.clone()))
+        .collect();
+    for node in &results.existing_nodes {
+        if let Some((message, _)) = uninitialized.get(&node.name) {
+            for pod in &node.pods {
+                if !from_deleting.contains(pod) && !pending.contains(pod) {
+                    displaced_errors.insert(pod.clone(), message.clone());
+                }
+            }
+        }
+    }
+    Ok(Simulation {
+        results,
+        displaced_errors,
+    })
+}
+
+/// Whether the NodeClaim of `node` carries condition `type_` with status True.
+pub(crate) fn condition_true(node: &StateNode, type_: &str) -> Option<bool> {
+    let claim = node.node_claim.as_ref()?;
+    crate::api::find_condition(&claim.status.conditions, type_)
+        .map(|c| c.status == ConditionStatus::True)
+}

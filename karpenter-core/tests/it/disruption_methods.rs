@@ -1,0 +1,358 @@
+//! `karpenter_core::disruption::{run_pass, plan}`: the methods in production order (emptiness,
+//! drift, multi-node, single-node), budgets, and the seed guide's consolidation example.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use karpenter_core::api::{
+    Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
+    NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
+    NodePoolSpec,
+};
+use karpenter_core::disruption::{DisruptionOptions, Method, Reason, plan, run_pass};
+use karpenter_core::labels;
+use karpenter_core::model::{ClusterNode, InstanceType, Offering, Overhead, Pod, Timestamp};
+use karpenter_core::requirements::{Operator, Requirement, Requirements};
+use karpenter_core::resources::{Quantity, ResourceList};
+use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
+
+const NOW: &str = "2024-06-15T12:00:00Z";
+const CREATED: &str = "2024-06-01T00:00:00Z";
+const ZONE: &str = "us-east-1a";
+
+fn now() -> Timestamp {
+    NOW.parse().expect("valid timestamp")
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity::parse(s).expect("valid quantity")
+}
+
+fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+    pairs.iter().map(|(k, v)| (*k, q(v))).collect()
+}
+
+/// An m5-like instance type: `cpu` vCPU, 4 GiB per vCPU, on-demand at `price` and spot at 40%.
+fn m5(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
+    let mut reqs = Requirements::new();
+    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
+    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+    // Upstream's kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the next
+    // two, 0.25% of the rest.
+    let reserved_milli =
+        60 + 10 + 5 * (cpu.min(4).saturating_sub(2)) + (cpu.saturating_sub(4) * 5) / 2;
+    Arc::new(InstanceType::new(
+        name,
+        reqs,
+        vec![
+            Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price),
+            Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, price * 0.4),
+        ],
+        rl(&[
+            ("cpu", &cpu.to_string()),
+            ("memory", &format!("{}Gi", cpu * 4)),
+            ("pods", "58"),
+        ]),
+        Overhead {
+            kube_reserved: rl(&[("cpu", &format!("{reserved_milli}m")), ("memory", "893Mi")]),
+            eviction_threshold: rl(&[("memory", "100Mi")]),
+            ..Overhead::default()
+        },
+    ))
+}
+
+fn catalog() -> Vec<Arc<InstanceType>> {
+    vec![
+        m5("m5.large", 2, 0.096),
+        m5("m5.xlarge", 4, 0.192),
+        m5("m5.2xlarge", 8, 0.384),
+    ]
+}
+
+fn node_pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
+    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    let mut spec = NodePoolSpec::new(NodeClaimTemplate {
+        metadata: Default::default(),
+        spec: NodeClaimTemplateSpec::new(class),
+    });
+    spec.disruption.consolidation_policy = Some(policy);
+    spec.disruption.consolidate_after = Some(NillableDuration::parse("0s").expect("duration"));
+    spec.disruption.budgets = Some(vec![Budget {
+        nodes: budget.to_string(),
+        schedule: None,
+        duration: None,
+        reasons: None,
+    }]);
+    NodePoolState {
+        node_pool: NodePool::new(name, spec),
+        instance_types: catalog(),
+        ready: true,
+    }
+}
+
+fn condition(type_: &str) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status: ConditionStatus::True,
+        reason: None,
+        message: None,
+        last_transition_time: Some(CREATED.to_string()),
+        observed_generation: None,
+    }
+}
+
+/// An initialized, consolidatable on-demand node of `it` in pool `pool`, holding `pods` pods of
+/// `cpu` each.
+fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
+    let mut node_labels = BTreeMap::new();
+    node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
+    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+    node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
+    node_labels.insert(
+        labels::CAPACITY_TYPE.to_string(),
+        labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
+    );
+    node_labels.insert(labels::ARCH.to_string(), "amd64".to_string());
+    node_labels.insert(labels::OS.to_string(), "linux".to_string());
+    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
+    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
+    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
+    let mut n = ClusterNode::new(name);
+    n.labels = node_labels.clone();
+    n.capacity = it.capacity.clone();
+    n.allocatable = it.allocatable().clone();
+    n.managed = true;
+    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
+    claim.metadata.labels = node_labels;
+    claim.metadata.creation_timestamp = Some(CREATED.to_string());
+    claim.status.provider_id = Some(format!("aws:///{ZONE}/{name}"));
+    claim.status.node_name = Some(name.to_string());
+    claim.status.conditions = vec![condition("Initialized"), condition("Consolidatable")];
+    let pods = (0..pods)
+        .map(|i| {
+            let mut p = Pod::new("default", format!("{name}-pod-{i}"));
+            p.requests = rl(&[("cpu", cpu), ("memory", "512Mi")]);
+            p.node_name = Some(name.to_string());
+            p.phase = karpenter_core::model::PodPhase::Running;
+            p.owner = Some(karpenter_core::model::OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "web".into(),
+                controller: true,
+            });
+            p
+        })
+        .collect();
+    StateNode {
+        node: Some(n),
+        node_claim: Some(claim),
+        pods,
+        marked_for_deletion: false,
+        nominated_until: None,
+        ready: true,
+    }
+}
+
+fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        node_pools: pools,
+        nodes: nodes.into_iter().map(Arc::new).collect(),
+        ..ClusterSnapshot::default()
+    }
+}
+
+fn it(name: &str) -> Arc<InstanceType> {
+    catalog()
+        .into_iter()
+        .find(|t| t.name == name)
+        .expect("known type")
+}
+
+/// The seed guide's example: A (m5.2xlarge, 20 % of CPU requested), B (m5.2xlarge, 30 %),
+/// C (m5.xlarge, 90 %).
+fn guide_cluster(budget: &str) -> ClusterSnapshot {
+    let big = it("m5.2xlarge");
+    let small = it("m5.xlarge");
+    snapshot(
+        vec![node_pool(
+            "default",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            budget,
+        )],
+        vec![
+            node("node-a", "default", &big, 2, "800m"),
+            node("node-b", "default", &big, 3, "800m"),
+            node("node-c", "default", &small, 3, "1200m"),
+        ],
+    )
+}
+
+fn names(cmd: &karpenter_core::disruption::Command) -> Vec<&str> {
+    cmd.candidates.iter().map(|c| c.name()).collect()
+}
+
+/// With the default 10% budget (one node of three, rounded up), multi-node consolidation needs
+/// two candidates and cannot act; single-node consolidation takes the node with the best
+/// price-per-disruption ratio, A ($0.384 over 2 pods), and deletes it: its 1.6 CPU fit in B's free
+/// capacity. This is the guide's narrative.
+#[test]
+fn seed_guide_example_with_default_budget_deletes_node_a() {
+    let pass = run_pass(
+        &guide_cluster("10%"),
+        now(),
+        &DisruptionOptions::default(),
+        &|_| false,
+    );
+    assert_eq!(pass.commands.len(), 1);
+    let cmd = &pass.commands[0];
+    assert_eq!(cmd.method, Method::SingleNode);
+    assert_eq!(cmd.reason, Reason::Underutilized);
+    assert_eq!(names(cmd), ["node-a"]);
+    assert!(cmd.replacements.is_empty(), "A's pods fit on B");
+    assert!((cmd.savings_per_hour - 0.384).abs() < 1e-9);
+    let sim = cmd.simulation.as_ref().expect("simulated");
+    assert_eq!(sim.existing_nodes.len(), 1);
+    assert_eq!(sim.existing_nodes[0].name, "node-b");
+}
+
+/// With a budget that allows all three nodes, upstream's multi-node method finds a cheaper move
+/// than the guide's: all 7.6 CPU fit one 8-vCPU node (7.91 CPU allocatable), so the three nodes
+/// ($0.96/h on demand) are replaced by one m5.2xlarge — and, since both capacity types remain
+/// possible, the replacement is narrowed to spot (§2.6 step 9): $0.1536/h.
+#[test]
+fn seed_guide_example_with_full_budget_replaces_all_three_with_one_node() {
+    let pass = run_pass(
+        &guide_cluster("100%"),
+        now(),
+        &DisruptionOptions::default(),
+        &|_| false,
+    );
+    assert_eq!(pass.commands.len(), 1);
+    let cmd = &pass.commands[0];
+    assert_eq!(cmd.method, Method::MultiNode);
+    assert_eq!(names(cmd), ["node-a", "node-b", "node-c"]);
+    assert_eq!(cmd.replacements.len(), 1);
+    let r = &cmd.replacements[0];
+    assert_eq!(r.instance_types[0].name, "m5.2xlarge");
+    assert_eq!(
+        r.requirements
+            .get(labels::CAPACITY_TYPE)
+            .and_then(|c| c.single_value()),
+        Some(labels::CAPACITY_TYPE_SPOT)
+    );
+    assert!((cmd.savings_per_hour - (0.96 - 0.384 * 0.4)).abs() < 1e-9);
+}
+
+#[test]
+fn emptiness_deletes_empty_nodes_within_budget() {
+    let big = it("m5.2xlarge");
+    let nodes = (0..10)
+        .map(|i| node(&format!("empty-{i}"), "default", &big, 0, "1"))
+        .collect();
+    let s = snapshot(
+        vec![node_pool("default", ConsolidationPolicy::WhenEmpty, "30%")],
+        nodes,
+    );
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert_eq!(pass.commands.len(), 1);
+    assert_eq!(pass.commands[0].method, Method::Emptiness);
+    assert_eq!(pass.commands[0].reason, Reason::Empty);
+    assert_eq!(pass.commands[0].candidates.len(), 3, "30% of 10");
+}
+
+#[test]
+fn zero_budget_blocks_every_method() {
+    let s = guide_cluster("0%");
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert!(pass.commands.is_empty());
+}
+
+#[test]
+fn when_empty_policy_does_not_consolidate_underutilized_nodes() {
+    let mut s = guide_cluster("100%");
+    s.node_pools = vec![node_pool("default", ConsolidationPolicy::WhenEmpty, "100%")];
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert!(pass.commands.is_empty());
+}
+
+#[test]
+fn drifted_node_is_replaced_before_consolidation() {
+    let mut s = guide_cluster("100%");
+    let mut c = (*s.nodes[2]).clone();
+    if let Some(claim) = c.node_claim.as_mut() {
+        claim.status.conditions.push(condition("Drifted"));
+    }
+    s.nodes[2] = Arc::new(c);
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert_eq!(pass.commands.len(), 1);
+    assert_eq!(pass.commands[0].method, Method::Drift);
+    assert_eq!(names(&pass.commands[0]), ["node-c"]);
+}
+
+#[test]
+fn do_not_disrupt_pod_blocks_consolidation_of_its_node() {
+    let mut s = guide_cluster("10%");
+    let mut a = (*s.nodes[0]).clone();
+    a.pods[0].annotations.insert(
+        labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+        "true".to_string(),
+    );
+    s.nodes[0] = Arc::new(a);
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert!(
+        pass.commands.iter().all(|c| names(c) != ["node-a"]),
+        "node-a is blocked by its pod"
+    );
+    assert!(
+        pass.blocked
+            .iter()
+            .any(|(n, r)| n == "node-a" && r.contains("do-not-disrupt"))
+    );
+}
+
+/// Playing passes forward reaches a fixed point and never disrupts a node twice.
+#[test]
+fn plan_plays_passes_forward_to_a_fixed_point() {
+    let p = plan(&guide_cluster("10%"), now(), &DisruptionOptions::default());
+    assert!(!p.commands.is_empty());
+    let mut seen = std::collections::BTreeSet::new();
+    for cmd in &p.commands {
+        for c in &cmd.candidates {
+            assert!(
+                seen.insert(c.name().to_string()),
+                "{} disrupted twice",
+                c.name()
+            );
+        }
+        assert!(cmd.savings_per_hour > 0.0);
+    }
+    let again = plan(&guide_cluster("10%"), now(), &DisruptionOptions::default());
+    assert_eq!(
+        p.commands
+            .iter()
+            .map(|c| names(c).join(","))
+            .collect::<Vec<_>>(),
+        again
+            .commands
+            .iter()
+            .map(|c| names(c).join(","))
+            .collect::<Vec<_>>(),
+        "deterministic"
+    );
+}
+
+/// Expired NodeClaims are disrupted regardless of budgets.
+#[test]
+fn expired_nodes_come_first_regardless_of_budgets() {
+    let mut s = guide_cluster("0%");
+    let mut a = (*s.nodes[0]).clone();
+    if let Some(claim) = a.node_claim.as_mut() {
+        claim.spec.expire_after = Some(NillableDuration::parse("24h").expect("duration"));
+    }
+    s.nodes[0] = Arc::new(a);
+    let p = plan(&s, now(), &DisruptionOptions::default());
+    assert_eq!(p.commands[0].method, Method::Expiration);
+    assert_eq!(p.commands[0].reason, Reason::Expired);
+    assert_eq!(names(&p.commands[0]), ["node-a"]);
+}
