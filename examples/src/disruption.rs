@@ -1,21 +1,24 @@
-//! `--disruption`: the disruption planner's view of the existing cluster.
+//! `--disruption`: what the disruption controller would do to the existing cluster.
 //!
-//! **Not wired yet.** [`plan_disruption`] is the hook the disruption planner fills: it receives
-//! everything the planner needs ([`DisruptionInput`]) and returns the contract's `disruption`
-//! object ([`DisruptionPlan`]). Until it does, it returns `None`, `karpenter plan --disruption`
-//! prints "disruption planning is not wired yet" on standard error and the output has no
-//! `disruption` key.
+//! [`plan_disruption`] turns the input into a [`ClusterSnapshot`] and runs
+//! [`karpenter_core::disruption::plan`]: expired NodeClaims first, then pass after pass of
+//! emptiness, drift, multi-node and single-node consolidation, each command applied to a working
+//! copy before the next pass. A Node that carries `karpenter.sh/nodepool` but has no NodeClaim in
+//! the input (a dump of Nodes only) gets a NodeClaim synthesized from its labels and status, so
+//! that offline dumps can be planned.
 
-use karpenter_core::api::{NodeClaim, NodePool};
+use karpenter_core::api::{
+    Condition, ConditionStatus, NodeClaim, NodeClaimSpec, NodeClassReference, NodePool,
+};
+use karpenter_core::disruption::DisruptionOptions;
+use karpenter_core::model::ClusterNode;
 use karpenter_core::model::{DaemonSet, InstanceType, PodDisruptionBudget, Timestamp};
 use karpenter_core::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
+use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 use serde::Serialize;
 use std::sync::Arc;
 
 use crate::output::ClaimOutput;
-
-/// The message printed on standard error while [`plan_disruption`] is not wired.
-pub const NOT_WIRED: &str = "disruption planning is not wired yet";
 
 /// Everything the disruption planner reads.
 #[derive(Debug, Clone)]
@@ -76,8 +79,114 @@ pub struct BlockedNode {
     pub reason: String,
 }
 
-/// The disruption planner hook. Returns `None` while not wired (see the module documentation).
-pub fn plan_disruption(input: &DisruptionInput<'_>) -> Option<DisruptionPlan> {
-    let _ = input;
-    None
+/// Plans disruption over the input (see the module documentation).
+pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
+    let snapshot = snapshot(input);
+    let options = DisruptionOptions {
+        scheduler: input.scheduler_options.clone(),
+        ..DisruptionOptions::default()
+    };
+    let plan = karpenter_core::disruption::plan(&snapshot, input.now, &options);
+    let policy = &input.scheduler_options.label_policy;
+    let commands = plan
+        .commands
+        .iter()
+        .map(|c| DisruptionCommand {
+            reason: c.reason.as_str().to_string(),
+            method: c.method.as_str().to_string(),
+            candidates: c.candidates.iter().map(|c| c.name().to_string()).collect(),
+            replacements: c
+                .replacements
+                .iter()
+                .map(|r| {
+                    let launch = crate::plan::launch_of(&r.instance_types, &r.requirements, policy);
+                    crate::plan::claim_output(r, launch)
+                })
+                .collect(),
+            savings_per_hour: round6(c.savings_per_hour),
+        })
+        .collect();
+    let blocked = plan
+        .blocked
+        .into_iter()
+        .filter(|(_, reason)| reason != "node isn't managed by karpenter")
+        .map(|(node, reason)| BlockedNode { node, reason })
+        .collect();
+    DisruptionPlan { commands, blocked }
+}
+
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn snapshot(input: &DisruptionInput<'_>) -> ClusterSnapshot {
+    let node_pools = input
+        .nodepools
+        .iter()
+        .zip(input.node_pool_inputs)
+        .map(|(pool, pi)| NodePoolState {
+            node_pool: pool.clone(),
+            instance_types: pi.instance_types.clone(),
+            ready: true,
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for n in input.nodes {
+        let claim = input.nodeclaims.iter().find(|c| {
+            c.status.node_name.as_deref() == Some(n.node.name.as_str()) || c.name() == n.node.name
+        });
+        let in_flight = claim.is_some_and(|c| {
+            c.name() == n.node.name && c.status.node_name.as_deref() != Some(n.node.name.as_str())
+        });
+        let claim = claim
+            .cloned()
+            .or_else(|| n.node.nodepool().map(|_| synthesize_claim(&n.node)));
+        let mut node = n.node.clone();
+        if claim.is_some() {
+            node.managed = true;
+        }
+        nodes.push(Arc::new(StateNode {
+            node: (!in_flight).then_some(node),
+            node_claim: claim,
+            pods: n.pods.clone(),
+            marked_for_deletion: n.node.marked_for_deletion,
+            nominated_until: None,
+            ready: true,
+        }));
+    }
+    ClusterSnapshot {
+        node_pools,
+        nodes,
+        pending_pods: Vec::new(),
+        daemonsets: input.daemonsets.to_vec(),
+        pdbs: input.pdbs.to_vec(),
+        namespace_labels: Default::default(),
+    }
+}
+
+/// A NodeClaim for a managed Node that has none in the input: its labels, capacity and
+/// allocatable, `Initialized` when the Node carries `karpenter.sh/initialized=true`, created when
+/// the Node was.
+fn synthesize_claim(node: &ClusterNode) -> NodeClaim {
+    let created = node.creation_timestamp.to_string();
+    let class = NodeClassReference::new("", "", "");
+    let mut claim = NodeClaim::new(node.name.clone(), NodeClaimSpec::new(class));
+    claim.metadata.labels = node.labels.clone();
+    claim.metadata.annotations = node.annotations.clone();
+    claim.metadata.creation_timestamp = Some(created.clone());
+    claim.status.node_name = Some(node.name.clone());
+    claim.status.provider_id = Some(format!("node://{}", node.name));
+    claim.status.capacity = node.capacity.clone();
+    claim.status.allocatable = node.allocatable.clone();
+    if node.initialized {
+        claim.status.conditions.push(Condition {
+            type_: "Initialized".to_string(),
+            status: ConditionStatus::True,
+            reason: None,
+            message: None,
+            last_transition_time: Some(created),
+            observed_generation: None,
+        });
+    }
+    claim
 }

@@ -31,7 +31,7 @@ pub struct PlanOutput {
     pub catalog: CatalogInfo,
     /// Operator advice.
     pub warnings: Vec<Warning>,
-    /// The disruption plan, with `--disruption` once wired.
+    /// The disruption plan, with `--disruption`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub disruption: Option<DisruptionPlan>,
 }
@@ -312,6 +312,51 @@ pub fn to_table(plan: &PlanOutput) -> String {
         "  lower bound:     {}/hour ({gap})",
         money(s.lower_bound_per_hour)
     );
+
+    if let Some(d) = &plan.disruption {
+        let _ = writeln!(out, "\nDisruption: {} command(s)", d.commands.len());
+        let mut total = 0.0;
+        for (i, c) in d.commands.iter().enumerate() {
+            total += c.savings_per_hour;
+            let replacements: Vec<String> = c
+                .replacements
+                .iter()
+                .map(|r| match &r.launch {
+                    Some(l) => format!(
+                        "{} {} {} {}",
+                        l.instance_type,
+                        l.zone,
+                        l.capacity_type,
+                        money(l.price_per_hour)
+                    ),
+                    None => r.node_pool.clone(),
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  {}. {} ({}): {} -> {}; saves {}/hour",
+                i + 1,
+                c.reason,
+                c.method,
+                c.candidates.join(", "),
+                if replacements.is_empty() {
+                    "delete".to_string()
+                } else {
+                    format!("replace with {}", replacements.join(", "))
+                },
+                money(c.savings_per_hour)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  total savings: {}/hour, ${:.2}/month (730 h)",
+            money(total),
+            total * 730.0
+        );
+        for b in &d.blocked {
+            let _ = writeln!(out, "  blocked: {}: {}", b.node, b.reason);
+        }
+    }
 
     if !plan.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings: {}", plan.warnings.len());

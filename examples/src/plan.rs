@@ -25,7 +25,8 @@ use karpenter_core::model::{
 use karpenter_core::requirements::{Operator, Requirement, Requirements};
 use karpenter_core::resources::ResourceList;
 use karpenter_core::scheduling::{
-    ExistingNodeInput, NodePoolInput, Results, SchedulerOptions, SchedulingInput, solve,
+    ExistingNodeInput, NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput,
+    solve,
 };
 use karpenter_core::taints::{self, Toleration};
 
@@ -499,7 +500,7 @@ fn compute_lower_bound(
 
 /// The cheapest available offering compatible with the claim among its instance types (the
 /// first, in the claim's order, on a tie).
-fn launch_of(
+pub(crate) fn launch_of(
     instance_types: &[Arc<InstanceType>],
     requirements: &Requirements,
     policy: &LabelPolicy,
@@ -974,18 +975,7 @@ pub fn plan(
         if let Some(l) = &launch {
             cost += l.price_per_hour;
         }
-        node_claims.push(ClaimOutput {
-            node_pool: claim.node_pool.clone(),
-            instance_types: claim
-                .instance_types
-                .iter()
-                .map(|it| it.name.clone())
-                .collect(),
-            launch,
-            requirements: claim.requirements.to_node_selector_requirements(),
-            pods: claim.pods.clone(),
-            requests: claim.requests.clone(),
-        });
+        node_claims.push(claim_output(claim, launch));
     }
     let existing_nodes: Vec<ExistingNodeOutput> = results
         .existing_nodes
@@ -1112,10 +1102,7 @@ pub fn plan(
             instance_types: &all_types,
             scheduler_options: &options,
         });
-        if plan.is_none() {
-            notices.push(disruption::NOT_WIRED.to_string());
-        }
-        plan
+        Some(plan)
     } else {
         None
     };
@@ -1132,4 +1119,20 @@ pub fn plan(
         },
         notices,
     })
+}
+
+/// The contract's view of a NodeClaim the scheduler decided to create.
+pub(crate) fn claim_output(claim: &NewNodeClaim, launch: Option<Launch>) -> ClaimOutput {
+    ClaimOutput {
+        node_pool: claim.node_pool.clone(),
+        instance_types: claim
+            .instance_types
+            .iter()
+            .map(|it| it.name.clone())
+            .collect(),
+        launch,
+        requirements: claim.requirements.to_node_selector_requirements(),
+        pods: claim.pods.clone(),
+        requests: claim.requests.clone(),
+    }
 }

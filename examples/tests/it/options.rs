@@ -213,29 +213,49 @@ fn explain_lists_every_nodepool() {
 }
 
 #[test]
-fn disruption_is_accepted_but_not_wired_yet() {
+fn disruption_plans_consolidation_of_the_cluster_dump() {
     let dir = manifests("cluster-dump");
-    let run = karpenter(
-        &[
-            "plan",
-            "-f",
-            &dir,
-            "--disruption",
-            "--now",
-            "2026-07-01T12:00:00Z",
-            "-o",
-            "json",
-        ],
-        "",
-    );
+    let args = [
+        "plan",
+        "-f",
+        dir.as_str(),
+        "--disruption",
+        "--now",
+        "2026-06-10T00:00:00Z",
+        "-o",
+        "json",
+    ];
+    let run = karpenter(&args, "");
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("disruption planning is not wired yet"),
-        "{}",
-        run.stderr
-    );
     let plan: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert!(plan.get("disruption").is_none());
+    let d = &plan["disruption"];
+    // The underused node's pods fit elsewhere: single-node consolidation deletes it.
+    assert_eq!(d["commands"][0]["reason"], "Underutilized");
+    assert_eq!(d["commands"][0]["method"], "single-node");
+    assert_eq!(
+        d["commands"][0]["candidates"][0],
+        "ip-10-0-1-10.ec2.internal"
+    );
+    assert!(d["commands"][0]["savingsPerHour"].as_f64().unwrap() > 0.0);
+    // The node with a do-not-disrupt pod is blocked, and says why.
+    let blocked = d["blocked"].as_array().unwrap();
+    assert!(
+        blocked
+            .iter()
+            .any(|b| b["node"] == "ip-10-0-3-30.ec2.internal"
+                && b["reason"].as_str().unwrap().contains("do-not-disrupt"))
+    );
+    // Byte-identical across runs.
+    assert_eq!(run.stdout, karpenter(&args, "").stdout);
+}
+
+#[test]
+fn disruption_expires_nodes_past_expire_after() {
+    let dir = manifests("cluster-dump");
+    let plan = plan_json(&["-f", &dir, "--disruption", "--now", "2026-11-30T00:00:00Z"]);
+    let d = &plan["disruption"];
+    assert_eq!(d["commands"][0]["reason"], "Expired");
+    assert_eq!(d["commands"][0]["method"], "expiration");
 }
 
 #[test]
