@@ -1,5 +1,6 @@
 //! Benchmark workloads shared by the criterion benches and the benchmark reporter.
 
+pub mod consolidation;
 pub mod gorand;
 pub mod scenario;
 pub mod workload;

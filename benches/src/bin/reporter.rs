@@ -31,6 +31,10 @@ const DEFAULT_ROWS: &[&str] = &[
     "diverse:20000",
     "respect:4000",
     "ignore:4000",
+    "consolidation:100",
+    "consolidation:400",
+    "consolidation:1000",
+    "consolidation:5000",
 ];
 
 struct Row {
@@ -75,11 +79,16 @@ fn main() {
         }
     };
     let mut results = Vec::new();
+    let mut consolidation: Vec<(String, String)> = Vec::new();
     for row in &rows {
         let out = Command::new(&exe).arg("--child").arg(row).output();
         match out {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
+                if let Some(rest) = text.trim().strip_prefix("C ") {
+                    consolidation.push((row.clone(), rest.to_string()));
+                    continue;
+                }
                 match parse_child(row, text.trim()) {
                     Some(r) => results.push(r),
                     None => eprintln!("row {row}: unreadable output {text:?}"),
@@ -90,6 +99,53 @@ fn main() {
         }
     }
     print_table(&results, markdown);
+    if !consolidation.is_empty() {
+        println!();
+        print_consolidation(&consolidation, markdown);
+    }
+}
+
+fn print_consolidation(rows: &[(String, String)], markdown: bool) {
+    let header = [
+        "row",
+        "nodes",
+        "candidates",
+        "evaluated",
+        "single-node eval",
+        "multi-node pass",
+        "removed by pass",
+        "peak RSS",
+    ];
+    let mut lines = Vec::new();
+    for (row, text) in rows {
+        let f: Vec<u64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let [nodes, candidates, evaluated, per, multi, removed, peak] = f[..] else {
+            eprintln!("row {row}: unreadable output {text:?}");
+            continue;
+        };
+        lines.push(vec![
+            row.clone(),
+            nodes.to_string(),
+            candidates.to_string(),
+            evaluated.to_string(),
+            format!("{:.3} ms", per as f64 / 1e6),
+            format!("{:.3} s", multi as f64 / 1e9),
+            removed.to_string(),
+            format!("{:.1} MB", peak as f64 / 1024.0),
+        ]);
+    }
+    if markdown {
+        println!("| {} |", header.join(" | "));
+        println!("|{}", " --- |".repeat(header.len()));
+        for l in &lines {
+            println!("| {} |", l.join(" | "));
+        }
+        return;
+    }
+    println!("{}", header.join("  "));
+    for l in &lines {
+        println!("{}", l.join("  "));
+    }
 }
 
 fn run_row(row: &str) -> Result<String, String> {
@@ -97,6 +153,9 @@ fn run_row(row: &str) -> Result<String, String> {
         .split_once(':')
         .ok_or_else(|| format!("row {row:?} is not KIND:N"))?;
     let n: usize = n.parse().map_err(|_| format!("row {row:?}: bad count"))?;
+    if kind == "consolidation" {
+        return run_consolidation_row(n);
+    }
     let policy = match kind {
         "diverse" | "respect" => PreferencePolicy::Respect,
         "ignore" => PreferencePolicy::Ignore,
@@ -125,6 +184,48 @@ fn run_row(row: &str) -> Result<String, String> {
     Ok(format!(
         "{n} {scheduled} {nodes} {iterations} {} {}",
         per_solve.as_nanos(),
+        peak_rss_kib()
+    ))
+}
+
+/// A consolidation row: `<nodes> <candidates> <evaluated> <ns per single-node evaluation>
+/// <ns for a full multi-node pass> <nodes removed by that pass> <peak KiB>`.
+fn run_consolidation_row(n: usize) -> Result<String, String> {
+    use karpenter_bench::consolidation;
+    use karpenter_core::disruption::{
+        DisruptionOptions, consolidation_candidates_of, evaluate_consolidation, multi_node_pass,
+    };
+    let snapshot = consolidation::cluster(n);
+    let now = consolidation::now();
+    let options = DisruptionOptions {
+        scheduler: scenario::options(PreferencePolicy::Respect),
+        ..DisruptionOptions::default()
+    };
+    let candidates = consolidation_candidates_of(&snapshot, now);
+    // Single-node: evaluate candidates one by one (every candidate up to 200, spread evenly).
+    let step = (candidates.len() / 200).max(1);
+    let sample: Vec<_> = candidates.iter().step_by(step).take(200).collect();
+    let start = Instant::now();
+    for c in &sample {
+        let _ = std::hint::black_box(evaluate_consolidation(
+            &snapshot,
+            std::slice::from_ref(*c),
+            now,
+            &options,
+        ));
+    }
+    let per_candidate = start.elapsed() / (sample.len().max(1) as u32);
+    // Multi-node: one full pass over every candidate (no cap, no time-out).
+    let start = Instant::now();
+    let pass = multi_node_pass(&snapshot, now, &options);
+    let multi = start.elapsed();
+    let removed: usize = pass.commands.iter().map(|c| c.candidates.len()).sum();
+    Ok(format!(
+        "C {n} {} {} {} {} {removed} {}",
+        candidates.len(),
+        sample.len(),
+        per_candidate.as_nanos(),
+        multi.as_nanos(),
         peak_rss_kib()
     ))
 }

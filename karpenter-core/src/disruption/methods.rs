@@ -750,6 +750,51 @@ fn single_node(
     }
 }
 
+/// Evaluates consolidating exactly `candidates` (§2.6): the command it would give (a delete or a
+/// replacement by one cheaper node), `Ok(None)` when a candidate is already being deleted, or
+/// the reason it is not worth doing. Budgets and Balanced scoring are not applied here.
+pub fn evaluate_consolidation(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> Result<Option<Command>, String> {
+    let policy = &options.scheduler.label_policy;
+    Ok(compute_consolidation(snapshot, candidates, options, now)?.map(|(replacements, sim)| {
+        Command {
+            method: if candidates.len() == 1 {
+                Method::SingleNode
+            } else {
+                Method::MultiNode
+            },
+            reason: Reason::Underutilized,
+            savings_per_hour: savings(candidates, &replacements, policy),
+            candidates: candidates.to_vec(),
+            replacements,
+            simulation: Some(sim.results),
+        }
+    }))
+}
+
+/// The consolidation candidates of a snapshot, in the order multi- and single-node
+/// consolidation consider them (savings ratio, highest first).
+pub fn consolidation_candidates_of(snapshot: &ClusterSnapshot, now: Timestamp) -> Vec<Candidate> {
+    let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
+    consolidation_candidates(snapshot, &graceful, now)
+}
+
+/// Multi-node consolidation alone (§2.7), over every candidate of the snapshot.
+pub fn multi_node_pass(
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> PassOutcome {
+    let mut out = PassOutcome::default();
+    let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
+    multi_node(snapshot, &graceful, now, &mut out, options);
+    out
+}
+
 /// One pass of the disruption controller (§2.1 step 4): emptiness, drift, multi-node and
 /// single-node consolidation in production order; the first method with a command wins.
 /// `in_queue` says which provider ids are already being disrupted.

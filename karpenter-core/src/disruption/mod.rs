@@ -14,4 +14,7 @@ pub mod cost;
 pub mod methods;
 pub mod simulate;
 
-pub use methods::{Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, plan, run_pass};
+pub use methods::{
+    Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, consolidation_candidates_of,
+    evaluate_consolidation, multi_node_pass, plan, run_pass,
+};
