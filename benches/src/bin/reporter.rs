@@ -118,7 +118,10 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
     ];
     let mut lines = Vec::new();
     for (row, text) in rows {
-        let f: Vec<u64> = text.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let f: Vec<u64> = text
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
         let [nodes, candidates, evaluated, per, multi, removed, peak] = f[..] else {
             eprintln!("row {row}: unreadable output {text:?}");
             continue;

@@ -760,20 +760,22 @@ pub fn evaluate_consolidation(
     options: &DisruptionOptions,
 ) -> Result<Option<Command>, String> {
     let policy = &options.scheduler.label_policy;
-    Ok(compute_consolidation(snapshot, candidates, options, now)?.map(|(replacements, sim)| {
-        Command {
-            method: if candidates.len() == 1 {
-                Method::SingleNode
-            } else {
-                Method::MultiNode
-            },
-            reason: Reason::Underutilized,
-            savings_per_hour: savings(candidates, &replacements, policy),
-            candidates: candidates.to_vec(),
-            replacements,
-            simulation: Some(sim.results),
-        }
-    }))
+    Ok(
+        compute_consolidation(snapshot, candidates, options, now)?.map(|(replacements, sim)| {
+            Command {
+                method: if candidates.len() == 1 {
+                    Method::SingleNode
+                } else {
+                    Method::MultiNode
+                },
+                reason: Reason::Underutilized,
+                savings_per_hour: savings(candidates, &replacements, policy),
+                candidates: candidates.to_vec(),
+                replacements,
+                simulation: Some(sim.results),
+            }
+        }),
+    )
 }
 
 /// The consolidation candidates of a snapshot, in the order multi- and single-node
