@@ -769,6 +769,7 @@ fn build_world(
             ExistingNodeInput {
                 node,
                 pods: Vec::new(),
+                volume_limits: Default::default(),
             },
         );
     }
@@ -812,6 +813,7 @@ fn build_world(
                     ExistingNodeInput {
                         node,
                         pods: Vec::new(),
+                        volume_limits: Default::default(),
                     },
                 );
             }
@@ -900,6 +902,7 @@ fn explain(
                     daemonsets: input.daemonsets.clone(),
                     pods: vec![pod.clone()],
                     namespace_labels: input.namespace_labels.clone(),
+                    volumes: input.volumes.clone(),
                 };
                 let r = solve(&alone, options);
                 let reason = match r.pod_errors.get(&pod.key()) {
@@ -956,6 +959,7 @@ pub fn plan(
         daemonsets: world.daemonsets.clone(),
         pods: world.pending.iter().map(|e| e.pod.clone()).collect(),
         namespace_labels: BTreeMap::new(),
+        volumes: Default::default(),
     };
     if input.node_pools.is_empty() && !input.pods.is_empty() {
         notices.push(
