@@ -3,3 +3,4 @@
 mod catalog;
 mod harness;
 mod provider;
+mod volumes;
