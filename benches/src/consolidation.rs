@@ -180,6 +180,7 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
             marked_for_deletion: false,
             nominated_until: None,
             ready: true,
+            volume_limits: Default::default(),
         }));
     }
     ClusterSnapshot {

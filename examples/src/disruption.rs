@@ -152,6 +152,7 @@ fn snapshot(input: &DisruptionInput<'_>) -> ClusterSnapshot {
             marked_for_deletion: n.node.marked_for_deletion,
             nominated_until: None,
             ready: true,
+            volume_limits: n.volume_limits.clone(),
         }));
     }
     ClusterSnapshot {
@@ -161,6 +162,7 @@ fn snapshot(input: &DisruptionInput<'_>) -> ClusterSnapshot {
         daemonsets: input.daemonsets.to_vec(),
         pdbs: input.pdbs.to_vec(),
         namespace_labels: Default::default(),
+        volumes: Default::default(),
     }
 }
 

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_core::api::{self, ApiError, NodeClaim, NodePool};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -372,6 +373,14 @@ pub struct Manifests {
     pub daemonsets: Vec<Located<DaemonSet>>,
     /// `policy/v1 PodDisruptionBudget`s.
     pub pdbs: Vec<Located<PodDisruptionBudget>>,
+    /// `v1 PersistentVolumeClaim`s.
+    pub claims: Vec<Located<PersistentVolumeClaim>>,
+    /// `v1 PersistentVolume`s.
+    pub volumes: Vec<Located<PersistentVolume>>,
+    /// `storage.k8s.io/v1 StorageClass`es.
+    pub storage_classes: Vec<Located<StorageClass>>,
+    /// `storage.k8s.io/v1 CSINode`s (nodes' per-driver volume limits).
+    pub csinodes: Vec<Located<CSINode>>,
     /// Things worth telling the user on standard error: skipped kinds, ignored fields.
     pub notices: Vec<String>,
 }
@@ -397,7 +406,15 @@ pub fn object_name(value: &Value) -> String {
 fn is_namespaced(kind: &str) -> bool {
     !matches!(
         kind,
-        "Node" | "NodePool" | "NodeClaim" | "EC2NodeClass" | "Namespace" | "?"
+        "Node"
+            | "NodePool"
+            | "NodeClaim"
+            | "EC2NodeClass"
+            | "Namespace"
+            | "PersistentVolume"
+            | "StorageClass"
+            | "CSINode"
+            | "?"
     )
 }
 
@@ -481,6 +498,19 @@ pub fn classify(docs: &[Document]) -> Result<Manifests, ManifestError> {
             }
             ("policy/v1", "PodDisruptionBudget") => {
                 m.pdbs.push(located(doc, &name, decode(doc, &name)?))
+            }
+            ("v1", "PersistentVolumeClaim") => {
+                m.claims.push(located(doc, &name, decode(doc, &name)?))
+            }
+            ("v1", "PersistentVolume") => {
+                m.volumes.push(located(doc, &name, decode(doc, &name)?))
+            }
+            ("storage.k8s.io/v1", "StorageClass") => {
+                m.storage_classes
+                    .push(located(doc, &name, decode(doc, &name)?))
+            }
+            ("storage.k8s.io/v1", "CSINode") => {
+                m.csinodes.push(located(doc, &name, decode(doc, &name)?))
             }
             ("", _) | (_, "") => m.notices.push(format!(
                 "{}: skipped: no apiVersion/kind (a fragment?)",
@@ -650,6 +680,17 @@ mod tests {
         let m = classify(&docs).unwrap();
         assert_eq!(m.notices.len(), 3, "{:?}", m.notices);
         assert!(m.notices[0].contains("ConfigMap/default/c"));
+    }
+
+    #[test]
+    fn storage_kinds_are_decoded() {
+        let text = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: db}\nspec: {storageClassName: gp3}\n---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-1}\nspec: {csi: {driver: ebs.csi.aws.com, volumeHandle: vol-1}}\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: gp3}\nprovisioner: ebs.csi.aws.com\n---\napiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: node-1}\nspec: {drivers: [{name: ebs.csi.aws.com, nodeID: i-1, allocatable: {count: 25}}]}\n";
+        let m = classify(&documents_from_str("s.yaml", text, false).unwrap()).unwrap();
+        assert!(m.notices.is_empty(), "{:?}", m.notices);
+        assert_eq!(m.claims[0].name, "PersistentVolumeClaim/db/data");
+        assert_eq!(m.volumes[0].name, "PersistentVolume/pv-1");
+        assert_eq!(m.storage_classes[0].name, "StorageClass/gp3");
+        assert_eq!(m.csinodes[0].name, "CSINode/node-1");
     }
 
     #[test]

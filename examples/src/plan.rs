@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::{Pod as K8sPod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use karpenter_core::api::{NodeClaim, NodePool};
 use karpenter_core::convert::{
-    ConvertError, daemonset_from_k8s, node_from_k8s, pdb_from_k8s, pod_from_k8s,
+    ConvertError, csi_node_limits_from_k8s, daemonset_from_k8s, node_from_k8s, pdb_from_k8s,
+    pod_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s,
 };
 use karpenter_core::labels::{self, LabelPolicy};
 use karpenter_core::model::{
@@ -29,6 +30,7 @@ use karpenter_core::scheduling::{
     solve,
 };
 use karpenter_core::taints::{self, Toleration};
+use karpenter_core::volumes::{VolumeCatalog, VolumeSource};
 
 use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
@@ -601,6 +603,7 @@ struct World {
     bound_sources: BTreeMap<String, PodEntry>,
     nodeclaims: Vec<NodeClaim>,
     warnings: Vec<Warning>,
+    volumes: VolumeCatalog,
 }
 
 fn build_world(
@@ -770,6 +773,7 @@ fn build_world(
             ExistingNodeInput {
                 node,
                 pods: Vec::new(),
+                volume_limits: Default::default(),
             },
         );
     }
@@ -813,12 +817,16 @@ fn build_world(
                     ExistingNodeInput {
                         node,
                         pods: Vec::new(),
+                        volume_limits: Default::default(),
                     },
                 );
             }
         }
         nodeclaims.push(c.object.clone());
     }
+
+    // Storage: claims, volumes and classes; CSINodes give nodes their volume limits.
+    let volumes = volume_catalog(m, &mut nodes, &mut entries, notices)?;
 
     // Bound pods onto nodes; pending pods to plan.
     let mut pending = Vec::new();
@@ -866,7 +874,63 @@ fn build_world(
         bound_sources,
         nodeclaims,
         warnings,
+        volumes,
     })
+}
+
+/// The volume catalog of the input's PersistentVolumeClaims, PersistentVolumes and
+/// StorageClasses, and the CSINodes' limits set on their nodes. An input without any of the
+/// three storage kinds plans as if pods mounted no claims (a notice says so), rather than
+/// leaving every pod with a claim unplanned.
+fn volume_catalog(
+    m: &Manifests,
+    nodes: &mut BTreeMap<String, ExistingNodeInput>,
+    entries: &mut [(Origin, PodEntry)],
+    notices: &mut Vec<String>,
+) -> Result<VolumeCatalog, PlanError> {
+    let mut volumes = VolumeCatalog::default();
+    for c in &m.claims {
+        let claim =
+            pvc_from_k8s(&c.object).map_err(|e| convert_error(&c.origin, &c.name, "", &e))?;
+        volumes.add_claim(claim);
+    }
+    for v in &m.volumes {
+        let pv = pv_from_k8s(&v.object).map_err(|e| convert_error(&v.origin, &v.name, "", &e))?;
+        volumes.add_volume(pv);
+    }
+    for c in &m.storage_classes {
+        let class = storage_class_from_k8s(&c.object)
+            .map_err(|e| convert_error(&c.origin, &c.name, "", &e))?;
+        volumes.add_storage_class(class);
+    }
+    for c in &m.csinodes {
+        let (node, limits) = csi_node_limits_from_k8s(&c.object)
+            .map_err(|e| convert_error(&c.origin, &c.name, "", &e))?;
+        match nodes.get_mut(&node) {
+            Some(n) => n.volume_limits = limits,
+            None => notices.push(format!(
+                "{}: {}: node {node} is not in the input: ignored",
+                c.origin, c.name
+            )),
+        }
+    }
+    let mounts_claims = |e: &PodEntry| {
+        e.pod
+            .volumes
+            .iter()
+            .any(|v| !matches!(v.source, VolumeSource::Other(_)))
+    };
+    if volumes.is_empty() && entries.iter().any(|(_, e)| mounts_claims(e)) {
+        notices.push(
+            "pods mount PersistentVolumeClaims but the input has no PersistentVolumeClaim, \
+             PersistentVolume or StorageClass: volume topology and limits are ignored"
+                .to_string(),
+        );
+        for (_, e) in entries.iter_mut() {
+            e.pod.volumes.clear();
+        }
+    }
+    Ok(volumes)
 }
 
 /// `--explain`: for a left-out pod, every NodePool alone and why it could not take the pod.
@@ -901,6 +965,7 @@ fn explain(
                     daemonsets: input.daemonsets.clone(),
                     pods: vec![pod.clone()],
                     namespace_labels: input.namespace_labels.clone(),
+                    volumes: input.volumes.clone(),
                     ..SchedulingInput::default()
                 };
                 let r = solve(&alone, options);
@@ -958,6 +1023,7 @@ pub fn plan(
         daemonsets: world.daemonsets.clone(),
         pods: world.pending.iter().map(|e| e.pod.clone()).collect(),
         namespace_labels: BTreeMap::new(),
+        volumes: world.volumes.clone(),
         ..SchedulingInput::default()
     };
     if input.node_pools.is_empty() && !input.pods.is_empty() {

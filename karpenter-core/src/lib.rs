@@ -28,3 +28,4 @@ pub mod resources;
 pub mod scheduling;
 pub mod state;
 pub mod taints;
+pub mod volumes;

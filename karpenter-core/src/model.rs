@@ -342,6 +342,9 @@ pub struct Pod {
     /// `spec.priorityClassName`.
     #[serde(default)]
     pub priority_class_name: Option<String>,
+    /// `spec.volumes` (claims and generic ephemeral volumes matter to scheduling, spec 5.3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<crate::volumes::PodVolume>,
 }
 
 impl Pod {
@@ -375,6 +378,7 @@ impl Pod {
             ready: true,
             start_time: None,
             priority_class_name: None,
+            volumes: Vec::new(),
         }
     }
 

@@ -39,6 +39,8 @@ pub struct StateNode {
     pub nominated_until: Option<Timestamp>,
     /// Whether the Node's `Ready` condition is true.
     pub ready: bool,
+    /// Per-CSI-driver volume limits of the node (from its CSINode); empty when unknown.
+    pub volume_limits: crate::volumes::CsiNodeLimits,
 }
 
 impl StateNode {
@@ -145,6 +147,8 @@ pub struct ClusterSnapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespace labels, for affinity terms with namespace selectors.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses.
+    pub volumes: crate::volumes::VolumeCatalog,
 }
 
 impl ClusterSnapshot {

@@ -1,7 +1,8 @@
 //! A provisioning-round harness for conformance tests, mirroring upstream's scheduling test
 //! harness (spec `scheduler.md` section 7, harness conventions).
 //!
-//! A [`Cluster`] holds NodePools, nodes with their bound pods, DaemonSets and pending pods.
+//! A [`Cluster`] holds NodePools, nodes with their bound pods, DaemonSets, pending pods and the
+//! storage the pods use (a volume catalog and per-node CSI limits).
 //! [`Cluster::provision`] runs one provisioning round:
 //!
 //! 1. the pods passed in join the pending pods (pods left unbound by earlier rounds stay pending
@@ -38,6 +39,7 @@ use karpenter_core::scheduling::{
     self, ExistingNodeInput, NewNodeClaim, NodePoolInput, Results, SchedulerOptions,
     SchedulingInput,
 };
+use karpenter_core::volumes::{CsiNodeLimits, VolumeCatalog};
 
 use crate::catalog::{self, RESERVATION_ID_LABEL};
 use crate::provider::{choose_launch, consume_reservation, drop_zeros, launch_labels};
@@ -88,6 +90,10 @@ pub struct Cluster {
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Options of every solve (default: [`suite_options`]).
     pub options: SchedulerOptions,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (spec 5.3).
+    pub volumes: VolumeCatalog,
+    /// Per-node CSI attach limits (the nodes' CSINodes), by node name.
+    volume_limits: BTreeMap<String, CsiNodeLimits>,
     nodes: Vec<NodeEntry>,
     pending: Vec<Pod>,
     next_node: u64,
@@ -179,6 +185,8 @@ impl Cluster {
             daemonsets: Vec::new(),
             namespace_labels: BTreeMap::new(),
             options: suite_options(),
+            volumes: VolumeCatalog::default(),
+            volume_limits: BTreeMap::new(),
             nodes: Vec::new(),
             pending: Vec::new(),
             next_node: 1,
@@ -224,8 +232,25 @@ impl Cluster {
         self.nodes.push(NodeEntry { node, pods });
     }
 
-    /// Removes the node named `name` with its pods; returns whether it existed.
+    /// Sets the node's attach limit for a CSI driver, as its CSINode's
+    /// `spec.drivers[].allocatable.count` would (upstream tests apply a CSINode and reconcile
+    /// the node).
+    pub fn set_volume_limit(&mut self, node: &str, driver: &str, count: u32) {
+        self.volume_limits
+            .entry(node.to_string())
+            .or_default()
+            .insert(driver.to_string(), count);
+    }
+
+    /// The node's CSI attach limits.
+    pub fn volume_limits(&self, node: &str) -> CsiNodeLimits {
+        self.volume_limits.get(node).cloned().unwrap_or_default()
+    }
+
+    /// Removes the node named `name` with its pods (and volume limits); returns whether it
+    /// existed.
     pub fn remove_node(&mut self, name: &str) -> bool {
+        self.volume_limits.remove(name);
         let before = self.nodes.len();
         self.nodes.retain(|e| e.node.name != name);
         self.nodes.len() != before
@@ -328,8 +353,9 @@ impl Cluster {
         found
     }
 
-    /// The scheduling input a round would solve: the NodePools, every node with its pods, the
-    /// DaemonSets, the pending pods and the namespace labels.
+    /// The scheduling input a round would solve: the NodePools, every node with its pods and
+    /// volume limits, the DaemonSets, the pending pods, the namespace labels and the volume
+    /// catalog.
     pub fn scheduling_input(&self) -> SchedulingInput {
         SchedulingInput {
             node_pools: self.node_pools.clone(),
@@ -339,11 +365,13 @@ impl Cluster {
                 .map(|e| ExistingNodeInput {
                     node: e.node.clone(),
                     pods: e.pods.clone(),
+                    volume_limits: self.volume_limits(&e.node.name),
                 })
                 .collect(),
             daemonsets: self.daemonsets.clone(),
             pods: self.pending.clone(),
             namespace_labels: self.namespace_labels.clone(),
+            volumes: self.volumes.clone(),
             ..SchedulingInput::default()
         }
     }

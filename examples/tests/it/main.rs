@@ -8,6 +8,7 @@ mod examples;
 mod options;
 mod perf;
 mod robustness;
+mod volumes;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

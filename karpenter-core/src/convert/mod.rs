@@ -6,7 +6,10 @@
 //! - [`node_from_k8s`]: a Node;
 //! - [`daemonset_from_k8s`] / [`daemonset_from_k8s_with_pod`]: a DaemonSet and the pod it
 //!   would run on every eligible node (scheduler spec 3.0 step 8);
-//! - [`pdb_from_k8s`]: a PodDisruptionBudget.
+//! - [`pdb_from_k8s`]: a PodDisruptionBudget;
+//! - [`pvc_from_k8s`], [`pv_from_k8s`], [`storage_class_from_k8s`],
+//!   [`csi_node_limits_from_k8s`]: storage objects for the scheduler's
+//!   [`VolumeCatalog`](crate::volumes::VolumeCatalog) and nodes' volume limits.
 //!
 //! Every error names the object (`Pod default/web-0`) and the field
 //! (`spec.containers[0].resources.requests[cpu]`) at fault.
@@ -41,6 +44,7 @@
 //! ```
 
 mod requests;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -61,6 +65,7 @@ use crate::resources::{Quantity, QuantityError, ResourceList};
 use crate::taints::{Taint, TaintEffect, Toleration, TolerationOperator};
 
 pub use requests::effective_requests;
+pub use volumes::{csi_node_limits_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s};
 
 /// Why a Kubernetes object cannot be converted. Every variant names the object
 /// (`Pod default/web-0`) and the field (a JSON path such as
@@ -265,6 +270,8 @@ fn namespace_of(meta: &meta::ObjectMeta) -> &str {
 /// - Host ports: every `hostPort` of a regular container (IP `0.0.0.0`, protocol `TCP` when
 ///   empty).
 /// - `ready` is false only when the `Ready` condition is `False`.
+/// - Volumes: `persistentVolumeClaim` and generic `ephemeral` volumes keep their claim (resp.
+///   template storage class); other sources are kept by their field name.
 pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
     let meta = &pod.metadata;
     let namespace = namespace_of(meta);
@@ -370,6 +377,7 @@ pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
         .any(|c| c.type_ == "Ready" && c.status == "False");
     out.start_time = time(status.and_then(|s| s.start_time.as_ref()));
     out.priority_class_name = non_empty(spec.priority_class_name.as_ref()).map(str::to_string);
+    out.volumes = volumes::pod_volumes(spec);
     out.labels = labels;
     Ok(out)
 }

@@ -1075,5 +1075,6 @@ fn new_state_node(
         marked_for_deletion: false,
         nominated_until: None,
         ready: true,
+        volume_limits: Default::default(),
     }
 }

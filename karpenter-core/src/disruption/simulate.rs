@@ -155,6 +155,7 @@ pub fn simulate_scheduling(
         existing.push(ExistingNodeInput {
             node: cn,
             pods: node.pods.clone(),
+            volume_limits: node.volume_limits.clone(),
         });
     }
 
@@ -166,6 +167,7 @@ pub fn simulate_scheduling(
         daemonsets: snapshot.daemonsets.clone(),
         pods,
         namespace_labels: snapshot.namespace_labels.clone(),
+        volumes: snapshot.volumes.clone(),
         consolidation: consolidation.then(|| ConsolidationSimulation {
             nodes_refusing_displaced_pods: refusing,
             displaced_pods: displaced.clone(),

@@ -18,6 +18,7 @@ use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
 use crate::requirements::{NodeSelectorRequirement, Requirements};
 use crate::resources::ResourceList;
 use crate::taints::Taint;
+use crate::volumes::{CsiNodeLimits, VolumeCatalog};
 
 /// What to do when the candidate instance types cannot satisfy a requirement's `minValues`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -164,6 +165,9 @@ pub struct ExistingNodeInput {
     pub node: ClusterNode,
     /// Pods bound to it (all of them, including DaemonSet pods).
     pub pods: Vec<Pod>,
+    /// Per-CSI-driver attach limits (from the node's CSINode): driver → volume count. Drivers
+    /// without an entry are unlimited (spec 5.3).
+    pub volume_limits: CsiNodeLimits,
 }
 
 /// Everything a solve reads.
@@ -179,6 +183,9 @@ pub struct SchedulingInput {
     pub pods: Vec<Pod>,
     /// Namespace labels, for pod-affinity terms with a `namespaceSelector`.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses the pods' volumes resolve
+    /// through (spec 5.3).
+    pub volumes: VolumeCatalog,
     /// Set when the solve simulates a consolidation (spec 2.10): existing nodes still inside
     /// their NodePool's `consolidateAfter` window refuse pods displaced from the candidates.
     pub consolidation: Option<ConsolidationSimulation>,
@@ -309,7 +316,8 @@ pub enum PodErrorKind {
     HostPorts,
     /// No NodePool is available.
     NoNodePools,
-    /// The pod is invalid for scheduling (restricted label, bad operator, ...).
+    /// The pod is invalid for scheduling (restricted label, bad operator, a volume whose claim
+    /// is not usable yet, ...).
     Invalid,
 }
 
@@ -328,6 +336,7 @@ mod dense;
 mod podreqs;
 mod solver;
 pub(crate) mod topology;
+mod volumes;
 
 pub use solver::solve;
 

@@ -36,6 +36,7 @@ use crate::taints::{self, Taint, TaintEffect, Toleration, TolerationOperator};
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
 use super::topology::{DomainUniverse, Topology, TopologyInput, UniversePool};
+use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
     ExistingNodeInput, ExistingNodeResult, MinValuesPolicy, NewNodeClaim, PodError, PodErrorKind,
     PreferencePolicy, ReservedCapacityMode, Results, SchedulerOptions, SchedulingInput,
@@ -139,6 +140,7 @@ struct ExistingNode {
     taints: Vec<Taint>,
     remaining: Res,
     host_ports: HostPortUsage,
+    volumes: NodeVolumes,
     pods: Vec<usize>,
 }
 
@@ -196,6 +198,8 @@ struct PodState {
     reqs: PodRequirements,
     requests: Res,
     constrained: bool,
+    /// The pod's volumes (unchanged by relaxation).
+    volumes: Arc<PodVolumes>,
 }
 
 /// Which of the three instance-type criteria were met, for error messages (spec 3.9).
@@ -228,6 +232,8 @@ struct Solver<'a> {
     filter_cache: RefCell<FilterCache>,
     offering_cache: RefCell<OfferingCache>,
     errors: BTreeMap<usize, PodError>,
+    /// Per input pod: its volumes (spec 5.3), resolved before the queue is built.
+    pod_volumes: Vec<Arc<PodVolumes>>,
 }
 
 impl<'a> Solver<'a> {
@@ -438,7 +444,11 @@ impl<'a> Solver<'a> {
         });
         let existing = existing_inputs
             .iter()
-            .map(|n| build_existing(n, &daemons, &index))
+            .map(|n| {
+                let mut node = build_existing(n, &daemons, &index);
+                node.volumes = NodeVolumes::new(&input.volumes, n);
+                node
+            })
             .collect();
 
         let universe_pools: Vec<UniversePool<'_>> = pool_reqs
@@ -483,10 +493,11 @@ impl<'a> Solver<'a> {
             filter_cache: RefCell::new(FxHashMap::default()),
             offering_cache: RefCell::new(FxHashMap::default()),
             errors: BTreeMap::new(),
+            pod_volumes: Vec::new(),
         }
     }
 
-    fn pod_state(&self, pod: Pod) -> PodState {
+    fn pod_state(&self, idx: usize, pod: Pod) -> PodState {
         let reqs = podreqs::pod_requirements(&pod, self.options.preference_policy);
         let requests = self.index.dense(&pod.scheduling_requests());
         let constrained = self.topology.constrains(&pod);
@@ -495,6 +506,7 @@ impl<'a> Solver<'a> {
             reqs,
             requests,
             constrained,
+            volumes: self.pod_volumes.get(idx).cloned().unwrap_or_default(),
         }
     }
 
@@ -502,6 +514,7 @@ impl<'a> Solver<'a> {
         let pods = &self.input.pods;
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
+        self.pod_volumes = vec![Arc::default(); pods.len()];
         for (i, pod) in pods.iter().enumerate() {
             if let Err(m) = podreqs::validate_pod(pod, self.policy) {
                 self.errors.insert(
@@ -523,6 +536,17 @@ impl<'a> Solver<'a> {
                     },
                 );
                 continue;
+            }
+            // Volumes (spec 5.3): pods whose claims are not usable yet are left out.
+            match PodVolumes::prepare(&self.input.volumes, pod) {
+                Ok(v) => self.pod_volumes[i] = Arc::new(v),
+                Err(e) => {
+                    self.errors.insert(
+                        i,
+                        pod_error(PodErrorKind::Invalid, format!("ignoring pod: {e}")),
+                    );
+                    continue;
+                }
             }
             queue.push(i);
         }
@@ -561,7 +585,7 @@ impl<'a> Solver<'a> {
     }
 
     fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {
-        let mut state = self.pod_state(self.input.pods[idx].clone());
+        let mut state = self.pod_state(idx, self.input.pods[idx].clone());
         loop {
             let err = match self.add(idx, &state) {
                 Ok(()) => return Ok(()),
@@ -583,7 +607,7 @@ impl<'a> Solver<'a> {
                 return Err(pod_error(kind, message));
             }
             self.topology.update(&pod);
-            state = self.pod_state(pod);
+            state = self.pod_state(idx, pod);
         }
     }
 
@@ -726,6 +750,7 @@ impl<'a> Solver<'a> {
             return None;
         }
         taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
+        node.volumes.fits(&st.volumes.usage).ok()?;
         node.host_ports
             .conflicts(&st.pod.key(), &st.pod.host_ports)
             .ok()?;
@@ -735,7 +760,24 @@ impl<'a> Solver<'a> {
         node.requirements
             .compatible(&st.reqs.requirements, None)
             .ok()?;
-        let mut reqs = node.requirements.intersection(&st.reqs.requirements);
+        let reqs = node.requirements.intersection(&st.reqs.requirements);
+        if st.volumes.unconstrained() {
+            return self.existing_topology(node, st, reqs);
+        }
+        // Volume alternatives in order (spec 3.7 step 6): merged into the node's requirements
+        // only, never into the pod's own topology domains.
+        st.volumes.alternatives.iter().find_map(|volume| {
+            reqs.compatible(volume, None).ok()?;
+            self.existing_topology(node, st, reqs.intersection(volume))
+        })
+    }
+
+    fn existing_topology(
+        &self,
+        node: &ExistingNode,
+        st: &PodState,
+        mut reqs: Requirements,
+    ) -> Option<Requirements> {
         if st.constrained {
             let topo = self
                 .topology
@@ -751,6 +793,7 @@ impl<'a> Solver<'a> {
         let node = &mut self.existing[n];
         dense::sub_assign(&mut node.remaining, &st.requests);
         node.host_ports.add(&st.pod.key(), &st.pod.host_ports);
+        node.volumes.add(&st.volumes.usage);
         node.pods.push(idx);
         node.requirements = reqs;
         let taints = node.taints.clone();
@@ -767,6 +810,8 @@ impl<'a> Solver<'a> {
         !dense::fits(&total, &claim.max_allocatable)
     }
 
+    /// Spec 3.8 `CanAdd`: the pod's volume alternatives are tried in order, the first that
+    /// passes every check wins; when all fail, the last failure is reported.
     #[allow(clippy::too_many_arguments)]
     fn claim_can_add(
         &self,
@@ -779,6 +824,43 @@ impl<'a> Solver<'a> {
         st: &PodState,
         relax_min_values: bool,
         verbose: bool,
+    ) -> Result<ClaimUpdate, AddError> {
+        let mut last = None;
+        for volume in st.volumes.alternatives() {
+            match self.claim_can_add_alternative(
+                t,
+                claim_reqs,
+                options,
+                requests,
+                host_ports,
+                held,
+                st,
+                relax_min_values,
+                verbose,
+                volume,
+            ) {
+                Ok(update) => return Ok(update),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(AddError::Pod(PodErrorKind::Requirements, String::new())))
+    }
+
+    /// [`claim_can_add`](Self::claim_can_add) with one volume alternative (`None`: no volume
+    /// requirement).
+    #[allow(clippy::too_many_arguments)]
+    fn claim_can_add_alternative(
+        &self,
+        t: usize,
+        claim_reqs: &Requirements,
+        options: &[u32],
+        requests: &Res,
+        host_ports: &HostPortUsage,
+        held: &BTreeSet<String>,
+        st: &PodState,
+        relax_min_values: bool,
+        verbose: bool,
+        volume: Option<&Requirements>,
     ) -> Result<ClaimUpdate, AddError> {
         // Messages are only built when someone will read them (new claims from templates);
         // failed attempts on in-flight claims are discarded, and they are the hot path.
@@ -805,6 +887,15 @@ impl<'a> Solver<'a> {
         } else {
             claim_reqs.intersection(&st.reqs.requirements)
         };
+        // Spec 3.8 step 3a: the volume alternative constrains the NodeClaim only.
+        if let Some(volume) = volume {
+            if let Err(e) = reqs.compatible(volume, Some(policy)) {
+                return Err(fail(PodErrorKind::Requirements, &|| {
+                    format!("incompatible volume requirements, {e}")
+                }));
+            }
+            reqs.add_all(volume);
+        }
         if st.constrained {
             let topo = self
                 .topology
@@ -1379,6 +1470,7 @@ fn build_existing(
         taints,
         remaining,
         host_ports,
+        volumes: NodeVolumes::default(),
         pods: Vec::new(),
     }
 }

@@ -161,8 +161,11 @@ fn existing_nodes_are_used_first() {
     node.labels
         .insert(labels::ARCH.to_string(), "amd64".to_string());
     let mut inp = input(vec![pool("default")], vec![pod("a", "1", "1Gi")]);
-    inp.existing_nodes
-        .push(ExistingNodeInput { node, pods: vec![] });
+    inp.existing_nodes.push(ExistingNodeInput {
+        node,
+        pods: vec![],
+        volume_limits: Default::default(),
+    });
     let r = solve(&inp, &SchedulerOptions::default());
     assert!(r.new_node_claims.is_empty());
     assert_eq!(r.existing_nodes.len(), 1);
@@ -244,8 +247,11 @@ fn limits_cap_new_capacity() {
     node.labels
         .insert(labels::NODEPOOL.to_string(), "nodes".to_string());
     node.managed = true;
-    inp.existing_nodes
-        .push(ExistingNodeInput { node, pods: vec![] });
+    inp.existing_nodes.push(ExistingNodeInput {
+        node,
+        pods: vec![],
+        volume_limits: Default::default(),
+    });
     let r = solve(&inp, &SchedulerOptions::default());
     assert!(
         r.pod_errors["default/a"]

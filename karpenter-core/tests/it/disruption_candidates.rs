@@ -148,6 +148,7 @@ fn managed_node(name: &str, pool: &str) -> StateNode {
         marked_for_deletion: false,
         nominated_until: None,
         ready: true,
+        volume_limits: Default::default(),
     }
 }
 

@@ -151,6 +151,7 @@ fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> St
         marked_for_deletion: false,
         nominated_until: None,
         ready: true,
+        volume_limits: Default::default(),
     }
 }
 

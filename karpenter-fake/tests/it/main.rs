@@ -21,3 +21,4 @@ mod topology_combined;
 mod topology_spread;
 mod topology_support;
 mod topology_taints;
+mod volumes;

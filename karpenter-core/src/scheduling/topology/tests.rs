@@ -124,7 +124,11 @@ impl Env {
 
     fn node(mut self, node: ClusterNode, pods: Vec<Pod>) -> Env {
         let pods = pods.into_iter().map(|p| bound(p, &node.name)).collect();
-        self.nodes.push(ExistingNodeInput { node, pods });
+        self.nodes.push(ExistingNodeInput {
+            node,
+            pods,
+            volume_limits: Default::default(),
+        });
         self
     }
 
