@@ -104,10 +104,12 @@ pub fn expect_file(name: &str, actual: &str) {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    /// A fresh directory for `tag`.
+    /// A fresh directory for `tag`, unique even when tests with the same tag run in parallel.
     pub fn new(tag: &str) -> TempDir {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir =
-            std::env::temp_dir().join(format!("karpenter-cli-it-{tag}-{}", std::process::id()));
+            std::env::temp_dir().join(format!("karpenter-cli-it-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
