@@ -13,6 +13,7 @@ pub mod candidates;
 pub mod cost;
 pub mod methods;
 pub mod simulate;
+pub mod validation;
 
 pub use methods::{
     Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, consolidation_candidates_of,

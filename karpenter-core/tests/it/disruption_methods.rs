@@ -357,3 +357,38 @@ fn expired_nodes_come_first_regardless_of_budgets() {
     assert_eq!(p.commands[0].reason, Reason::Expired);
     assert_eq!(names(&p.commands[0]), ["node-a"]);
 }
+
+/// Re-validation (§4.1): a consolidation command stays valid against the same snapshot, and is
+/// rejected as churn once a candidate gains a do-not-disrupt pod.
+#[test]
+fn consolidation_commands_are_revalidated_against_a_newer_snapshot() {
+    use karpenter_core::disruption::validation::{ValidationError, validate};
+    let s = guide_cluster("10%");
+    let options = DisruptionOptions::default();
+    let pass = run_pass(&s, now(), &options, &|_| false);
+    let cmd = &pass.commands[0];
+    assert!(validate(cmd, &s, now(), &options).is_ok());
+    let mut changed = s.clone();
+    let mut a = (*changed.nodes[0]).clone();
+    a.pods[0].annotations.insert(
+        labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+        "true".to_string(),
+    );
+    changed.nodes[0] = Arc::new(a);
+    let err =
+        validate(cmd, &changed, now(), &options).expect_err("node-a is no longer a candidate");
+    assert!(matches!(err, ValidationError::Churn { .. }));
+    assert_eq!(err.reason(), "churn");
+}
+
+/// A budget that drops to zero during the wait rejects the command.
+#[test]
+fn consolidation_commands_are_rejected_when_the_budget_closes() {
+    use karpenter_core::disruption::validation::validate;
+    let s = guide_cluster("10%");
+    let options = DisruptionOptions::default();
+    let cmd = run_pass(&s, now(), &options, &|_| false).commands.remove(0);
+    let closed = guide_cluster("0%");
+    let err = validate(&cmd, &closed, now(), &options).expect_err("budget closed");
+    assert_eq!(err.reason(), "budget");
+}
