@@ -830,7 +830,11 @@ fn drift_should_not_create_replacements_for_drifted_nodes_that_have_pods_with_th
     );
     s.nodes[0] = Arc::new(n);
     let p = pass(&s);
-    assert!(p.commands.iter().all(|c| c.replacements.is_empty()));
+    // The protected pod is left out of the simulation, so drift issues a plain delete (the drain
+    // then waits for the pod until the terminationGracePeriod).
+    let cmd = only(&p);
+    assert_eq!((cmd.method, cmd.decision()), (Method::Drift, "delete"));
+    assert!(cmd.replacements.is_empty(), "no new NodeClaim");
 }
 
 #[test]
@@ -840,7 +844,11 @@ fn drift_should_not_create_replacements_for_drifted_nodes_that_have_pods_with_th
     s.nodes[0] = Arc::new(with_tgp((*s.nodes[0]).clone()));
     s.pdbs.push(blocking_pdb("default"));
     let p = pass(&s);
-    assert!(p.commands.iter().all(|c| c.replacements.is_empty()));
+    // The protected pod is left out of the simulation, so drift issues a plain delete (the drain
+    // then waits for the pod until the terminationGracePeriod).
+    let cmd = only(&p);
+    assert_eq!((cmd.method, cmd.decision()), (Method::Drift, "delete"));
+    assert!(cmd.replacements.is_empty(), "no new NodeClaim");
 }
 
 /// A PDB selecting `app=web` in `namespace` that allows no disruption (`maxUnavailable: 0`).
@@ -1372,6 +1380,13 @@ fn consolidation_replace_consolidation_should_fail_if_filter_by_price_breaks_the
     let s = snapshot(vec![p], vec![node("node-0", "default", &current, 1, "1")]);
     let out = pass_with(&s, &s2s());
     assert!(out.commands.is_empty());
+    assert!(
+        out.blocked
+            .iter()
+            .any(|(n, r)| n == "node-0" && r.contains("Filtering by price")),
+        "{:?}",
+        out.blocked
+    );
 }
 
 #[test]
@@ -1750,6 +1765,43 @@ fn consolidation_delete_wont_delete_node_if_it_would_require_pods_to_schedule_on
             .any(|(n, r)| n == "node-0" && r.contains("uninitialized")),
         "{:?}",
         p.blocked
+    );
+}
+
+/// Upstream uses 100 nodes; a few suffice: the small node's pod is simulated onto the
+/// initialized node with room, not onto the uninitialized ones, and the small node is deleted.
+#[test]
+fn consolidation_delete_should_consider_initialized_nodes_before_uninitialized_nodes() {
+    let mut nodes: Vec<StateNode> = (0..5)
+        .map(|i| {
+            let mut n = node(&format!("uninit-{i}"), "default", &it("xlarge"), 0, "1");
+            if let Some(node) = n.node.as_mut() {
+                node.labels.remove(labels::INITIALIZED);
+                node.initialized = false;
+            }
+            n
+        })
+        .collect();
+    let mut dest = node("initialized", "default", &it("xlarge"), 1, "1");
+    set_condition(&mut dest, "Consolidatable", ConditionStatus::False, CREATED);
+    nodes.push(dest);
+    nodes.push(node("small-node", "default", &it("small"), 1, "1"));
+    let s = snapshot(vec![consolidation_pool("100%")], nodes);
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["small-node"]);
+    assert_eq!(cmd.decision(), "delete");
+    let sim = cmd.simulation.as_ref().expect("simulated");
+    let used: Vec<&str> = sim
+        .existing_nodes
+        .iter()
+        .filter(|n| !n.pods.is_empty())
+        .map(|n| n.name.as_str())
+        .collect();
+    assert!(used.contains(&"initialized"), "{used:?}");
+    assert!(
+        !p.blocked.iter().any(|(_, r)| r.contains("uninitialized")),
+        "no uninitialized-node complaints"
     );
 }
 
@@ -2388,6 +2440,3 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 //   minValues isn't satisfied" (depends on upstream's fake catalogue and minValues relaxation);
 // - single-node "should reset timed out nodepools…" / "should mark nodepools as timed out…"
 //   (our single-node method has no deadline);
-// - consolidation "should consider initialized nodes before uninitialized nodes" (a
-//   100-node fake-provider scenario; the uninitialized-destination rule is covered by
-//   consolidation_delete_wont_delete_node_if_it_would_require_pods_to_schedule_on_an_uninitialized_node).
