@@ -1146,6 +1146,90 @@ fn consolidation_budgets_should_allow_no_nodes_from_each_nodepool_to_be_deleted(
     assert!(pass(&s).commands.is_empty(), "30 left");
 }
 
+// --- Events (asserted as the decision: is the node a consolidation candidate?) ---------------
+
+/// One underutilized xlarge node (a replace candidate) in the suite's pool.
+fn events_cluster() -> ClusterSnapshot {
+    expensive_node(false)
+}
+
+fn consolidation_names(s: &ClusterSnapshot) -> Vec<String> {
+    consolidation_candidates_of(s, now())
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect()
+}
+
+#[test]
+fn consolidation_events_should_not_fire_an_event_for_consolidation_disabled_when_the_nodepool_has_consolidation_set_to_when_empty_or_underutilized()
+ {
+    assert_eq!(consolidation_names(&events_cluster()), ["node-0"]);
+}
+
+#[test]
+fn consolidation_events_should_fire_an_event_for_consolidation_disabled_when_the_nodepool_has_consolidation_set_to_when_empty()
+ {
+    let mut s = events_cluster();
+    s.node_pools[0]
+        .node_pool
+        .spec
+        .disruption
+        .consolidation_policy = Some(ConsolidationPolicy::WhenEmpty);
+    assert!(consolidation_names(&s).is_empty());
+    assert!(pass_with(&s, &s2s()).commands.is_empty());
+}
+
+#[test]
+fn consolidation_events_should_fire_an_event_for_consolidation_disabled_when_the_nodepool_has_consolidate_after_set_to_never()
+ {
+    let mut s = events_cluster();
+    set_consolidate_after(&mut s.node_pools[0], "Never");
+    // Also an empty node: Emptiness must not take it either.
+    s.nodes
+        .push(Arc::new(node("empty", "default", &it("large"), 0, "1")));
+    assert!(consolidation_names(&s).is_empty());
+    assert!(pass_with(&s, &s2s()).commands.is_empty());
+}
+
+#[test]
+fn consolidation_events_should_fire_an_event_when_a_candidate_does_not_have_a_resolvable_instance_type()
+ {
+    let mut s = events_cluster();
+    let mut n = (*s.nodes[0]).clone();
+    set_label(&mut n, labels::INSTANCE_TYPE, "unknown-type");
+    s.nodes[0] = Arc::new(n);
+    assert!(consolidation_names(&s).is_empty());
+    assert!(pass_with(&s, &s2s()).commands.is_empty());
+}
+
+fn without_label(s: &mut ClusterSnapshot, key: &str) {
+    let mut n = (*s.nodes[0]).clone();
+    if let Some(node) = n.node.as_mut() {
+        node.labels.remove(key);
+    }
+    if let Some(claim) = n.node_claim.as_mut() {
+        claim.metadata.labels.remove(key);
+    }
+    s.nodes[0] = Arc::new(n);
+}
+
+#[test]
+fn consolidation_events_should_fire_an_event_when_a_candidate_does_not_have_the_capacity_type_label()
+ {
+    let mut s = events_cluster();
+    without_label(&mut s, labels::CAPACITY_TYPE);
+    assert!(consolidation_names(&s).is_empty());
+    assert!(pass_with(&s, &s2s()).commands.is_empty());
+}
+
+#[test]
+fn consolidation_events_should_fire_an_event_when_a_candidate_does_not_have_the_zone_label() {
+    let mut s = events_cluster();
+    without_label(&mut s, labels::ZONE);
+    assert!(consolidation_names(&s).is_empty());
+    assert!(pass_with(&s, &s2s()).commands.is_empty());
+}
+
 // --- Replace ---------------------------------------------------------------------------------
 
 /// An expensive (xlarge) node holding one 1-CPU pod, alone.
@@ -1460,6 +1544,97 @@ fn consolidation_replace_can_replace_nodes_considers_do_not_disrupt_set_to_true_
 #[test]
 fn consolidation_replace_can_replace_nodes_considers_do_not_disrupt_set_to_true_on_pods() {
     let mut s = two_expensive_nodes();
+    s.nodes[0] = Arc::new(pod_annotation(
+        (*s.nodes[0]).clone(),
+        0,
+        labels::DO_NOT_DISRUPT_ANNOTATION,
+        "true",
+    ));
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["node-1"]);
+    assert_eq!(cmd.decision(), "replace");
+}
+
+// Spot entries of the same tables: a spot node on `current` replaced by one of ≥ 15 cheaper
+// spot types (SpotToSpot gate on).
+
+fn spot_pair() -> ClusterSnapshot {
+    let types = spot_catalog(20);
+    let current = find(&types, "current");
+    // 3-CPU pods: the two nodes cannot absorb each other.
+    snapshot(
+        vec![pool_with(
+            "default",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "100%",
+            types,
+        )],
+        vec![
+            spot(node("node-0", "default", &current, 1, "3")),
+            spot(node("node-1", "default", &current, 1, "3")),
+        ],
+    )
+}
+
+#[test]
+fn consolidation_replace_can_replace_nodes_if_another_nodepool_returns_no_instance_types_spot() {
+    let mut s = spot_cluster(spot_catalog(20));
+    s.node_pools.push(pool_with(
+        "no-types",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        "100%",
+        Vec::new(),
+    ));
+    assert_eq!(only(&pass_with(&s, &s2s())).decision(), "replace");
+}
+
+#[test]
+fn consolidation_replace_can_replace_nodes_considers_pdb_spot() {
+    let mut s = spot_cluster(spot_catalog(20));
+    s.pdbs.push(blocking_pdb("default"));
+    assert!(pass_with(&s, &s2s()).commands.is_empty());
+}
+
+#[test]
+fn consolidation_replace_can_replace_nodes_considers_pdb_policy_spot() {
+    let mut s = spot_cluster(spot_catalog(20));
+    let mut n = (*s.nodes[0]).clone();
+    for p in &mut n.pods {
+        p.ready = false;
+    }
+    s.nodes[0] = Arc::new(n);
+    let mut pdb = blocking_pdb("default");
+    pdb.max_unavailable = Some(IntOrPercent::Int(1));
+    pdb.unhealthy_pod_eviction_policy_always_allow = true;
+    s.pdbs.push(pdb);
+    assert_eq!(only(&pass_with(&s, &s2s())).decision(), "replace");
+}
+
+#[test]
+fn consolidation_replace_can_replace_nodes_pdb_namespace_must_match_spot() {
+    let mut s = spot_cluster(spot_catalog(20));
+    s.pdbs.push(blocking_pdb("other-namespace"));
+    assert_eq!(only(&pass_with(&s, &s2s())).decision(), "replace");
+}
+
+#[test]
+fn consolidation_replace_can_replace_nodes_considers_do_not_disrupt_set_to_true_on_nodes_spot() {
+    let mut s = spot_pair();
+    s.nodes[0] = Arc::new(node_annotation(
+        (*s.nodes[0]).clone(),
+        labels::DO_NOT_DISRUPT_ANNOTATION,
+        "true",
+    ));
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["node-1"]);
+    assert_eq!(cmd.decision(), "replace");
+}
+
+#[test]
+fn consolidation_replace_can_replace_nodes_considers_do_not_disrupt_set_to_true_on_pods_spot() {
+    let mut s = spot_pair();
     s.nodes[0] = Arc::new(pod_annotation(
         (*s.nodes[0]).clone(),
         0,
@@ -2427,8 +2602,8 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 //   node ttl" (OD / spot); Delete "does not delete nodes with pod churn, deletes nodes without
 //   pod churn" (validator-driven); Metrics "invalidated commands" tables (validators).
 // Metrics / events only:
-// - emptiness/drift/consolidation Context "Metrics" ("eligible nodes"), consolidation Context
-//   "Events" (6 scenarios: Unconsolidatable events).
+// - emptiness/drift/consolidation Context "Metrics" ("eligible nodes"). (Consolidation Context
+//   "Events" is ported above as the underlying decision: the node is no consolidation candidate.)
 // No consolidation memo ("mark consolidated") in a pure planner:
 // - the six "should not mark … consolidated if the candidates can't be disrupted due to budgets"
 //   scenarios.
