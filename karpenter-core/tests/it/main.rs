@@ -3,4 +3,5 @@
 mod api;
 mod disruption_candidates;
 mod disruption_methods;
+mod disruption_scenarios;
 mod lifecycle;
