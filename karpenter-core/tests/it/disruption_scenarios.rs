@@ -237,6 +237,7 @@ fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> St
         marked_for_deletion: false,
         nominated_until: None,
         ready: true,
+        volume_limits: Default::default(),
     }
 }
 
@@ -1771,6 +1772,7 @@ fn consolidation_delete_can_delete_nodes_when_non_karpenter_capacity_can_fit_pod
                 marked_for_deletion: false,
                 nominated_until: None,
                 ready: true,
+                volume_limits: Default::default(),
             }),
         ],
         ..ClusterSnapshot::default()
