@@ -2,4 +2,5 @@
 
 mod catalog;
 mod harness;
+mod overrides;
 mod provider;
