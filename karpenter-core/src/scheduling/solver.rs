@@ -548,6 +548,7 @@ impl<'a> Solver<'a> {
         let pods = &self.input.pods;
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
+        let mut metrics = super::SolveMetrics::default();
         for (i, pod) in pods.iter().enumerate() {
             if let Err(m) = podreqs::validate_pod(pod, self.policy) {
                 self.errors.insert(
@@ -570,6 +571,9 @@ impl<'a> Solver<'a> {
                 );
                 continue;
             }
+            if pod.phase == crate::model::PodPhase::Pending {
+                metrics.count_pending(super::metrics::effective_zone(&self.topology, pod, &reqs));
+            }
             queue.push(i);
         }
         // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
@@ -586,6 +590,7 @@ impl<'a> Solver<'a> {
         let mut queue: std::collections::VecDeque<usize> = queue.into();
         let mut marker: FxHashMap<usize, usize> = FxHashMap::default();
         while let Some(&head) = queue.front() {
+            metrics.queue_depth_max = metrics.queue_depth_max.max(queue.len());
             if marker.get(&head) == Some(&queue.len()) {
                 break;
             }
@@ -603,7 +608,10 @@ impl<'a> Solver<'a> {
                 }
             }
         }
-        self.finish()
+        let mut results = self.finish();
+        metrics.count_errors(results.pod_errors.values());
+        results.metrics = metrics;
+        results
     }
 
     fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {

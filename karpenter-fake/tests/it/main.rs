@@ -2,5 +2,6 @@
 
 mod catalog;
 mod harness;
+mod metrics;
 mod overrides;
 mod provider;
