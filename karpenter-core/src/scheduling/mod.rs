@@ -314,6 +314,7 @@ pub struct Results {
     pub metrics: SolveMetrics,
 }
 
+pub mod defaults;
 mod dense;
 mod metrics;
 mod podreqs;
