@@ -444,6 +444,16 @@ impl Overhead {
             .add(&self.system_reserved)
             .add(&self.eviction_threshold)
     }
+
+    /// `self` with `over` merged on top: per part, the resources of `over` replace those of
+    /// `self`; resources `over` does not name are kept.
+    pub fn merged_with(&self, over: &Overhead) -> Overhead {
+        Overhead {
+            kube_reserved: merge_resources(&self.kube_reserved, &over.kube_reserved),
+            system_reserved: merge_resources(&self.system_reserved, &over.system_reserved),
+            eviction_threshold: merge_resources(&self.eviction_threshold, &over.eviction_threshold),
+        }
+    }
 }
 
 /// One way to buy an instance type: a zone, a capacity type and a price.
@@ -469,6 +479,14 @@ pub struct Offering {
     /// the policy defines one). Built by [`Offering::new`]; kept in sync by the constructors.
     #[serde(skip)]
     requirements: Requirements,
+    /// Resources that differ on nodes launched through this offering, merged over the instance
+    /// type's capacity (the override wins per resource). See [`InstanceType::allocatable_groups`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_override: Option<ResourceList>,
+    /// Overhead that differs on nodes launched through this offering, merged over the instance
+    /// type's overhead (per part, the override wins per resource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overhead_override: Option<Overhead>,
 }
 
 fn default_true() -> bool {
@@ -486,6 +504,8 @@ impl Offering {
             reservation_id: None,
             reservation_capacity: 0,
             requirements: Requirements::new(),
+            capacity_override: None,
+            overhead_override: None,
         };
         o.rebuild_requirements(None);
         o
@@ -540,6 +560,31 @@ impl Offering {
     pub fn is_reserved(&self) -> bool {
         self.capacity_type == labels::CAPACITY_TYPE_RESERVED
     }
+
+    /// Whether the offering overrides its instance type's capacity or overhead.
+    pub fn has_overrides(&self) -> bool {
+        self.capacity_override.is_some() || self.overhead_override.is_some()
+    }
+}
+
+/// `base` with every resource of `over` inserted (the override wins).
+fn merge_resources(base: &ResourceList, over: &ResourceList) -> ResourceList {
+    let mut out = base.clone();
+    for (name, q) in over.iter() {
+        out.insert(name, q);
+    }
+    out
+}
+
+/// A set of an instance type's available offerings that give nodes the same allocatable
+/// resources (spec 1.3, upstream `AllocatableOfferingsList`). See
+/// [`InstanceType::allocatable_groups`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AllocatableGroup {
+    /// The allocatable resources of nodes launched through these offerings.
+    pub allocatable: ResourceList,
+    /// Indices into [`InstanceType::offerings`] of the group's available offerings, in order.
+    pub offerings: Vec<usize>,
 }
 
 /// A kind of machine the cloud provider can launch, with its offerings.
@@ -603,6 +648,72 @@ impl InstanceType {
     /// Capacity − overhead (see [`InstanceType::new`]).
     pub fn allocatable(&self) -> &ResourceList {
         &self.allocatable
+    }
+
+    /// Whether any available offering carries a capacity or overhead override, i.e. whether
+    /// [`allocatable_groups`](Self::allocatable_groups) has more than the base group.
+    pub fn has_offering_overrides(&self) -> bool {
+        self.available_offerings().any(Offering::has_overrides)
+    }
+
+    /// The allocatable groups of the available offerings (spec 1.3, upstream
+    /// `AllocatableOfferingsList`). Group 0 is always the base group: [`allocatable`] and the
+    /// available offerings without overrides (possibly none). Every further group gathers the
+    /// available offerings with the same (capacity override, overhead override) pair, in the
+    /// order the pairs are first seen; its allocatable is computed like [`allocatable`] from the
+    /// capacity and overhead with the overrides merged on top
+    /// ([`Overhead::merged_with`]).
+    ///
+    /// Computed on each call from the current offerings (they are public and may change, e.g.
+    /// when a reservation runs out): callers on a hot path compute it once. Without overrides
+    /// (see [`has_offering_overrides`](Self::has_offering_overrides)) the result is the base
+    /// group alone.
+    ///
+    /// [`allocatable`]: Self::allocatable
+    pub fn allocatable_groups(&self) -> Vec<AllocatableGroup> {
+        let mut groups = vec![AllocatableGroup {
+            allocatable: self.allocatable.clone(),
+            offerings: Vec::new(),
+        }];
+        let mut keys: Vec<(Option<&ResourceList>, Option<&Overhead>)> = vec![(None, None)];
+        for (i, o) in self.offerings.iter().enumerate() {
+            if !o.available {
+                continue;
+            }
+            let key = (o.capacity_override.as_ref(), o.overhead_override.as_ref());
+            let g = match keys.iter().position(|k| *k == key) {
+                Some(g) => g,
+                None => {
+                    keys.push(key);
+                    groups.push(AllocatableGroup {
+                        allocatable: self.allocatable_with(o),
+                        offerings: Vec::new(),
+                    });
+                    groups.len() - 1
+                }
+            };
+            if let Some(group) = groups.get_mut(g) {
+                group.offerings.push(i);
+            }
+        }
+        groups
+    }
+
+    /// The allocatable resources of a node launched through `offering` (assumed to be one of
+    /// this type's): [`allocatable`](Self::allocatable) unless the offering has overrides.
+    pub fn allocatable_with(&self, offering: &Offering) -> ResourceList {
+        if !offering.has_overrides() {
+            return self.allocatable.clone();
+        }
+        let capacity = match &offering.capacity_override {
+            Some(over) => merge_resources(&self.capacity, over),
+            None => self.capacity.clone(),
+        };
+        let overhead = match &offering.overhead_override {
+            Some(over) => self.overhead.merged_with(over),
+            None => self.overhead.clone(),
+        };
+        compute_allocatable(&capacity, &overhead)
     }
 
     /// Available offerings.
@@ -967,5 +1078,182 @@ mod pdb_tests {
             q.creation_timestamp = p.creation_timestamp;
             q
         });
+    }
+}
+
+#[cfg(test)]
+mod allocatable_group_tests {
+    use super::*;
+    use crate::resources::Quantity;
+    use proptest::prelude::*;
+
+    fn list(entries: &[(&str, i64)]) -> ResourceList {
+        let mut l = ResourceList::new();
+        for (k, v) in entries {
+            l.insert(*k, Quantity::from_units(*v));
+        }
+        l
+    }
+
+    fn instance_type(offerings: Vec<Offering>) -> InstanceType {
+        InstanceType::new(
+            "it",
+            Requirements::new(),
+            offerings,
+            list(&[("cpu", 4), ("memory", 16), ("pods", 10)]),
+            Overhead {
+                kube_reserved: list(&[("cpu", 1)]),
+                system_reserved: list(&[("memory", 2)]),
+                eviction_threshold: ResourceList::new(),
+            },
+        )
+    }
+
+    fn with_capacity(mut o: Offering, c: &[(&str, i64)]) -> Offering {
+        o.capacity_override = Some(list(c));
+        o
+    }
+
+    #[test]
+    fn without_overrides_one_base_group_holds_every_available_offering() {
+        let mut off = Offering::new("z2", "spot", 0.5);
+        off.available = false;
+        let it = instance_type(vec![
+            Offering::new("z1", "spot", 1.0),
+            off,
+            Offering::new("z3", "on-demand", 2.0),
+        ]);
+        assert!(!it.has_offering_overrides());
+        let groups = it.allocatable_groups();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].offerings, vec![0, 2]);
+        assert_eq!(&groups[0].allocatable, it.allocatable());
+        assert_eq!(
+            it.allocatable(),
+            &list(&[("cpu", 3), ("memory", 14), ("pods", 10)])
+        );
+    }
+
+    #[test]
+    fn overrides_form_groups_in_first_seen_order() {
+        let slots = [("example.com/slots", 4)];
+        let mut overhead = Offering::new("z1", "on-demand", 1.0);
+        overhead.overhead_override = Some(Overhead {
+            kube_reserved: list(&[("cpu", 2)]),
+            ..Overhead::default()
+        });
+        let mut unavailable = with_capacity(Offering::new("z3", "spot", 1.0), &[("cpu", 64)]);
+        unavailable.available = false;
+        let it = instance_type(vec![
+            overhead,
+            with_capacity(Offering::new("z1", "spot", 1.0), &slots),
+            Offering::new("z2", "spot", 1.0),
+            with_capacity(Offering::new("z2", "on-demand", 1.0), &slots),
+            unavailable,
+        ]);
+        assert!(it.has_offering_overrides());
+        let groups = it.allocatable_groups();
+        assert_eq!(groups.len(), 3, "unavailable offerings form no group");
+        // Group 0: the base.
+        assert_eq!(groups[0].offerings, vec![2]);
+        assert_eq!(&groups[0].allocatable, it.allocatable());
+        // Group 1: the overhead override (kube-reserved cpu 2 replaces 1; memory kept).
+        assert_eq!(groups[1].offerings, vec![0]);
+        assert_eq!(
+            groups[1].allocatable,
+            list(&[("cpu", 2), ("memory", 14), ("pods", 10)])
+        );
+        // Group 2: the capacity override, merged over the base capacity.
+        assert_eq!(groups[2].offerings, vec![1, 3]);
+        assert_eq!(
+            groups[2].allocatable,
+            list(&[
+                ("cpu", 3),
+                ("example.com/slots", 4),
+                ("memory", 14),
+                ("pods", 10)
+            ])
+        );
+    }
+
+    #[test]
+    fn the_base_group_exists_even_when_every_offering_overrides() {
+        let it = instance_type(vec![with_capacity(
+            Offering::new("z1", "spot", 1.0),
+            &[("cpu", 8)],
+        )]);
+        let groups = it.allocatable_groups();
+        assert_eq!(groups.len(), 2);
+        assert!(groups[0].offerings.is_empty());
+        assert_eq!(
+            groups[1].allocatable.get("cpu"),
+            Some(Quantity::from_units(7))
+        );
+    }
+
+    #[test]
+    fn overrides_serde_default_to_none() {
+        let o: Offering = serde_json::from_value(serde_json::json!({
+            "zone": "z", "capacityType": "spot", "price": 1.0,
+        }))
+        .unwrap();
+        assert_eq!(o.capacity_override, None);
+        assert_eq!(o.overhead_override, None);
+        let v = serde_json::to_value(&o).unwrap();
+        assert!(v.get("capacityOverride").is_none());
+        let with = with_capacity(o, &[("cpu", 2)]);
+        let back: Offering = serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
+        assert_eq!(back.capacity_override, with.capacity_override);
+    }
+
+    proptest! {
+        /// The groups partition the available offerings; group 0 holds exactly those without
+        /// overrides; every offering's group has the allocatable of a launch through it.
+        #[test]
+        fn groups_partition_available_offerings(
+            specs in proptest::collection::vec((any::<bool>(), 0u8..3, 0u8..3), 0..12)
+        ) {
+            let offerings: Vec<Offering> = specs
+                .iter()
+                .enumerate()
+                .map(|(i, &(available, cap, ovh))| {
+                    let mut o = Offering::new(format!("z{i}"), "spot", 1.0);
+                    o.available = available;
+                    if cap > 0 {
+                        o.capacity_override = Some(list(&[("cpu", i64::from(cap) * 8)]));
+                    }
+                    if ovh > 0 {
+                        o.overhead_override = Some(Overhead {
+                            system_reserved: list(&[("memory", i64::from(ovh))]),
+                            ..Overhead::default()
+                        });
+                    }
+                    o
+                })
+                .collect();
+            let it = instance_type(offerings);
+            let groups = it.allocatable_groups();
+            prop_assert!(!groups.is_empty());
+            let mut seen: Vec<usize> = groups.iter().flat_map(|g| g.offerings.clone()).collect();
+            seen.sort_unstable();
+            let available: Vec<usize> = it
+                .offerings
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.available)
+                .map(|(i, _)| i)
+                .collect();
+            prop_assert_eq!(seen, available);
+            for &i in &groups[0].offerings {
+                prop_assert!(!it.offerings[i].has_overrides());
+            }
+            for (gi, g) in groups.iter().enumerate() {
+                prop_assert!(gi == 0 || !g.offerings.is_empty());
+                for &i in &g.offerings {
+                    prop_assert_eq!(&it.allocatable_with(&it.offerings[i]), &g.allocatable);
+                }
+            }
+            prop_assert_eq!(groups.len() > 1, it.has_offering_overrides());
+        }
     }
 }

@@ -7,7 +7,10 @@
 //!
 //! 1. the pods passed in join the pending pods (pods left unbound by earlier rounds stay pending
 //!    and take part again);
-//! 2. [`karpenter_core::scheduling::solve`] places every pending pod;
+//! 2. the [default topology spread constraints](Cluster::default_constraints), if any, are given
+//!    to the copies of the pending pods that have none
+//!    ([`karpenter_core::scheduling::defaults`]); then
+//!    [`karpenter_core::scheduling::solve`] places every pending pod;
 //! 3. every new NodeClaim is launched like [`crate::FakeCloudProvider`] does (spec 6.4, see
 //!    [`crate::provider::choose_launch`]) from its NodePool's instance types, and becomes a
 //!    registered but uninitialized managed node (labels of the launch plus
@@ -33,8 +36,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use karpenter_core::labels;
-use karpenter_core::model::{ClusterNode, DaemonSet, InstanceType, LabelSelector, Offering, Pod};
+use karpenter_core::model::{
+    ClusterNode, DaemonSet, InstanceType, LabelSelector, Offering, Pod, TopologySpreadConstraint,
+};
 use karpenter_core::resources::ResourceList;
+use karpenter_core::scheduling::defaults::{
+    OwnerIndex, Service, WorkloadSelector, apply_default_constraints,
+};
 use karpenter_core::scheduling::{
     self, ExistingNodeInput, NewNodeClaim, NodePoolInput, Results, SchedulerOptions,
     SchedulingInput,
@@ -94,6 +102,15 @@ pub struct Cluster {
     pub volumes: VolumeCatalog,
     /// Per-node CSI attach limits (the nodes' CSINodes), by node name.
     volume_limits: BTreeMap<String, CsiNodeLimits>,
+    /// kube-scheduler's default topology spread constraints
+    /// (`podTopologySpread.defaultConstraints`), given to the solve's copies of the pending pods
+    /// that have no constraints of their own.
+    pub default_constraints: Vec<TopologySpreadConstraint>,
+    /// Services, for deducing the selectors of default constraints.
+    pub services: Vec<Service>,
+    /// ReplicationControllers, ReplicaSets and StatefulSets that own pods, for deducing the
+    /// selectors of default constraints.
+    pub workload_selectors: Vec<WorkloadSelector>,
     nodes: Vec<NodeEntry>,
     pending: Vec<Pod>,
     next_node: u64,
@@ -187,6 +204,9 @@ impl Cluster {
             options: suite_options(),
             volumes: VolumeCatalog::default(),
             volume_limits: BTreeMap::new(),
+            default_constraints: Vec::new(),
+            services: Vec::new(),
+            workload_selectors: Vec::new(),
             nodes: Vec::new(),
             pending: Vec::new(),
             next_node: 1,
@@ -354,9 +374,17 @@ impl Cluster {
     }
 
     /// The scheduling input a round would solve: the NodePools, every node with its pods and
-    /// volume limits, the DaemonSets, the pending pods, the namespace labels and the volume
-    /// catalog.
+    /// volume limits, the DaemonSets, the pending pods (with the default constraints applied),
+    /// the namespace labels and the volume catalog.
     pub fn scheduling_input(&self) -> SchedulingInput {
+        let mut pods = self.pending.clone();
+        let owners = OwnerIndex::new(self.workload_selectors.iter().cloned());
+        apply_default_constraints(
+            &mut pods,
+            &self.default_constraints,
+            &self.services,
+            &owners,
+        );
         SchedulingInput {
             node_pools: self.node_pools.clone(),
             existing_nodes: self
@@ -369,7 +397,7 @@ impl Cluster {
                 })
                 .collect(),
             daemonsets: self.daemonsets.clone(),
-            pods: self.pending.clone(),
+            pods,
             namespace_labels: self.namespace_labels.clone(),
             volumes: self.volumes.clone(),
             ..SchedulingInput::default()

@@ -330,14 +330,19 @@ pub struct Results {
     pub existing_nodes: Vec<ExistingNodeResult>,
     /// Pods that could not be placed, by `namespace/name`.
     pub pod_errors: BTreeMap<String, PodError>,
+    /// What upstream's scheduler gauges would show.
+    pub metrics: SolveMetrics,
 }
 
+pub mod defaults;
 mod dense;
+mod metrics;
 mod podreqs;
 mod solver;
 pub(crate) mod topology;
 mod volumes;
 
+pub use metrics::{SolveMetrics, ZONE_FLEXIBLE, ZONE_NONE};
 pub use solver::solve;
 
 #[cfg(test)]

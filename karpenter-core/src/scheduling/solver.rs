@@ -65,7 +65,14 @@ struct Template {
     taints: Vec<Taint>,
     startup_taints: Vec<Taint>,
     instance_types: Vec<Arc<InstanceType>>,
+    /// Per instance type: the base allocatable (allocatable group 0).
     allocatable: Vec<Res>,
+    /// Per instance type: every allocatable group (spec 1.3), base first, when some offering
+    /// carries overrides; empty otherwise (the fast path: the base group holds every available
+    /// offering).
+    alloc_groups: Vec<Vec<AllocGroup>>,
+    /// Whether any instance type has allocatable groups beyond the base.
+    has_overrides: bool,
     group_of: Vec<usize>,
     groups: Vec<DaemonGroup>,
     /// Limited resources: (resource index, remaining milli-units). `nodes` is tracked too.
@@ -76,6 +83,32 @@ struct Template {
     offering_keys: Vec<String>,
     /// Whether any instance type has a reserved offering.
     has_reserved: bool,
+}
+
+/// An allocatable group of an instance type with offering overrides (spec 1.3).
+struct AllocGroup {
+    allocatable: Res,
+    /// Indices into the instance type's offerings (available ones only).
+    offerings: Vec<usize>,
+}
+
+/// Pre-filter (spec 3.1) on resources and offerings: some allocatable group has no negative
+/// resource and an available offering compatible with `reqs`.
+fn has_usable_group(it: &InstanceType, reqs: &Requirements, policy: &LabelPolicy) -> bool {
+    if !it.has_offering_overrides() {
+        return it
+            .available_offerings()
+            .any(|o| reqs.is_compatible(o.requirements(), Some(policy)))
+            && it.allocatable().iter().all(|(_, q)| !q.is_negative());
+    }
+    it.allocatable_groups().iter().any(|g| {
+        g.allocatable.iter().all(|(_, q)| !q.is_negative())
+            && g.offerings.iter().any(|&o| {
+                it.offerings
+                    .get(o)
+                    .is_some_and(|o| reqs.is_compatible(o.requirements(), Some(policy)))
+            })
+    })
 }
 
 /// Known ephemeral taints, ignored on uninitialized managed nodes (spec 1.5).
@@ -256,6 +289,11 @@ impl<'a> Solver<'a> {
             for it in &np.instance_types {
                 index.register(&it.capacity);
                 index.register(it.allocatable());
+                for o in &it.offerings {
+                    if let Some(c) = &o.capacity_override {
+                        index.register(c);
+                    }
+                }
             }
         }
         for n in &input.existing_nodes {
@@ -311,11 +349,7 @@ impl<'a> Solver<'a> {
                 .instance_types
                 .iter()
                 .filter(|it| {
-                    it.requirements.intersects(&reqs).is_ok()
-                        && it
-                            .available_offerings()
-                            .any(|o| reqs.is_compatible(o.requirements(), Some(policy)))
-                        && it.allocatable().iter().all(|(_, q)| !q.is_negative())
+                    it.requirements.intersects(&reqs).is_ok() && has_usable_group(it, &reqs, policy)
                 })
                 .cloned()
                 .collect();
@@ -387,6 +421,22 @@ impl<'a> Solver<'a> {
                 }
             }
             let allocatable = its.iter().map(|it| index.dense(it.allocatable())).collect();
+            let alloc_groups: Vec<Vec<AllocGroup>> = its
+                .iter()
+                .map(|it| {
+                    if !it.has_offering_overrides() {
+                        return Vec::new();
+                    }
+                    it.allocatable_groups()
+                        .into_iter()
+                        .map(|g| AllocGroup {
+                            allocatable: index.dense(&g.allocatable),
+                            offerings: g.offerings,
+                        })
+                        .collect()
+                })
+                .collect();
+            let has_overrides = alloc_groups.iter().any(|g| !g.is_empty());
             let capacity = its.iter().map(|it| index.dense(&it.capacity)).collect();
             let offering_keys: BTreeSet<String> = its
                 .iter()
@@ -406,6 +456,8 @@ impl<'a> Solver<'a> {
                 startup_taints: np.startup_taints.clone(),
                 instance_types: its,
                 allocatable,
+                alloc_groups,
+                has_overrides,
                 group_of,
                 groups,
                 limits,
@@ -515,6 +567,7 @@ impl<'a> Solver<'a> {
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
         self.pod_volumes = vec![Arc::default(); pods.len()];
+        let mut metrics = super::SolveMetrics::default();
         for (i, pod) in pods.iter().enumerate() {
             if let Err(m) = podreqs::validate_pod(pod, self.policy) {
                 self.errors.insert(
@@ -548,6 +601,9 @@ impl<'a> Solver<'a> {
                     continue;
                 }
             }
+            if pod.phase == crate::model::PodPhase::Pending {
+                metrics.count_pending(super::metrics::effective_zone(&self.topology, pod, &reqs));
+            }
             queue.push(i);
         }
         // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
@@ -564,6 +620,7 @@ impl<'a> Solver<'a> {
         let mut queue: std::collections::VecDeque<usize> = queue.into();
         let mut marker: FxHashMap<usize, usize> = FxHashMap::default();
         while let Some(&head) = queue.front() {
+            metrics.queue_depth_max = metrics.queue_depth_max.max(queue.len());
             if marker.get(&head) == Some(&queue.len()) {
                 break;
             }
@@ -581,7 +638,10 @@ impl<'a> Solver<'a> {
                 }
             }
         }
-        self.finish()
+        let mut results = self.finish();
+        metrics.count_errors(results.pod_errors.values());
+        results.metrics = metrics;
+        results
     }
 
     fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {
@@ -1019,7 +1079,23 @@ impl<'a> Solver<'a> {
         let mut stats = FilterStats::default();
         let mut survivors = Vec::with_capacity(options.len());
         let mut need = total.clone();
-        for &i in options {
+        // Templates with offering overrides take the general path (allocatable groups); the
+        // loop below is the fast path, where the base group holds every available offering.
+        let fast_options: &[u32] = if tpl.has_overrides {
+            self.filter_with_groups(
+                tpl,
+                options,
+                reqs,
+                criteria.as_deref().map(Vec::as_slice),
+                st,
+                total,
+                (&mut survivors, &mut stats),
+            );
+            &[]
+        } else {
+            options
+        };
+        for &i in fast_options {
             let g = tpl.group_of[i as usize];
             let group = &tpl.groups[g];
             if !st.pod.host_ports.is_empty()
@@ -1063,6 +1139,87 @@ impl<'a> Solver<'a> {
             }
         }
         (survivors, stats, min_values_error)
+    }
+
+    /// The loop of [`filter`](Self::filter) for a template with offering overrides (spec
+    /// 3.9): an instance type survives when one of its allocatable groups both fits the
+    /// requests plus daemon overhead and holds an available offering compatible with `reqs`.
+    /// "Fits" (for error messages) holds when any group fits. Kept out of line: overrides are
+    /// rare and the fast loop is the hot path.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn filter_with_groups(
+        &self,
+        tpl: &Template,
+        options: &[u32],
+        reqs: &Requirements,
+        criteria: Option<&[(u32, bool, bool)]>,
+        st: &PodState,
+        total: &Res,
+        (survivors, stats): (&mut Vec<u32>, &mut FilterStats),
+    ) {
+        let pod_key = st.pod.key();
+        let compatible_offering = |it: &InstanceType, offerings: &[usize]| {
+            offerings.iter().any(|&o| {
+                it.offerings
+                    .get(o)
+                    .is_some_and(|o| reqs.is_compatible(o.requirements(), Some(self.policy)))
+            })
+        };
+        for &i in options {
+            let i_ = i as usize;
+            let (Some(it), Some(&g), Some(base)) = (
+                tpl.instance_types.get(i_),
+                tpl.group_of.get(i_),
+                tpl.allocatable.get(i_),
+            ) else {
+                continue;
+            };
+            let Some(group) = tpl.groups.get(g) else {
+                continue;
+            };
+            if !st.pod.host_ports.is_empty()
+                && group
+                    .host_ports
+                    .conflicts(&pod_key, &st.pod.host_ports)
+                    .is_err()
+            {
+                continue;
+            }
+            let need = dense::add(total, &group.overhead);
+            let (compatible, offering) = criteria
+                .and_then(|c| c.get(i_))
+                .map_or((true, true), |c| (c.1, c.2));
+            let (fits, fits_with_offering) = match tpl.alloc_groups.get(i_) {
+                Some(groups) if !groups.is_empty() => {
+                    let fitting = groups.iter().filter(|g| dense::fits(&need, &g.allocatable));
+                    let mut fits = false;
+                    let mut both = false;
+                    for g in fitting {
+                        fits = true;
+                        if compatible_offering(it, &g.offerings) {
+                            both = true;
+                            break;
+                        }
+                    }
+                    (fits, both)
+                }
+                _ => {
+                    let fits = dense::fits(&need, base);
+                    (fits, fits)
+                }
+            };
+            stats.requirements |= compatible;
+            stats.fits |= fits;
+            stats.offering |= offering;
+            stats.requirements_and_fits |= compatible && fits;
+            stats.requirements_and_offering |= compatible && offering;
+            stats.fits_and_offering |= fits && offering;
+            if compatible && fits_with_offering && offering {
+                survivors.push(i);
+            }
+        }
     }
 
     fn new_claim(&mut self, t: usize, idx: usize, st: &PodState) -> Result<(), AddError> {
@@ -1154,6 +1311,14 @@ impl<'a> Solver<'a> {
         let mut max = self.index.zero();
         for &i in &claim.options {
             dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
+        }
+        if tpl.has_overrides {
+            // Override groups may offer more than the base: keep the bound an upper bound.
+            for &i in &claim.options {
+                for g in tpl.alloc_groups.get(i as usize).into_iter().flatten() {
+                    dense::max_assign(&mut max, &g.allocatable);
+                }
+            }
         }
         claim.max_allocatable = max;
         // Reservations: take new ones, release ones no longer wanted.

@@ -727,6 +727,53 @@ impl Topology {
         }
     }
 
+    /// The zones the pod's own zone-keyed groups allow, for the effective-zone metric (spec
+    /// 4.12, upstream `GetTopologyZoneConstraints`): `None` when the pod owns no non-inverse
+    /// group keyed by `topology.kubernetes.io/zone`; otherwise the intersection over those groups
+    /// of, with no node-side restriction and `pod_reqs[zone]` (`Exists` if absent) as the pod's
+    /// domains:
+    /// - spread: every known domain with `count (+1 if self-selecting) − min ≤ maxSkew`;
+    /// - affinity and anti-affinity: the domains [`add_requirements`](Self::add_requirements)
+    ///   would allow.
+    ///
+    /// An empty set means unsatisfiable. (Upstream also reports unsatisfiable when one group
+    /// allows nothing, but treats an empty intersection of non-empty sets as unconstrained; the
+    /// spec's reading, empty = unsatisfiable, is used.)
+    pub(crate) fn zone_domains(
+        &self,
+        pod: &Pod,
+        pod_reqs: &Requirements,
+    ) -> Option<std::collections::BTreeSet<String>> {
+        let entry = self.pods.get(pod.uid.as_str())?;
+        let mut result: Option<std::collections::BTreeSet<String>> = None;
+        for o in &entry.owned {
+            let Some(g) = self.groups.get(o.group as usize) else {
+                continue;
+            };
+            let Some(kd) = self.keys.get(g.key as usize) else {
+                continue;
+            };
+            if kd.key != labels::ZONE {
+                continue;
+            }
+            let pod_domains = pod_reqs.get_or_exists(&kd.key);
+            let allowed = match g.kind {
+                TopologyType::Spread => g.allowed_on_any_node(kd, o.selects, &pod_domains),
+                _ => g.next_domains(kd, o.selects, &pod_domains, &Requirement::exists(&kd.key)),
+            };
+            let zones: std::collections::BTreeSet<String> = allowed
+                .iter()
+                .flat_map(|r| r.values())
+                .map(str::to_owned)
+                .collect();
+            result = Some(match result {
+                None => zones,
+                Some(prev) => prev.intersection(&zones).cloned().collect(),
+            });
+        }
+        result
+    }
+
     // -----------------------------------------------------------------------------------------
     // Internals
     // -----------------------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 //! Integration tests of karpenter-fake: catalogs, the fake provider and the provisioning harness.
 
 mod catalog;
+mod defaults;
 mod harness;
 mod instance_selection;
+mod metrics;
+mod overrides;
 mod provider;
 mod suite_binpacking;
 mod suite_custom_constraints;
