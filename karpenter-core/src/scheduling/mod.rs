@@ -166,6 +166,26 @@ pub struct ExistingNodeInput {
     pub pods: Vec<Pod>,
 }
 
+/// A borrowed existing node: what [`solve_with_existing`] reads for nodes the caller already
+/// holds (a consolidation simulation borrows them from its cluster snapshot instead of copying
+/// every bound pod).
+#[derive(Debug, Clone, Copy)]
+pub struct ExistingNodeRef<'a> {
+    /// The node.
+    pub node: &'a ClusterNode,
+    /// Pods bound to it (all of them, including DaemonSet pods).
+    pub pods: &'a [Pod],
+}
+
+impl<'a> From<&'a ExistingNodeInput> for ExistingNodeRef<'a> {
+    fn from(n: &'a ExistingNodeInput) -> Self {
+        ExistingNodeRef {
+            node: &n.node,
+            pods: &n.pods,
+        }
+    }
+}
+
 /// Everything a solve reads.
 #[derive(Debug, Clone, Default)]
 pub struct SchedulingInput {
@@ -329,7 +349,7 @@ mod podreqs;
 mod solver;
 pub(crate) mod topology;
 
-pub use solver::solve;
+pub use solver::{solve, solve_with_existing};
 
 #[cfg(test)]
 mod tests;
