@@ -230,6 +230,9 @@ struct CountedPod<'a> {
     labels: &'a BTreeMap<String, String>,
 }
 
+/// Namespace → label (key, value) → positions of the counted pods carrying it, ascending.
+type CountedLabelIndex<'a> = FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>;
+
 /// A group a pod owns, and whether it selects the pod itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Owned {
@@ -275,6 +278,9 @@ pub(crate) struct Topology<'a> {
     nodes: Vec<NodeData<'a>>,
     /// Countable existing pods by namespace.
     counted_pods: FxHashMap<&'a str, Vec<CountedPod<'a>>>,
+    /// Per namespace, built on first use: label (key, value) → positions in `counted_pods`,
+    /// ascending. Lets a new group visit only the pods carrying its first `matchLabels` pair.
+    counted_by_label: CountedLabelIndex<'a>,
     /// Known namespaces and their labels.
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// While constructing, inverse-selection caches are computed once at the end.
@@ -326,6 +332,7 @@ impl<'a> Topology<'a> {
             pods: FxHashMap::default(),
             nodes: Vec::with_capacity(input.nodes.len()),
             counted_pods: FxHashMap::default(),
+            counted_by_label: FxHashMap::default(),
             namespaces,
             defer_inverse_refresh: true,
         };
@@ -917,6 +924,7 @@ impl<'a> Topology<'a> {
             keys,
             nodes,
             counted_pods,
+            counted_by_label,
             ..
         } = self;
         let Some(kd) = keys.get_mut(group.key as usize) else {
@@ -930,27 +938,64 @@ impl<'a> Topology<'a> {
                 group.register(kd.intern(domain));
             }
         }
+        // A pod the selector counts carries its first `matchLabels` pair: only those pods are
+        // visited (in the same order as a full scan, so domains are interned identically).
+        let first_pair: Option<(String, String)> = match &group.selector {
+            Selector::Match(s) if !group.nil_selector => s
+                .match_labels
+                .iter()
+                .next()
+                .map(|(k, v)| (k.clone(), v.clone())),
+            _ => None,
+        };
         let namespaces = group.namespaces.clone();
         for namespace in namespaces.iter() {
-            let Some(pods) = counted_pods.get(namespace.as_str()) else {
+            let Some((&ns, pods)) = counted_pods.get_key_value(namespace.as_str()) else {
                 continue;
             };
-            for p in pods {
+            let mut visit = |p: &CountedPod<'_>| {
                 if !group.counts_existing(p.labels) {
-                    continue;
+                    return;
                 }
                 let i = p.node as usize;
                 let Some(node) = nodes.get(i) else {
-                    continue;
+                    return;
                 };
                 let domain = match node.labels.get(&kd.key) {
                     Some(d) => d.as_str(),
                     None if group.hostname => node.name,
-                    None => continue,
+                    None => return,
                 };
                 if passes(i) {
                     group.record(kd.intern(domain));
                 }
+            };
+            match &first_pair {
+                Some((k, v)) => {
+                    let by_label: &FxHashMap<(&str, &str), Vec<u32>> =
+                        counted_by_label.entry(ns).or_insert_with(|| {
+                            let mut by_label: FxHashMap<(&str, &str), Vec<u32>> =
+                                FxHashMap::default();
+                            for (pos, p) in pods.iter().enumerate() {
+                                for (lk, lv) in p.labels {
+                                    by_label
+                                        .entry((lk.as_str(), lv.as_str()))
+                                        .or_default()
+                                        .push(index(pos));
+                                }
+                            }
+                            by_label
+                        });
+                    let Some(positions) = by_label.get(&(k.as_str(), v.as_str())) else {
+                        continue;
+                    };
+                    for &pos in positions {
+                        if let Some(p) = pods.get(pos as usize) {
+                            visit(p);
+                        }
+                    }
+                }
+                None => pods.iter().for_each(&mut visit),
             }
         }
     }
