@@ -382,11 +382,14 @@ impl<'a> Topology<'a> {
         }
         t.defer_inverse_refresh = false;
         t.refresh_inverse_selecting(None);
-        for n in input.nodes {
-            if !n.node.marked_for_deletion {
-                t.register(labels::HOSTNAME, n.node.hostname());
-            }
-        }
+        t.register_all(
+            labels::HOSTNAME,
+            input
+                .nodes
+                .iter()
+                .filter(|n| !n.node.marked_for_deletion)
+                .map(|n| n.node.hostname()),
+        );
         t
     }
 
@@ -670,6 +673,23 @@ impl<'a> Topology<'a> {
         };
         let id = kd.intern(domain);
         self.for_each_group_of_key(kid, |g| g.register(id));
+    }
+
+    /// [`register`](Self::register) for each domain in order, group by group (same result,
+    /// one pass over each group's counts).
+    fn register_all<'d>(&mut self, key: &str, domains: impl IntoIterator<Item = &'d str>) {
+        let Some(&kid) = self.key_ids.get(key) else {
+            return;
+        };
+        let Some(kd) = self.keys.get_mut(kid as usize) else {
+            return;
+        };
+        let ids: Vec<u32> = domains.into_iter().map(|d| kd.intern(d)).collect();
+        self.for_each_group_of_key(kid, |g| {
+            for &id in &ids {
+                g.register(id);
+            }
+        });
     }
 
     /// Forgets `domain` and its counts in every group whose key is `key` (upstream
