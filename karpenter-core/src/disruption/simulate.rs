@@ -2,13 +2,14 @@
 //! elsewhere, and on what? Runs the provisioning scheduler ([`crate::scheduling::solve`]) — never
 //! a copy of it — over the cluster without the candidates.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::ConditionStatus;
 use crate::model::{ClusterNode, Timestamp};
 use crate::scheduling::{
-    ConsolidationSimulation, ExistingNodeInput, NodePoolInput, ReservedCapacityMode, Results,
-    SchedulerOptions, SchedulingInput, solve,
+    ConsolidationSimulation, ExistingNodeRef, NodePoolInput, ReservedCapacityMode, Results,
+    SchedulerOptions, SchedulingInput, solve_with_existing,
 };
 use crate::state::{ClusterSnapshot, StateNode};
 
@@ -67,6 +68,24 @@ pub fn cluster_node(node: &StateNode) -> ClusterNode {
     out
 }
 
+/// [`cluster_node`] without the copy when the stored Node already reads as it would (the usual
+/// case: a registered node whose flags are up to date).
+fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
+    if let Some(n) = &node.node {
+        let claim_agrees = node
+            .node_claim
+            .as_ref()
+            .is_none_or(|c| n.managed && n.startup_taints == c.spec.startup_taints);
+        if claim_agrees
+            && n.initialized == node.initialized()
+            && n.marked_for_deletion == node.is_deleting()
+        {
+            return Cow::Borrowed(n);
+        }
+    }
+    Cow::Owned(cluster_node(node))
+}
+
 /// The NodePools a simulation (or a provisioning round) may launch from: ready, dynamic, not
 /// being deleted, with instance types.
 pub fn eligible_node_pools(snapshot: &ClusterSnapshot) -> Vec<NodePoolInput> {
@@ -111,7 +130,12 @@ pub fn simulate_scheduling(
         }
     }
     let mut from_deleting = BTreeSet::new();
-    let mut existing = Vec::new();
+    // (cluster node, its pods in the snapshot): the pods are borrowed, not copied.
+    let mut existing: Vec<(
+        Cow<'_, ClusterNode>,
+        &[crate::model::Pod],
+        &crate::volumes::CsiNodeLimits,
+    )> = Vec::new();
     let mut refusing = BTreeSet::new();
     let mut uninitialized: BTreeMap<String, (String, bool)> = BTreeMap::new();
     for node in &snapshot.nodes {
@@ -129,7 +153,7 @@ pub fn simulate_scheduling(
             }
             continue;
         }
-        let cn = cluster_node(node);
+        let cn = cluster_node_cow(node);
         if !cn.initialized {
             let claim = node.node_claim.as_ref().map_or("", |c| c.name());
             uninitialized.insert(
@@ -152,18 +176,14 @@ pub fn simulate_scheduling(
         {
             refusing.insert(cn.name.clone());
         }
-        existing.push(ExistingNodeInput {
-            node: cn,
-            pods: node.pods.clone(),
-            volume_limits: node.volume_limits.clone(),
-        });
+        existing.push((cn, &node.pods, &node.volume_limits));
     }
 
     let mut options = scheduler.clone();
     options.reserved_capacity_mode = ReservedCapacityMode::Fallback;
     let input = SchedulingInput {
         node_pools: eligible_node_pools(snapshot),
-        existing_nodes: existing,
+        existing_nodes: Vec::new(),
         daemonsets: snapshot.daemonsets.clone(),
         pods,
         namespace_labels: snapshot.namespace_labels.clone(),
@@ -173,7 +193,15 @@ pub fn simulate_scheduling(
             displaced_pods: displaced.clone(),
         }),
     };
-    let results = solve(&input, &options);
+    let existing: Vec<ExistingNodeRef<'_>> = existing
+        .iter()
+        .map(|(node, pods, volume_limits)| ExistingNodeRef {
+            node: node.as_ref(),
+            pods,
+            volume_limits,
+        })
+        .collect();
+    let results = solve_with_existing(&input, &existing, &options);
 
     let mut displaced_errors: BTreeMap<String, String> = results
         .pod_errors

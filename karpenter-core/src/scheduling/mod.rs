@@ -170,6 +170,29 @@ pub struct ExistingNodeInput {
     pub volume_limits: CsiNodeLimits,
 }
 
+/// A borrowed existing node: what [`solve_with_existing`] reads for nodes the caller already
+/// holds (a consolidation simulation borrows them from its cluster snapshot instead of copying
+/// every bound pod).
+#[derive(Debug, Clone, Copy)]
+pub struct ExistingNodeRef<'a> {
+    /// The node.
+    pub node: &'a ClusterNode,
+    /// Pods bound to it (all of them, including DaemonSet pods).
+    pub pods: &'a [Pod],
+    /// Per-CSI-driver attach limits (see [`ExistingNodeInput::volume_limits`]).
+    pub volume_limits: &'a CsiNodeLimits,
+}
+
+impl<'a> From<&'a ExistingNodeInput> for ExistingNodeRef<'a> {
+    fn from(n: &'a ExistingNodeInput) -> Self {
+        ExistingNodeRef {
+            node: &n.node,
+            pods: &n.pods,
+            volume_limits: &n.volume_limits,
+        }
+    }
+}
+
 /// Everything a solve reads.
 #[derive(Debug, Clone, Default)]
 pub struct SchedulingInput {
@@ -343,7 +366,8 @@ pub(crate) mod topology;
 mod volumes;
 
 pub use metrics::{SolveMetrics, ZONE_FLEXIBLE, ZONE_NONE};
-pub use solver::solve;
+
+pub use solver::{solve, solve_with_existing};
 
 #[cfg(test)]
 mod tests;

@@ -38,13 +38,31 @@ use super::podreqs::{self, PodRequirements};
 use super::topology::{DomainUniverse, Topology, TopologyInput, UniversePool};
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
-    ExistingNodeInput, ExistingNodeResult, MinValuesPolicy, NewNodeClaim, PodError, PodErrorKind,
+    ExistingNodeRef, ExistingNodeResult, MinValuesPolicy, NewNodeClaim, PodError, PodErrorKind,
     PreferencePolicy, ReservedCapacityMode, Results, SchedulerOptions, SchedulingInput,
 };
 
 /// Runs a solve. See the [module documentation](super).
 pub fn solve(input: &SchedulingInput, options: &SchedulerOptions) -> Results {
-    Solver::new(input, options).run()
+    solve_with_existing(input, &[], options)
+}
+
+/// Runs a solve whose existing nodes are `input.existing_nodes` followed by `extra_existing`,
+/// borrowed rather than owned. The result is exactly that of [`solve`] over an input holding all
+/// of those nodes in that order; callers that already hold the nodes and their pods (a
+/// consolidation simulation over a cluster snapshot) avoid copying them.
+pub fn solve_with_existing(
+    input: &SchedulingInput,
+    extra_existing: &[ExistingNodeRef<'_>],
+    options: &SchedulerOptions,
+) -> Results {
+    let nodes: Vec<ExistingNodeRef<'_>> = input
+        .existing_nodes
+        .iter()
+        .map(ExistingNodeRef::from)
+        .chain(extra_existing.iter().copied())
+        .collect();
+    Solver::new(input, &nodes, options).run()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -140,19 +158,25 @@ fn daemon_compatible(
     instance_type: Option<&InstanceType>,
     loose: Option<&LabelPolicy>,
 ) -> bool {
+    let compatible = |pod: &Pod| {
+        let reqs = podreqs::pod_requirements(pod, PreferencePolicy::Ignore).strict;
+        node_reqs.is_compatible(&reqs, loose)
+            && instance_type.is_none_or(|it| it.requirements.intersects(&reqs).is_ok())
+    };
+    // The first try reads the DaemonSet pod itself; it is copied only to drop terms.
+    if compatible(daemon) {
+        return true;
+    }
     let mut pod = daemon.clone();
     loop {
-        let reqs = podreqs::pod_requirements(&pod, PreferencePolicy::Ignore).strict;
-        let ok = node_reqs.is_compatible(&reqs, loose)
-            && instance_type.is_none_or(|it| it.requirements.intersects(&reqs).is_ok());
-        if ok {
-            return true;
-        }
         match pod.node_affinity.as_mut() {
             Some(a) if a.required.len() >= 2 => {
                 a.required.remove(0);
             }
             _ => return false,
+        }
+        if compatible(&pod) {
+            return true;
         }
     }
 }
@@ -200,7 +224,7 @@ struct Claim {
 type TopologyKeyCache = SmallVec<[Option<Requirement>; 4]>;
 
 /// The cache for `reqs`.
-fn topology_key_cache(topology: &Topology, reqs: &Requirements) -> TopologyKeyCache {
+fn topology_key_cache(topology: &Topology<'_>, reqs: &Requirements) -> TopologyKeyCache {
     topology.key_names().map(|k| reqs.get(k).cloned()).collect()
 }
 
@@ -255,7 +279,7 @@ struct Solver<'a> {
     existing: Vec<ExistingNode>,
     claims: Vec<Claim>,
     claim_order: BTreeSet<(usize, usize)>,
-    topology: Topology,
+    topology: Topology<'a>,
     tolerate_prefer_no_schedule: bool,
     hostname_counter: usize,
     /// Reservation id → instances left (spec 5.4).
@@ -270,7 +294,11 @@ struct Solver<'a> {
 }
 
 impl<'a> Solver<'a> {
-    fn new(input: &'a SchedulingInput, options: &'a SchedulerOptions) -> Solver<'a> {
+    fn new(
+        input: &'a SchedulingInput,
+        existing_nodes: &'a [ExistingNodeRef<'a>],
+        options: &'a SchedulerOptions,
+    ) -> Solver<'a> {
         let policy = &options.label_policy;
         let mut index = ResourceIndex::default();
         for base in [names::CPU, names::MEMORY, names::PODS] {
@@ -296,9 +324,9 @@ impl<'a> Solver<'a> {
                 }
             }
         }
-        for n in &input.existing_nodes {
+        for n in existing_nodes {
             index.register(&n.node.allocatable);
-            for p in &n.pods {
+            for p in n.pods {
                 index.register(&p.requests);
             }
         }
@@ -402,8 +430,7 @@ impl<'a> Solver<'a> {
             // Limits minus existing nodes of this pool (spec 3.10).
             let mut limits = Vec::new();
             let mut nodes_limit = None;
-            let pool_nodes: Vec<&ExistingNodeInput> = input
-                .existing_nodes
+            let pool_nodes: Vec<&ExistingNodeRef<'_>> = existing_nodes
                 .iter()
                 .filter(|n| n.node.nodepool() == Some(np.name.as_str()))
                 .collect();
@@ -483,8 +510,7 @@ impl<'a> Solver<'a> {
         }
 
         // Existing nodes: not marked for deletion; initialized first, then by name.
-        let mut existing_inputs: Vec<&ExistingNodeInput> = input
-            .existing_nodes
+        let mut existing_inputs: Vec<&ExistingNodeRef<'_>> = existing_nodes
             .iter()
             .filter(|n| !n.node.marked_for_deletion)
             .collect();
@@ -515,7 +541,7 @@ impl<'a> Solver<'a> {
             policy,
             preference_policy: options.preference_policy,
             universe: DomainUniverse::build(&universe_pools),
-            nodes: &input.existing_nodes,
+            nodes: existing_nodes,
             batch_pods: &input.pods,
             namespace_labels: &input.namespace_labels,
         });
@@ -1580,11 +1606,11 @@ fn format_milli(m: i64) -> String {
 }
 
 fn build_existing(
-    input: &ExistingNodeInput,
+    input: &ExistingNodeRef<'_>,
     daemons: &[&DaemonSet],
     index: &ResourceIndex,
 ) -> ExistingNode {
-    let node: &ClusterNode = &input.node;
+    let node: &ClusterNode = input.node;
     let taints: Vec<Taint> = if node.managed && !node.initialized {
         node.taints
             .iter()
@@ -1609,7 +1635,10 @@ fn build_existing(
         if p.is_daemonset_pod() {
             daemon_used.add_assign(&p.scheduling_requests());
         }
-        host_ports.add(&p.key(), &p.host_ports);
+        // Recording no ports on an empty usage is a no-op: skip building the pod key.
+        if !p.host_ports.is_empty() || !host_ports.is_empty() {
+            host_ports.add(&p.key(), &p.host_ports);
+        }
     }
     let mut daemon_total = ResourceList::new();
     for d in daemons {

@@ -89,7 +89,7 @@ pub(crate) use self::group::TopologyType;
 use self::group::{Group, GroupSpec, KeyDomains, NodeFilter};
 use self::selector::{Selector, SelectorIndex, SelectorKey};
 pub(crate) use self::universe::{DomainUniverse, UniversePool};
-use super::{ExistingNodeInput, PreferencePolicy};
+use super::{ExistingNodeRef, PreferencePolicy};
 use crate::labels::{self, LabelPolicy};
 use crate::model::{
     LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, Pod, PodAffinityTerm,
@@ -99,10 +99,10 @@ use crate::requirements::{Requirement, Requirements};
 use crate::taints::Taint;
 
 /// Everything [`Topology::new`] reads.
-pub(crate) struct TopologyInput<'a> {
+pub(crate) struct TopologyInput<'i, 'a> {
     /// The label policy. Unused: upstream never forwards the loose-compatibility option to the
     /// topology node filter (spec 4.4), so every check here is strict.
-    pub policy: &'a LabelPolicy,
+    pub policy: &'i LabelPolicy,
     /// Under [`PreferencePolicy::Ignore`] only `DoNotSchedule` spreads and required
     /// (anti-)affinity terms create groups.
     pub preference_policy: PreferencePolicy,
@@ -110,11 +110,11 @@ pub(crate) struct TopologyInput<'a> {
     pub universe: DomainUniverse,
     /// Existing nodes (and in-flight NodeClaims) with **all** their bound pods: the pods counted
     /// by new groups and the sources of inverse anti-affinity.
-    pub nodes: &'a [ExistingNodeInput],
+    pub nodes: &'a [ExistingNodeRef<'a>],
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
-    pub batch_pods: &'a [crate::model::Pod],
+    pub batch_pods: &'i [crate::model::Pod],
     /// Namespace name → labels, for `namespaceSelector`s.
-    pub namespace_labels: &'a BTreeMap<String, BTreeMap<String, String>>,
+    pub namespace_labels: &'i BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A topology constraint no domain can satisfy on the candidate node (spec 4.7).
@@ -214,20 +214,24 @@ struct FilterEntry {
 
 /// An existing node as counting needs it.
 #[derive(Debug)]
-struct NodeData {
-    name: String,
-    labels: BTreeMap<String, String>,
-    taints: Vec<Taint>,
-    requirements: Requirements,
+struct NodeData<'a> {
+    name: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    taints: &'a [Taint],
+    /// The node's labels as requirements, built on first use by a non-trivial node filter.
+    requirements: Option<Requirements>,
     active: bool,
 }
 
 /// An existing pod that new groups may count.
 #[derive(Debug)]
-struct CountedPod {
+struct CountedPod<'a> {
     node: u32,
-    labels: BTreeMap<String, String>,
+    labels: &'a BTreeMap<String, String>,
 }
+
+/// Namespace → label (key, value) → positions of the counted pods carrying it, ascending.
+type CountedLabelIndex<'a> = FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>;
 
 /// A group a pod owns, and whether it selects the pod itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -254,7 +258,7 @@ struct PodEntry {
 
 /// Topology state of one solve (spec 4.1).
 #[derive(Debug)]
-pub(crate) struct Topology {
+pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
     universe: DomainUniverse,
     keys: Vec<KeyDomains>,
@@ -271,9 +275,12 @@ pub(crate) struct Topology {
     filters: Vec<FilterEntry>,
     filter_ids: FxHashMap<NodeFilter, u32>,
     pods: FxHashMap<Box<str>, PodEntry>,
-    nodes: Vec<NodeData>,
+    nodes: Vec<NodeData<'a>>,
     /// Countable existing pods by namespace.
-    counted_pods: FxHashMap<String, Vec<CountedPod>>,
+    counted_pods: FxHashMap<&'a str, Vec<CountedPod<'a>>>,
+    /// Per namespace, built on first use: label (key, value) → positions in `counted_pods`,
+    /// ascending. Lets a new group visit only the pods carrying its first `matchLabels` pair.
+    counted_by_label: CountedLabelIndex<'a>,
     /// Known namespaces and their labels.
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// While constructing, inverse-selection caches are computed once at the end.
@@ -293,11 +300,11 @@ where
     }
 }
 
-impl Topology {
+impl<'a> Topology<'a> {
     /// Builds the topology (spec 4.1-4.5): inverse groups from existing pods with required
     /// anti-affinity, then [`update`](Self::update) for every batch pod, then registers the
     /// hostname of every existing node not marked for deletion (see the module docs).
-    pub(crate) fn new(input: TopologyInput<'_>) -> Topology {
+    pub(crate) fn new(input: TopologyInput<'_, 'a>) -> Topology<'a> {
         let _ = input.policy;
         let excluded: FxHashSet<&str> = input.batch_pods.iter().map(|p| p.uid.as_str()).collect();
         let mut namespaces = input.namespace_labels.clone();
@@ -325,35 +332,34 @@ impl Topology {
             pods: FxHashMap::default(),
             nodes: Vec::with_capacity(input.nodes.len()),
             counted_pods: FxHashMap::default(),
+            counted_by_label: FxHashMap::default(),
             namespaces,
             defer_inverse_refresh: true,
         };
         for (i, n) in input.nodes.iter().enumerate() {
-            let node = &n.node;
+            let node = n.node;
             t.nodes.push(NodeData {
-                name: node.name.clone(),
-                labels: node.labels.clone(),
-                taints: node.taints.clone(),
-                requirements: Requirements::from_labels(
-                    node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-                ),
+                name: &node.name,
+                labels: &node.labels,
+                taints: &node.taints,
+                requirements: None,
                 active: !node.marked_for_deletion,
             });
-            for p in &n.pods {
+            for p in n.pods {
                 if excluded.contains(p.uid.as_str()) || p.is_terminal() || p.is_terminating() {
                     continue;
                 }
                 t.counted_pods
-                    .entry(p.namespace.clone())
+                    .entry(p.namespace.as_str())
                     .or_default()
                     .push(CountedPod {
                         node: index(i),
-                        labels: p.labels.clone(),
+                        labels: &p.labels,
                     });
             }
         }
         for n in input.nodes {
-            for p in &n.pods {
+            for p in n.pods {
                 if excluded.contains(p.uid.as_str()) || p.is_terminal() {
                     continue;
                 }
@@ -376,11 +382,14 @@ impl Topology {
         }
         t.defer_inverse_refresh = false;
         t.refresh_inverse_selecting(None);
-        for n in input.nodes {
-            if !n.node.marked_for_deletion {
-                t.register(labels::HOSTNAME, n.node.hostname());
-            }
-        }
+        t.register_all(
+            labels::HOSTNAME,
+            input
+                .nodes
+                .iter()
+                .filter(|n| !n.node.marked_for_deletion)
+                .map(|n| n.node.hostname()),
+        );
         t
     }
 
@@ -666,6 +675,23 @@ impl Topology {
         self.for_each_group_of_key(kid, |g| g.register(id));
     }
 
+    /// [`register`](Self::register) for each domain in order, group by group (same result,
+    /// one pass over each group's counts).
+    fn register_all<'d>(&mut self, key: &str, domains: impl IntoIterator<Item = &'d str>) {
+        let Some(&kid) = self.key_ids.get(key) else {
+            return;
+        };
+        let Some(kd) = self.keys.get_mut(kid as usize) else {
+            return;
+        };
+        let ids: Vec<u32> = domains.into_iter().map(|d| kd.intern(d)).collect();
+        self.for_each_group_of_key(kid, |g| {
+            for &id in &ids {
+                g.register(id);
+            }
+        });
+    }
+
     /// Forgets `domain` and its counts in every group whose key is `key` (upstream
     /// `Unregister`; the provisioning solve does not need it).
     #[cfg_attr(not(test), allow(dead_code))]
@@ -814,8 +840,12 @@ impl Topology {
         }
         if entry.nodes.is_none() {
             let mut set = FixedBitSet::with_capacity(self.nodes.len());
-            for (i, n) in self.nodes.iter().enumerate() {
-                set.set(i, entry.filter.matches(&n.taints, &n.requirements));
+            for (i, n) in self.nodes.iter_mut().enumerate() {
+                let labels = n.labels;
+                let requirements = n.requirements.get_or_insert_with(|| {
+                    Requirements::from_labels(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                });
+                set.set(i, entry.filter.matches(n.taints, requirements));
             }
             entry.nodes = Some(set);
         }
@@ -961,6 +991,7 @@ impl Topology {
             keys,
             nodes,
             counted_pods,
+            counted_by_label,
             ..
         } = self;
         let Some(kd) = keys.get_mut(group.key as usize) else {
@@ -974,27 +1005,64 @@ impl Topology {
                 group.register(kd.intern(domain));
             }
         }
+        // A pod the selector counts carries its first `matchLabels` pair: only those pods are
+        // visited (in the same order as a full scan, so domains are interned identically).
+        let first_pair: Option<(String, String)> = match &group.selector {
+            Selector::Match(s) if !group.nil_selector => s
+                .match_labels
+                .iter()
+                .next()
+                .map(|(k, v)| (k.clone(), v.clone())),
+            _ => None,
+        };
         let namespaces = group.namespaces.clone();
         for namespace in namespaces.iter() {
-            let Some(pods) = counted_pods.get(namespace) else {
+            let Some((&ns, pods)) = counted_pods.get_key_value(namespace.as_str()) else {
                 continue;
             };
-            for p in pods {
-                if !group.counts_existing(&p.labels) {
-                    continue;
+            let mut visit = |p: &CountedPod<'_>| {
+                if !group.counts_existing(p.labels) {
+                    return;
                 }
                 let i = p.node as usize;
                 let Some(node) = nodes.get(i) else {
-                    continue;
+                    return;
                 };
                 let domain = match node.labels.get(&kd.key) {
                     Some(d) => d.as_str(),
-                    None if group.hostname => node.name.as_str(),
-                    None => continue,
+                    None if group.hostname => node.name,
+                    None => return,
                 };
                 if passes(i) {
                     group.record(kd.intern(domain));
                 }
+            };
+            match &first_pair {
+                Some((k, v)) => {
+                    let by_label: &FxHashMap<(&str, &str), Vec<u32>> =
+                        counted_by_label.entry(ns).or_insert_with(|| {
+                            let mut by_label: FxHashMap<(&str, &str), Vec<u32>> =
+                                FxHashMap::default();
+                            for (pos, p) in pods.iter().enumerate() {
+                                for (lk, lv) in p.labels {
+                                    by_label
+                                        .entry((lk.as_str(), lv.as_str()))
+                                        .or_default()
+                                        .push(index(pos));
+                                }
+                            }
+                            by_label
+                        });
+                    let Some(positions) = by_label.get(&(k.as_str(), v.as_str())) else {
+                        continue;
+                    };
+                    for &pos in positions {
+                        if let Some(p) = pods.get(pos as usize) {
+                            visit(p);
+                        }
+                    }
+                }
+                None => pods.iter().for_each(&mut visit),
             }
         }
     }

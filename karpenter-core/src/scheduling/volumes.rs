@@ -10,7 +10,7 @@ use crate::model::Pod;
 use crate::requirements::Requirements;
 use crate::volumes::{CsiNodeLimits, VolumeCatalog, VolumeError, VolumeUsage};
 
-use super::ExistingNodeInput;
+use super::ExistingNodeRef;
 
 /// What a pod's volumes require of its node.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -60,7 +60,7 @@ pub(crate) struct NodeVolumes {
 
 impl NodeVolumes {
     /// The volumes of the node's pods (terminal pods excluded) and its limits.
-    pub(crate) fn new(catalog: &VolumeCatalog, input: &ExistingNodeInput) -> NodeVolumes {
+    pub(crate) fn new(catalog: &VolumeCatalog, input: &ExistingNodeRef<'_>) -> NodeVolumes {
         let mut volumes = NodeVolumes {
             limits: input.volume_limits.clone(),
             ..NodeVolumes::default()
@@ -132,7 +132,7 @@ mod tests {
     use crate::requirements::{NodeSelectorRequirement, Operator, Requirement};
     use crate::resources::{Quantity, ResourceList};
     use crate::scheduling::{
-        NodePoolInput, PodErrorKind, SchedulerOptions, SchedulingInput, solve,
+        ExistingNodeInput, NodePoolInput, PodErrorKind, SchedulerOptions, SchedulingInput, solve,
     };
     use crate::volumes::{
         PersistentVolume, PersistentVolumeClaim, PodVolume, StorageClass, TopologySelectorTerm,
@@ -240,7 +240,7 @@ mod tests {
             vec![pod("a", &["c0", "c1"]), finished],
             &[("d", 3)],
         );
-        let mut v = NodeVolumes::new(&c, &input);
+        let mut v = NodeVolumes::new(&c, &ExistingNodeRef::from(&input));
         // c0 and c1 are on the node (the finished pod's c3 is not): room for one more.
         assert!(v.fits(&usage(&[("d", &["ns/c0", "ns/c2"])])).is_ok());
         assert!(v.fits(&usage(&[("d", &["ns/c2", "ns/c3"])])).is_err());
@@ -259,7 +259,7 @@ mod tests {
     fn a_node_over_its_limits_takes_no_pod() {
         let c = catalog(&["z1"], 2);
         let input = node("n", "z1", vec![pod("a", &["c0", "c1"])], &[("d", 1)]);
-        let v = NodeVolumes::new(&c, &input);
+        let v = NodeVolumes::new(&c, &ExistingNodeRef::from(&input));
         assert!(v.fits(&VolumeUsage::new()).is_err());
     }
 

@@ -12,6 +12,7 @@ use crate::model::{
 };
 use crate::requirements::{NodeSelectorRequirement, Operator};
 use crate::resources::ResourceList;
+use crate::scheduling::ExistingNodeInput;
 use crate::taints::{TaintEffect, Toleration, TolerationOperator};
 
 // ---------------------------------------------------------------------------------------------
@@ -132,13 +133,21 @@ impl Env {
         self
     }
 
-    fn build(self, batch: &[Pod]) -> Topology {
+    fn build(self, batch: &[Pod]) -> Topology<'static> {
         let policy = LabelPolicy::core();
+        // The topology borrows the nodes; tests leak them to keep the builder simple.
+        let owned: &'static [ExistingNodeInput] = Box::leak(self.nodes.into_boxed_slice());
+        let nodes: &'static [ExistingNodeRef<'static>] = Box::leak(
+            owned
+                .iter()
+                .map(ExistingNodeRef::from)
+                .collect::<Box<[_]>>(),
+        );
         Topology::new(TopologyInput {
             policy: &policy,
             preference_policy: self.policy,
             universe: self.universe,
-            nodes: &self.nodes,
+            nodes,
             batch_pods: batch,
             namespace_labels: &self.namespaces,
         })
@@ -146,7 +155,7 @@ impl Env {
 }
 
 /// Tries `p` on a node/claim; returns the chosen requirement of `key` (as `Display`) or the error.
-fn place(t: &Topology, p: &Pod, node: &Requirements, key: &str) -> Result<String, String> {
+fn place(t: &Topology<'_>, p: &Pod, node: &Requirements, key: &str) -> Result<String, String> {
     let strict = strict_reqs(p);
     t.add_requirements(p, &strict, node, &[])
         .map(|r| {
@@ -173,7 +182,7 @@ fn strict_reqs(p: &Pod) -> Requirements {
 
 /// Places `p` on the node/claim (which must succeed) and records it; returns the final
 /// requirements.
-fn commit(t: &mut Topology, p: &Pod, node: &Requirements) -> Requirements {
+fn commit(t: &mut Topology<'_>, p: &Pod, node: &Requirements) -> Requirements {
     let strict = strict_reqs(p);
     let out = t
         .add_requirements(p, &strict, node, &[])
@@ -189,7 +198,7 @@ fn commit(t: &mut Topology, p: &Pod, node: &Requirements) -> Requirements {
 }
 
 /// Counts of the first (normal or inverse) group of `kind` and `key`.
-fn counts(t: &Topology, inverse: bool, kind: TopologyType, key: &str) -> BTreeMap<String, u32> {
+fn counts(t: &Topology<'_>, inverse: bool, kind: TopologyType, key: &str) -> BTreeMap<String, u32> {
     let groups = if inverse { &t.inverse } else { &t.groups };
     let g = groups
         .iter()
