@@ -27,17 +27,8 @@ pub const UNHEALTHY_THRESHOLD_PERCENT: usize = 20;
 /// Requeue interval while repair is blocked.
 pub const REPAIR_BLOCKED_REQUEUE: SignedDuration = SignedDuration::from_mins(5);
 
-/// A Node condition that, held longer than `toleration_duration`, gets the node replaced
-/// (upstream `cloudprovider.RepairPolicy`; same shape as the cloud-provider trait's type).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepairPolicy {
-    /// The Node condition type (e.g. `Ready`).
-    pub condition_type: String,
-    /// The unhealthy status (e.g. `False`).
-    pub condition_status: ConditionStatus,
-    /// How long the condition is tolerated.
-    pub toleration_duration: std::time::Duration,
-}
+/// The cloud provider's repair policies (one type for the trait and the repair decision).
+pub use crate::cloud::RepairPolicy;
 
 impl RepairPolicy {
     /// Whether the condition matches this policy's type and status.
