@@ -62,6 +62,8 @@ pub enum Method {
     Emptiness,
     /// A drifted node is replaced (or deleted).
     Drift,
+    /// A drifted node of a static NodePool (`spec.replicas`) is replaced one for one.
+    StaticDrift,
     /// Several nodes are replaced by at most one.
     MultiNode,
     /// One node is deleted or replaced by a cheaper one.
@@ -75,7 +77,7 @@ impl Method {
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Emptiness => "emptiness",
-            Method::Drift => "drift",
+            Method::Drift | Method::StaticDrift => "drift",
             Method::MultiNode => "multi-node",
             Method::SingleNode => "single-node",
             Method::Expiration => "expiration",
@@ -552,6 +554,128 @@ fn emptiness(
     });
 }
 
+/// StaticDrift (§2.3): per static NodePool, within its budget and its `nodes` limit and only
+/// once scale-down has caught up (running nodes ≤ replicas), each drifted node gets one
+/// replacement built straight from the NodePool template (no scheduling simulation: the cloud
+/// provider chooses among the pool's instance types).
+fn static_drift(
+    snapshot: &ClusterSnapshot,
+    candidates: &[Candidate],
+    now: Timestamp,
+    out: &mut PassOutcome,
+    options: &DisruptionOptions,
+) {
+    let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
+    for c in candidates {
+        if c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true) {
+            by_pool.entry(c.node_pool.as_str()).or_default().push(c);
+        }
+    }
+    if by_pool.is_empty() {
+        return;
+    }
+    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Drifted, now).remaining();
+    for (pool_name, cands) in by_pool {
+        let Some(pool) = snapshot.node_pool(pool_name) else {
+            continue;
+        };
+        let budget = budgets.get(pool_name).copied().unwrap_or(0);
+        if budget == 0 {
+            for c in &cands {
+                out.blocked.push((
+                    c.name().to_string(),
+                    super::budgets::blocked_message(DisruptionReason::Drifted),
+                ));
+            }
+            continue;
+        }
+        let in_pool = snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.nodepool() == Some(pool_name));
+        let (mut running, mut deleting) = (0usize, 0usize);
+        for n in in_pool {
+            if n.is_deleting() {
+                deleting += 1;
+            } else {
+                running += 1;
+            }
+        }
+        let replicas = pool.node_pool.spec.replicas.unwrap_or(0).max(0) as usize;
+        if running > replicas {
+            continue;
+        }
+        let limit = pool
+            .node_pool
+            .spec
+            .limits
+            .as_ref()
+            .and_then(|l| l.get(crate::resources::names::NODES))
+            .map_or(usize::MAX, |q| q.value().max(0) as usize);
+        let want = budget.min(cands.len());
+        let granted = want.min(limit.saturating_sub(running + deleting));
+        for c in cands.into_iter().take(granted) {
+            let replacement = static_replacement(pool, &options.scheduler.label_policy);
+            let candidates = vec![c.clone()];
+            let saving = savings(
+                &candidates,
+                std::slice::from_ref(&replacement),
+                &options.scheduler.label_policy,
+            );
+            out.commands.push(Command {
+                method: Method::StaticDrift,
+                reason: Reason::Drifted,
+                candidates,
+                replacements: vec![replacement],
+                savings_per_hour: saving,
+                simulation: None,
+            });
+        }
+    }
+}
+
+/// A NodeClaim straight from a NodePool's template: its requirements and labels, every
+/// instance type of the pool compatible with them, cheapest first.
+fn static_replacement(pool: &crate::state::NodePoolState, policy: &LabelPolicy) -> NewNodeClaim {
+    let input = crate::scheduling::NodePoolInput::from_nodepool(
+        &pool.node_pool,
+        pool.instance_types.clone(),
+    );
+    let mut requirements =
+        crate::requirements::Requirements::from_node_selector_requirements(&input.requirements);
+    let mut node_labels = input.labels.clone();
+    node_labels.insert(labels::NODEPOOL.to_string(), input.name.clone());
+    if let Some((k, v)) = &input.node_class_label {
+        node_labels.insert(k.clone(), v.clone());
+    }
+    for (k, v) in &node_labels {
+        requirements.add(Requirement::new(k, Operator::In, [v.as_str()]));
+    }
+    let mut its: Vec<(f64, usize, Arc<InstanceType>)> = input
+        .instance_types
+        .iter()
+        .enumerate()
+        .filter(|(_, it)| it.requirements.intersects(&requirements).is_ok())
+        .filter_map(|(i, it)| {
+            it.cheapest_offering(&requirements, policy)
+                .map(|o| (o.price, i, it.clone()))
+        })
+        .collect();
+    its.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    NewNodeClaim {
+        node_pool: input.name.clone(),
+        requirements,
+        instance_types: its.into_iter().map(|x| x.2).collect(),
+        pods: Vec::new(),
+        requests: crate::resources::ResourceList::new(),
+        labels: node_labels,
+        taints: input.taints.clone(),
+        startup_taints: input.startup_taints.clone(),
+        min_values_relaxed: false,
+        reservation_ids: Vec::new(),
+    }
+}
+
 fn drift(
     snapshot: &ClusterSnapshot,
     candidates: &[Candidate],
@@ -797,8 +921,9 @@ pub fn multi_node_pass(
     out
 }
 
-/// One pass of the disruption controller (§2.1 step 4): emptiness, drift, multi-node and
-/// single-node consolidation in production order; the first method with a command wins.
+/// One pass of the disruption controller (§2.1 step 4): emptiness, static drift, drift,
+/// multi-node and single-node consolidation in production order; the first method with a
+/// command wins (static drift may issue several commands, one per replaced node).
 /// `in_queue` says which provider ids are already being disrupted.
 pub fn run_pass(
     snapshot: &ClusterSnapshot,
@@ -815,6 +940,10 @@ pub fn run_pass(
         return out;
     }
     let (eventual, _) = get_candidates(snapshot, DisruptionClass::Eventual, in_queue, now);
+    static_drift(snapshot, &eventual, now, &mut out, options);
+    if !out.commands.is_empty() {
+        return out;
+    }
     drift(snapshot, &eventual, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;
@@ -946,10 +1075,7 @@ fn apply(
         .map(|p| (p.key(), p.clone()))
         .collect();
     snapshot.nodes.retain(|n| !gone.contains(n.name()));
-    let Some(sim) = &cmd.simulation else {
-        snapshot.pending_pods.extend(displaced.into_values());
-        return;
-    };
+    let sim = cmd.simulation.as_ref();
     let mut placed = BTreeSet::new();
     for (i, r) in cmd.replacements.iter().enumerate() {
         *counter += 1;
@@ -959,7 +1085,7 @@ fn apply(
             |p| p.node_pool.spec.template.spec.node_class_ref.clone(),
         );
         let mut node = new_state_node(&name, r, class, now, policy);
-        let sim_claim = sim.new_node_claims.get(i);
+        let sim_claim = sim.and_then(|s| s.new_node_claims.get(i));
         for key in sim_claim.map(|c| c.pods.as_slice()).unwrap_or_default() {
             if let Some(p) = displaced.get(key) {
                 let mut p = p.clone();
@@ -970,6 +1096,10 @@ fn apply(
         }
         snapshot.nodes.push(Arc::new(node));
     }
+    let Some(sim) = sim else {
+        snapshot.pending_pods.extend(displaced.into_values());
+        return;
+    };
     for dest in &sim.existing_nodes {
         let Some(target) = snapshot
             .nodes

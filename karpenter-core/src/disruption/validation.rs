@@ -59,7 +59,7 @@ pub fn validate(
         Method::SingleNode | Method::MultiNode => {
             validate_consolidation(command, snapshot, now, options)
         }
-        Method::Drift | Method::Expiration => Ok(command.clone()),
+        Method::Drift | Method::StaticDrift | Method::Expiration => Ok(command.clone()),
     }
 }
 

@@ -392,3 +392,83 @@ fn consolidation_commands_are_rejected_when_the_budget_closes() {
     let err = validate(&cmd, &closed, now(), &options).expect_err("budget closed");
     assert_eq!(err.reason(), "budget");
 }
+
+/// A static NodePool (`spec.replicas`) of three nodes, one drifted.
+fn static_cluster(replicas: i64, budget: &str, node_limit: Option<&str>) -> ClusterSnapshot {
+    let mut pool = node_pool(
+        "static",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        budget,
+    );
+    pool.node_pool.spec.replicas = Some(replicas);
+    if let Some(limit) = node_limit {
+        pool.node_pool.spec.limits = Some(rl(&[("nodes", limit)]));
+    }
+    let big = it("m5.2xlarge");
+    let mut drifted = node("static-0", "static", &big, 2, "1");
+    if let Some(claim) = drifted.node_claim.as_mut() {
+        claim.status.conditions.push(condition("Drifted"));
+    }
+    snapshot(
+        vec![pool],
+        vec![
+            drifted,
+            node("static-1", "static", &big, 2, "1"),
+            node("static-2", "static", &big, 2, "1"),
+        ],
+    )
+}
+
+/// StaticDrift (§2.3): each drifted node of a static NodePool is replaced one for one from the
+/// template, without a scheduling simulation; consolidation never touches static pools.
+#[test]
+fn static_drift_replaces_drifted_nodes_of_static_pools_one_for_one() {
+    let pass = run_pass(
+        &static_cluster(3, "100%", None),
+        now(),
+        &DisruptionOptions::default(),
+        &|_| false,
+    );
+    assert_eq!(pass.commands.len(), 1);
+    let cmd = &pass.commands[0];
+    assert_eq!(cmd.method, Method::StaticDrift);
+    assert_eq!(cmd.reason, Reason::Drifted);
+    assert_eq!(names(cmd), ["static-0"]);
+    assert_eq!(cmd.replacements.len(), 1);
+    assert!(cmd.simulation.is_none());
+    assert_eq!(cmd.replacements[0].node_pool, "static");
+    assert_eq!(
+        cmd.replacements[0].instance_types[0].name, "m5.large",
+        "cheapest first"
+    );
+}
+
+#[test]
+fn static_drift_waits_for_scale_down_budgets_and_node_limits() {
+    let opts = DisruptionOptions::default();
+    // More nodes running than replicas: wait until scale-down finishes.
+    assert!(
+        run_pass(&static_cluster(2, "100%", None), now(), &opts, &|_| false)
+            .commands
+            .is_empty()
+    );
+    // A closed budget.
+    assert!(
+        run_pass(&static_cluster(3, "0%", None), now(), &opts, &|_| false)
+            .commands
+            .is_empty()
+    );
+    // The node limit leaves no room for a replacement.
+    assert!(
+        run_pass(&static_cluster(3, "100%", Some("3")), now(), &opts, &|_| {
+            false
+        })
+        .commands
+        .is_empty()
+    );
+    // One spare node of limit: one replacement.
+    let pass = run_pass(&static_cluster(3, "100%", Some("4")), now(), &opts, &|_| {
+        false
+    });
+    assert_eq!(pass.commands.len(), 1);
+}

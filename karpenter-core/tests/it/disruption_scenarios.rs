@@ -1061,7 +1061,11 @@ fn drift_static_nodepool_should_not_consider_static_nodepool_for_drift() {
         vec![p],
         vec![drift_node("node-0", "default", &it("medium"), 1, "1")],
     );
-    assert!(pass(&s).commands.is_empty());
+    // The dynamic Drift method never takes static NodePools' nodes; StaticDrift (§2.3) does,
+    // replacing the node one for one from the template without a simulation.
+    let out = pass(&s);
+    assert!(out.commands.iter().all(|c| c.method != Method::Drift));
+    assert!(out.commands.iter().all(|c| c.method == Method::StaticDrift));
 }
 
 // ---------------------------------------------------------------------------------------------
