@@ -508,7 +508,7 @@ pub fn new_candidate(
     }
     validate_node_disruptable(node, now)?;
     let pool_name = node.nodepool().unwrap_or_default();
-    let pool = snapshot
+    snapshot
         .node_pool(pool_name)
         .filter(|p| !p.instance_types.is_empty())
         .ok_or_else(|| CandidateError::NodePoolNotFound {
@@ -523,11 +523,17 @@ pub fn new_candidate(
             return Err(e.into());
         }
     }
+    Ok(describe_candidate(snapshot, node))
+}
+
+/// The candidate record of `node` without any candidacy rule: its NodePool, instance type,
+/// current price and reschedulable pods. [`new_candidate`] applies the rules first; forceful
+/// disruption (expiration) uses this directly.
+pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Candidate {
+    let pool_name = node.nodepool().unwrap_or_default();
+    let pool = snapshot.node_pool(pool_name);
     let instance_type = node.instance_type().and_then(|name| {
-        pool.instance_types
-            .iter()
-            .find(|it| it.name == name)
-            .cloned()
+        pool.and_then(|p| p.instance_types.iter().find(|it| it.name == name).cloned())
     });
     let zone = node.zone().unwrap_or_default().to_string();
     let capacity_type = node.capacity_type().unwrap_or_default().to_string();
@@ -539,7 +545,7 @@ pub fn new_candidate(
         .cloned()
         .collect();
     let reschedule_disruption_cost = cost::reschedule_disruption_cost(&reschedulable_pods);
-    Ok(Candidate {
+    Candidate {
         node: Arc::clone(node),
         node_pool: pool_name.to_string(),
         instance_type,
@@ -548,8 +554,8 @@ pub fn new_candidate(
         price,
         reschedulable_pods,
         reschedule_disruption_cost,
-        owned_by_static_node_pool: pool.node_pool.is_static(),
-    })
+        owned_by_static_node_pool: pool.is_some_and(|p| p.node_pool.is_static()),
+    }
 }
 
 /// A node that is not a candidate, and why.

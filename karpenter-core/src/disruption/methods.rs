@@ -984,7 +984,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now: Timestamp, options: &DisruptionOpti
     if !expired.is_empty() {
         let candidates: Vec<Candidate> = expired
             .iter()
-            .map(|n| bare_candidate(&working, n))
+            .map(|n| super::candidates::describe_candidate(&working, n))
             .collect();
         let cmd = Command {
             method: Method::Expiration,
@@ -1022,38 +1022,6 @@ pub fn plan(snapshot: &ClusterSnapshot, now: Timestamp, options: &DisruptionOpti
         .collect();
     plan.blocked.retain(|n, _| !disrupted.contains(n));
     plan
-}
-
-/// A candidate record for a node that expiration disrupts regardless of candidacy rules.
-fn bare_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Candidate {
-    let pool = node.nodepool().unwrap_or_default().to_string();
-    let instance_type = node.instance_type().and_then(|name| {
-        snapshot
-            .node_pool(&pool)
-            .and_then(|p| p.instance_types.iter().find(|it| it.name == name).cloned())
-    });
-    let zone = node.zone().unwrap_or_default().to_string();
-    let capacity_type = node.capacity_type().unwrap_or_default().to_string();
-    let price = super::candidates::current_price(instance_type.as_deref(), &zone, &capacity_type);
-    let reschedulable_pods: Vec<Pod> = node
-        .pods
-        .iter()
-        .filter(|p| super::candidates::is_reschedulable(p))
-        .cloned()
-        .collect();
-    Candidate {
-        node: node.clone(),
-        owned_by_static_node_pool: snapshot
-            .node_pool(&pool)
-            .is_some_and(|p| p.node_pool.is_static()),
-        node_pool: pool,
-        instance_type,
-        zone,
-        capacity_type,
-        price,
-        reschedule_disruption_cost: super::cost::reschedule_disruption_cost(&reschedulable_pods),
-        reschedulable_pods,
-    }
 }
 
 /// Applies a command to the working snapshot: candidates leave; replacements join as

@@ -4,7 +4,6 @@
 use crate::labels::{self, LabelPolicy};
 use crate::model::{NodeSelectorTerm, Pod, WhenUnsatisfiable};
 use crate::requirements::{Operator, Requirement, Requirements};
-use crate::taints::{TaintEffect, Toleration, TolerationOperator};
 
 use super::PreferencePolicy;
 
@@ -199,11 +198,7 @@ pub(crate) fn relax(
     }
     // 6. Tolerate PreferNoSchedule taints, if any NodePool has one.
     if tolerate_prefer_no_schedule {
-        let wildcard = Toleration {
-            operator: Some(TolerationOperator::Exists),
-            effect: Some(TaintEffect::PreferNoSchedule),
-            ..Toleration::default()
-        };
+        let wildcard = crate::taints::prefer_no_schedule_wildcard();
         if !pod.tolerations.contains(&wildcard) {
             pod.tolerations.push(wildcard);
             return true;

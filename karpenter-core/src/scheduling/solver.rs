@@ -28,10 +28,11 @@ struct OfferingView {
 
 use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
+use crate::lifecycle::nodeclaim::is_known_ephemeral_taint;
 use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{ResourceList, names};
-use crate::taints::{self, Taint, TaintEffect, Toleration, TolerationOperator};
+use crate::taints::{self, Taint, TaintEffect};
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
@@ -127,27 +128,6 @@ fn has_usable_group(it: &InstanceType, reqs: &Requirements, policy: &LabelPolicy
                     .is_some_and(|o| reqs.is_compatible(o.requirements(), Some(policy)))
             })
     })
-}
-
-/// Known ephemeral taints, ignored on uninitialized managed nodes (spec 1.5).
-fn is_ephemeral_taint(t: &Taint) -> bool {
-    match (t.key.as_str(), t.effect) {
-        ("node.kubernetes.io/not-ready", TaintEffect::NoSchedule | TaintEffect::NoExecute) => true,
-        ("node.kubernetes.io/unreachable", TaintEffect::NoSchedule) => true,
-        ("node.cloudprovider.kubernetes.io/uninitialized", TaintEffect::NoSchedule) => {
-            t.value == "true"
-        }
-        (labels::UNREGISTERED_TAINT_KEY, TaintEffect::NoExecute) => true,
-        (k, _) => k.starts_with("readiness.k8s.io/"),
-    }
-}
-
-fn prefer_no_schedule_wildcard() -> Toleration {
-    Toleration {
-        operator: Some(TolerationOperator::Exists),
-        effect: Some(TaintEffect::PreferNoSchedule),
-        ..Toleration::default()
-    }
 }
 
 /// Whether a DaemonSet pod would run on a node described by `node_reqs` (and, for templates, an
@@ -404,7 +384,7 @@ impl<'a> Solver<'a> {
                     .enumerate()
                     .filter(|(_, d)| {
                         let mut tol = d.pod.tolerations.clone();
-                        tol.push(prefer_no_schedule_wildcard());
+                        tol.push(taints::prefer_no_schedule_wildcard());
                         taints::tolerates_all(&tol, &np.taints).is_ok()
                             && daemon_compatible(&d.pod, &reqs, Some(it), Some(policy))
                     })
@@ -1005,7 +985,7 @@ impl<'a> Solver<'a> {
                 PodErrorKind::InstanceTypes
             };
             return Err(fail(kind, &|| {
-                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, self, t)
+                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, &self.index)
             }));
         }
         let mut relaxed = false;
@@ -1544,15 +1524,13 @@ fn filter_error_message(
     min_values: Option<&str>,
     reqs: &Requirements,
     total: &Res,
-    solver: &Solver<'_>,
-    t: usize,
+    index: &ResourceIndex,
 ) -> String {
     let mut shown = reqs.clone();
     for key in [labels::REGISTERED, labels::INITIALIZED, labels::HOSTNAME] {
         shown.remove(key);
     }
-    let _ = t;
-    let resources = dense_summary(&solver.index, total);
+    let resources = dense_summary(index, total);
     let context = format!("requirements={shown}, resources={resources}");
     if let Some(m) = min_values {
         return format!("{m}, {context}");
@@ -1614,7 +1592,9 @@ fn build_existing(
     let taints: Vec<Taint> = if node.managed && !node.initialized {
         node.taints
             .iter()
-            .filter(|t| !is_ephemeral_taint(t) && !node.startup_taints.iter().any(|s| s.matches(t)))
+            .filter(|t| {
+                !is_known_ephemeral_taint(t) && !node.startup_taints.iter().any(|s| s.matches(t))
+            })
             .cloned()
             .collect()
     } else {
@@ -1643,7 +1623,7 @@ fn build_existing(
     let mut daemon_total = ResourceList::new();
     for d in daemons {
         let mut tol = d.pod.tolerations.clone();
-        tol.push(prefer_no_schedule_wildcard());
+        tol.push(taints::prefer_no_schedule_wildcard());
         if taints::tolerates_all(&tol, &taints).is_ok()
             && daemon_compatible(&d.pod, &requirements, None, None)
         {
