@@ -111,6 +111,7 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
         "nodes",
         "candidates",
         "evaluated",
+        "prepare",
         "single-node eval",
         "multi-node pass",
         "removed by pass",
@@ -122,7 +123,17 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
             .split_whitespace()
             .filter_map(|x| x.parse().ok())
             .collect();
-        let [nodes, candidates, evaluated, per, multi, removed, peak] = f[..] else {
+        let [
+            nodes,
+            candidates,
+            evaluated,
+            prepare,
+            per,
+            multi,
+            removed,
+            peak,
+        ] = f[..]
+        else {
             eprintln!("row {row}: unreadable output {text:?}");
             continue;
         };
@@ -131,6 +142,7 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
             nodes.to_string(),
             candidates.to_string(),
             evaluated.to_string(),
+            format!("{:.3} ms", prepare as f64 / 1e6),
             format!("{:.3} ms", per as f64 / 1e6),
             format!("{:.3} s", multi as f64 / 1e9),
             removed.to_string(),
@@ -191,12 +203,14 @@ fn run_row(row: &str) -> Result<String, String> {
     ))
 }
 
-/// A consolidation row: `<nodes> <candidates> <evaluated> <ns per single-node evaluation>
-/// <ns for a full multi-node pass> <nodes removed by that pass> <peak KiB>`.
+/// A consolidation row: `<nodes> <candidates> <evaluated> <ns to prepare the simulator> <ns per
+/// single-node evaluation> <ns for a full multi-node pass> <nodes removed by that pass> <peak
+/// KiB>`.
 fn run_consolidation_row(n: usize) -> Result<String, String> {
     use karpenter_bench::consolidation;
     use karpenter_core::disruption::{
-        DisruptionOptions, consolidation_candidates_of, evaluate_consolidation, multi_node_pass,
+        DisruptionOptions, consolidation_candidates_of, evaluate_consolidation_with,
+        multi_node_pass, simulate::SimulationContext,
     };
     let snapshot = consolidation::cluster(n);
     let now = consolidation::now();
@@ -208,25 +222,32 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
     // Single-node: evaluate candidates one by one (every candidate up to 200, spread evenly).
     let step = (candidates.len() / 200).max(1);
     let sample: Vec<_> = candidates.iter().step_by(step).take(200).collect();
+    // The scheduler is prepared once per snapshot (as a disruption pass does), then each
+    // candidate is one simulation over it.
+    let start = Instant::now();
+    let context = SimulationContext::new(&snapshot, &options.scheduler, now);
+    let simulator = context.simulator();
+    let prepare = start.elapsed();
     let start = Instant::now();
     for c in &sample {
-        let _ = std::hint::black_box(evaluate_consolidation(
-            &snapshot,
+        let _ = std::hint::black_box(evaluate_consolidation_with(
+            &simulator,
             std::slice::from_ref(*c),
-            now,
             &options,
         ));
     }
     let per_candidate = start.elapsed() / (sample.len().max(1) as u32);
+    drop(simulator);
     // Multi-node: one full pass over every candidate (no cap, no time-out).
     let start = Instant::now();
     let pass = multi_node_pass(&snapshot, now, &options);
     let multi = start.elapsed();
     let removed: usize = pass.commands.iter().map(|c| c.candidates.len()).sum();
     Ok(format!(
-        "C {n} {} {} {} {} {removed} {}",
+        "C {n} {} {} {} {} {} {removed} {}",
         candidates.len(),
         sample.len(),
+        prepare.as_nanos(),
         per_candidate.as_nanos(),
         multi.as_nanos(),
         peak_rss_kib()

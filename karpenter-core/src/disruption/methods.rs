@@ -36,7 +36,27 @@ use super::candidates::{
     sort_for_drift,
 };
 use super::cost::{eviction_cost, is_under_consolidate_after};
-use super::simulate::{Simulation, condition_true, simulate_scheduling};
+use super::simulate::{Simulation, SimulationContext, Simulator, condition_true};
+
+/// The scheduler prepared over a pass's snapshot, built on first use (a pass that ends at
+/// emptiness never needs it) and shared by every simulation of the pass.
+struct Sims<'c> {
+    context: &'c SimulationContext<'c>,
+    simulator: std::cell::OnceCell<Simulator<'c>>,
+}
+
+impl<'c> Sims<'c> {
+    fn new(context: &'c SimulationContext<'c>) -> Sims<'c> {
+        Sims {
+            context,
+            simulator: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn get(&self) -> &Simulator<'c> {
+        self.simulator.get_or_init(|| self.context.simulator())
+    }
+}
 
 /// The spot-to-spot rule: a single spot node is replaced by spot only with at least this many
 /// cheaper instance types (§2.6.1).
@@ -247,14 +267,13 @@ fn min_values_ok(r: &NewNodeClaim, its: &[Arc<InstanceType>]) -> Result<(), Stri
 
 /// What consolidating `candidates` would do: `Ok(None)` means no action.
 fn compute_consolidation(
-    snapshot: &ClusterSnapshot,
+    simulator: &Simulator<'_>,
     candidates: &[Candidate],
     options: &DisruptionOptions,
-    now: Timestamp,
 ) -> Result<Option<(Vec<NewNodeClaim>, Simulation)>, String> {
     let policy = &options.scheduler.label_policy;
     let refs: Vec<&Candidate> = candidates.iter().collect();
-    let sim = match simulate_scheduling(snapshot, &refs, &options.scheduler, true, now) {
+    let sim = match simulator.simulate(&refs, true) {
         Ok(s) => s,
         Err(_) => return Ok(None),
     };
@@ -677,6 +696,7 @@ fn static_replacement(pool: &crate::state::NodePoolState, policy: &LabelPolicy) 
 }
 
 fn drift(
+    sims: &Sims<'_>,
     snapshot: &ClusterSnapshot,
     candidates: &[Candidate],
     now: Timestamp,
@@ -701,7 +721,7 @@ fn drift(
             ));
             continue;
         }
-        let sim = match simulate_scheduling(snapshot, &[&c], &options.scheduler, false, now) {
+        let sim = match sims.get().simulate(&[&c], false) {
             Ok(s) => s,
             Err(_) => continue,
         };
@@ -745,6 +765,7 @@ fn consolidation_candidates(
 }
 
 fn multi_node(
+    sims: &Sims<'_>,
     snapshot: &ClusterSnapshot,
     candidates: &[Candidate],
     now: Timestamp,
@@ -783,7 +804,7 @@ fn multi_node(
     while lo <= hi {
         let mid = (lo + hi) / 2;
         let prefix = &kept[..=mid];
-        let valid = match compute_consolidation(snapshot, prefix, options, now) {
+        let valid = match compute_consolidation(sims.get(), prefix, options) {
             Ok(Some((mut replacements, sim))) => {
                 let ok = replacements
                     .first_mut()
@@ -819,6 +840,7 @@ fn multi_node(
 }
 
 fn single_node(
+    sims: &Sims<'_>,
     snapshot: &ClusterSnapshot,
     candidates: &[Candidate],
     now: Timestamp,
@@ -848,7 +870,7 @@ fn single_node(
             continue;
         }
         let one = vec![c];
-        match compute_consolidation(snapshot, &one, options, now) {
+        match compute_consolidation(sims.get(), &one, options) {
             Ok(Some((replacements, sim))) => {
                 let saving = savings(&one, &replacements, policy);
                 if !balanced_approves(snapshot, &totals, &one, saving) {
@@ -877,27 +899,54 @@ fn single_node(
 /// Evaluates consolidating exactly `candidates` (§2.6): the command it would give (a delete or a
 /// replacement by one cheaper node), `Ok(None)` when a candidate is already being deleted, or
 /// the reason it is not worth doing. Budgets and Balanced scoring are not applied here.
+///
+/// Each call prepares the scheduler over the whole snapshot; to evaluate many candidate sets of
+/// one snapshot, prepare once with [`SimulationContext`] and call [`evaluate_consolidation_with`].
 pub fn evaluate_consolidation(
     snapshot: &ClusterSnapshot,
     candidates: &[Candidate],
     now: Timestamp,
     options: &DisruptionOptions,
 ) -> Result<Option<Command>, String> {
+    let context = SimulationContext::new(snapshot, &options.scheduler, now);
+    evaluate_consolidation_with(&context.simulator(), candidates, options)
+}
+
+/// [`evaluate_consolidation`] with a scheduler prepared once for the snapshot (its
+/// [`SimulationContext`] must have been built with `options.scheduler`).
+///
+/// ```
+/// use karpenter_core::disruption::simulate::SimulationContext;
+/// use karpenter_core::disruption::{DisruptionOptions, evaluate_consolidation_with};
+/// use karpenter_core::model::Timestamp;
+/// use karpenter_core::state::ClusterSnapshot;
+///
+/// let snapshot = ClusterSnapshot::default();
+/// let options = DisruptionOptions::default();
+/// let context = SimulationContext::new(&snapshot, &options.scheduler, Timestamp::UNIX_EPOCH);
+/// let simulator = context.simulator();
+/// // With no candidate, nothing moves: the command deletes nothing and launches nothing.
+/// let command = evaluate_consolidation_with(&simulator, &[], &options).unwrap().unwrap();
+/// assert!(command.replacements.is_empty());
+/// ```
+pub fn evaluate_consolidation_with(
+    simulator: &Simulator<'_>,
+    candidates: &[Candidate],
+    options: &DisruptionOptions,
+) -> Result<Option<Command>, String> {
     let policy = &options.scheduler.label_policy;
     Ok(
-        compute_consolidation(snapshot, candidates, options, now)?.map(|(replacements, sim)| {
-            Command {
-                method: if candidates.len() == 1 {
-                    Method::SingleNode
-                } else {
-                    Method::MultiNode
-                },
-                reason: Reason::Underutilized,
-                savings_per_hour: savings(candidates, &replacements, policy),
-                candidates: candidates.to_vec(),
-                replacements,
-                simulation: Some(sim.results),
-            }
+        compute_consolidation(simulator, candidates, options)?.map(|(replacements, sim)| Command {
+            method: if candidates.len() == 1 {
+                Method::SingleNode
+            } else {
+                Method::MultiNode
+            },
+            reason: Reason::Underutilized,
+            savings_per_hour: savings(candidates, &replacements, policy),
+            candidates: candidates.to_vec(),
+            replacements,
+            simulation: Some(sim.results),
         }),
     )
 }
@@ -917,7 +966,15 @@ pub fn multi_node_pass(
 ) -> PassOutcome {
     let mut out = PassOutcome::default();
     let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
-    multi_node(snapshot, &graceful, now, &mut out, options);
+    let context = SimulationContext::new(snapshot, &options.scheduler, now);
+    multi_node(
+        &Sims::new(&context),
+        snapshot,
+        &graceful,
+        now,
+        &mut out,
+        options,
+    );
     out
 }
 
@@ -944,15 +1001,17 @@ pub fn run_pass(
     if !out.commands.is_empty() {
         return out;
     }
-    drift(snapshot, &eventual, now, &mut out, options);
+    let context = SimulationContext::new(snapshot, &options.scheduler, now);
+    let sims = Sims::new(&context);
+    drift(&sims, snapshot, &eventual, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;
     }
-    multi_node(snapshot, &graceful, now, &mut out, options);
+    multi_node(&sims, snapshot, &graceful, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;
     }
-    single_node(snapshot, &graceful, now, &mut out, options);
+    single_node(&sims, snapshot, &graceful, now, &mut out, options);
     out
 }
 

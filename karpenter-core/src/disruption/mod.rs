@@ -17,5 +17,5 @@ pub mod validation;
 
 pub use methods::{
     Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, consolidation_candidates_of,
-    evaluate_consolidation, multi_node_pass, plan, run_pass,
+    evaluate_consolidation, evaluate_consolidation_with, multi_node_pass, plan, run_pass,
 };

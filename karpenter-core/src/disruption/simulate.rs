@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::ConditionStatus;
 use crate::model::{ClusterNode, Timestamp};
+use crate::scheduling::solver::{Prepared, SolveRequest};
 use crate::scheduling::{
-    ConsolidationSimulation, ExistingNodeRef, NodePoolInput, ReservedCapacityMode, Results,
-    SchedulerOptions, SchedulingInput, solve_with_existing,
+    ExistingNodeRef, NodePoolInput, ReservedCapacityMode, Results, SchedulerOptions,
+    SchedulingInput,
 };
 use crate::state::{ClusterSnapshot, StateNode};
 
@@ -102,9 +103,213 @@ pub fn eligible_node_pools(snapshot: &ClusterSnapshot) -> Vec<NodePoolInput> {
         .collect()
 }
 
-/// Simulates removing `candidates` (spec §5). With `consolidation`, existing nodes still inside
-/// their NodePool's `consolidateAfter` window refuse the candidates' pods. Reserved capacity is
-/// simulated in fallback mode, as upstream does.
+/// What every simulation over one snapshot shares (spec §5), built once: the scheduler's view
+/// of the nodes, the NodePools it may launch from, the pods every simulation must place (pending
+/// pods and the pods of deleting nodes), the nodes still inside their `consolidateAfter` window.
+/// [`SimulationContext::simulator`] prepares the scheduler over it; each simulation then costs
+/// little beyond the pods it moves.
+///
+/// ```
+/// use karpenter_core::disruption::simulate::SimulationContext;
+/// use karpenter_core::model::Timestamp;
+/// use karpenter_core::scheduling::SchedulerOptions;
+/// use karpenter_core::state::ClusterSnapshot;
+///
+/// let snapshot = ClusterSnapshot::default();
+/// let options = SchedulerOptions::default();
+/// let context = SimulationContext::new(&snapshot, &options, Timestamp::UNIX_EPOCH);
+/// let simulator = context.simulator();
+/// let simulation = simulator.simulate(&[], true).expect("no candidate is being deleted");
+/// assert!(simulation.all_non_pending_scheduled());
+/// assert!(simulation.results.new_node_claims.is_empty());
+/// ```
+pub struct SimulationContext<'s> {
+    snapshot: &'s ClusterSnapshot,
+    options: SchedulerOptions,
+    now: Timestamp,
+    /// NodePools, DaemonSets, namespaces, volumes; `pods` holds the pods every simulation
+    /// places (pending pods, then the pods of deleting nodes).
+    input: SchedulingInput,
+    pending: BTreeSet<String>,
+    from_deleting: BTreeSet<String>,
+    /// The scheduler's view of every node not being deleted, in snapshot order, with the
+    /// position of its [`StateNode`] in the snapshot.
+    nodes: Vec<(usize, Cow<'s, ClusterNode>)>,
+    /// Node name → position in `nodes`.
+    positions: BTreeMap<&'s str, usize>,
+    /// Nodes inside their NodePool's `consolidateAfter` window (by scheduler node name).
+    refusing: BTreeSet<String>,
+    /// Uninitialized destinations: hostname → the message of pods placed there.
+    uninitialized: BTreeMap<String, String>,
+    pdbs: PdbLimits,
+}
+
+impl<'s> SimulationContext<'s> {
+    /// The context of simulations over `snapshot` at `now`. Reserved capacity is simulated in
+    /// fallback mode, as upstream does.
+    pub fn new(
+        snapshot: &'s ClusterSnapshot,
+        scheduler: &SchedulerOptions,
+        now: Timestamp,
+    ) -> SimulationContext<'s> {
+        let pdbs = PdbLimits::new(&snapshot.pdbs);
+        let mut pods = snapshot.pending_pods.clone();
+        let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
+        let mut from_deleting = BTreeSet::new();
+        let mut nodes = Vec::new();
+        let mut positions = BTreeMap::new();
+        let mut refusing = BTreeSet::new();
+        let mut uninitialized = BTreeMap::new();
+        for (i, node) in snapshot.nodes.iter().enumerate() {
+            if node.is_deleting() {
+                for p in &node.pods {
+                    if super::candidates::is_reschedulable(p)
+                        && is_currently_reschedulable(p, &pdbs, now)
+                    {
+                        from_deleting.insert(p.key());
+                        pods.push(p.clone());
+                    }
+                }
+                continue;
+            }
+            let cn = cluster_node_cow(node);
+            if !cn.initialized {
+                let claim = node.node_claim.as_ref().map_or("", |c| c.name());
+                uninitialized.insert(
+                    cn.hostname().to_string(),
+                    format!(
+                        "would schedule against uninitialized nodeclaim/{claim}, node/{}",
+                        node.name()
+                    ),
+                );
+            }
+            if let (Some(pool), Some(claim)) = (
+                node.nodepool().and_then(|n| snapshot.node_pool(n)),
+                node.node_claim.as_ref(),
+            ) && is_under_consolidate_after(&pool.node_pool, claim, now)
+            {
+                refusing.insert(cn.name.clone());
+            }
+            positions.insert(node.name(), nodes.len());
+            nodes.push((i, cn));
+        }
+        let mut options = scheduler.clone();
+        options.reserved_capacity_mode = ReservedCapacityMode::Fallback;
+        SimulationContext {
+            snapshot,
+            options,
+            now,
+            input: SchedulingInput {
+                node_pools: eligible_node_pools(snapshot),
+                existing_nodes: Vec::new(),
+                daemonsets: snapshot.daemonsets.clone(),
+                pods,
+                namespace_labels: snapshot.namespace_labels.clone(),
+                volumes: snapshot.volumes.clone(),
+                consolidation: None,
+            },
+            pending,
+            from_deleting,
+            nodes,
+            positions,
+            refusing,
+            uninitialized,
+            pdbs,
+        }
+    }
+
+    /// Prepares the scheduler over the context (the cost of one simulation's set-up, paid
+    /// once).
+    pub fn simulator(&self) -> Simulator<'_> {
+        let nodes = self
+            .nodes
+            .iter()
+            .filter_map(|(i, cn)| {
+                let node = self.snapshot.nodes.get(*i)?;
+                Some(ExistingNodeRef {
+                    node: cn.as_ref(),
+                    pods: &node.pods,
+                    volume_limits: &node.volume_limits,
+                })
+            })
+            .collect();
+        Simulator {
+            context: self,
+            prepared: Prepared::new(&self.input, nodes, &self.options, &self.input.pods),
+        }
+    }
+}
+
+/// The scheduler prepared over a [`SimulationContext`]: runs any number of simulations.
+pub struct Simulator<'c> {
+    context: &'c SimulationContext<'c>,
+    prepared: Prepared<'c>,
+}
+
+impl Simulator<'_> {
+    /// Simulates removing `candidates` (spec §5): their reschedulable pods (those no PDB or
+    /// do-not-disrupt blocks now) join the pending pods and the pods of deleting nodes. With
+    /// `consolidation`, existing nodes still inside their NodePool's `consolidateAfter` window
+    /// refuse the candidates' pods.
+    pub fn simulate(
+        &self,
+        candidates: &[&Candidate],
+        consolidation: bool,
+    ) -> Result<Simulation, SimulationError> {
+        let ctx = self.context;
+        if let Some(c) = candidates.iter().find(|c| c.node.is_deleting()) {
+            return Err(SimulationError::CandidateDeleting(c.name().to_string()));
+        }
+        let mut removed = vec![false; ctx.nodes.len()];
+        let mut pods = ctx.input.pods.clone();
+        let mut displaced = BTreeSet::new();
+        for c in candidates {
+            if let Some(&i) = ctx.positions.get(c.name())
+                && let Some(r) = removed.get_mut(i)
+            {
+                *r = true;
+            }
+            for p in &c.reschedulable_pods {
+                if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {
+                    displaced.insert(p.key());
+                    pods.push(p.clone());
+                }
+            }
+        }
+        let results = self.prepared.solve(&SolveRequest {
+            pods: &pods,
+            removed: &removed,
+            refusing: consolidation.then_some(&ctx.refusing),
+            displaced: consolidation.then_some(&displaced),
+        });
+
+        let mut displaced_errors: BTreeMap<String, String> = results
+            .pod_errors
+            .iter()
+            .filter(|(key, _)| !ctx.pending.contains(*key))
+            .map(|(key, e)| (key.clone(), e.message.clone()))
+            .collect();
+        for node in &results.existing_nodes {
+            if let Some(message) = ctx.uninitialized.get(&node.name) {
+                for pod in &node.pods {
+                    if !ctx.from_deleting.contains(pod) && !ctx.pending.contains(pod) {
+                        displaced_errors.insert(pod.clone(), message.clone());
+                    }
+                }
+            }
+        }
+        Ok(Simulation {
+            results,
+            displaced_errors,
+        })
+    }
+}
+
+/// Simulates removing `candidates` (spec §5) with a one-off [`SimulationContext`]: callers
+/// that simulate several candidate sets over one snapshot should build the context and its
+/// [`Simulator`] once. With `consolidation`, existing nodes still inside their NodePool's
+/// `consolidateAfter` window refuse the candidates' pods. Reserved capacity is simulated in
+/// fallback mode, as upstream does.
 pub fn simulate_scheduling(
     snapshot: &ClusterSnapshot,
     candidates: &[&Candidate],
@@ -112,116 +317,9 @@ pub fn simulate_scheduling(
     consolidation: bool,
     now: Timestamp,
 ) -> Result<Simulation, SimulationError> {
-    let candidate_names: BTreeSet<&str> = candidates.iter().map(|c| c.name()).collect();
-    if let Some(c) = candidates.iter().find(|c| c.node.is_deleting()) {
-        return Err(SimulationError::CandidateDeleting(c.name().to_string()));
-    }
-    let pdbs = PdbLimits::new(&snapshot.pdbs);
-
-    let mut pods = snapshot.pending_pods.clone();
-    let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
-    let mut displaced = BTreeSet::new();
-    for c in candidates {
-        for p in &c.reschedulable_pods {
-            if is_currently_reschedulable(p, &pdbs, now) {
-                displaced.insert(p.key());
-                pods.push(p.clone());
-            }
-        }
-    }
-    let mut from_deleting = BTreeSet::new();
-    // (cluster node, its pods in the snapshot): the pods are borrowed, not copied.
-    let mut existing: Vec<(
-        Cow<'_, ClusterNode>,
-        &[crate::model::Pod],
-        &crate::volumes::CsiNodeLimits,
-    )> = Vec::new();
-    let mut refusing = BTreeSet::new();
-    let mut uninitialized: BTreeMap<String, (String, bool)> = BTreeMap::new();
-    for node in &snapshot.nodes {
-        if candidate_names.contains(node.name()) {
-            continue;
-        }
-        if node.is_deleting() {
-            for p in &node.pods {
-                if super::candidates::is_reschedulable(p)
-                    && is_currently_reschedulable(p, &pdbs, now)
-                {
-                    from_deleting.insert(p.key());
-                    pods.push(p.clone());
-                }
-            }
-            continue;
-        }
-        let cn = cluster_node_cow(node);
-        if !cn.initialized {
-            let claim = node.node_claim.as_ref().map_or("", |c| c.name());
-            uninitialized.insert(
-                cn.hostname().to_string(),
-                (
-                    format!(
-                        "would schedule against uninitialized nodeclaim/{claim}, node/{}",
-                        node.name()
-                    ),
-                    true,
-                ),
-            );
-        }
-        if consolidation
-            && let (Some(pool), Some(claim)) = (
-                node.nodepool().and_then(|n| snapshot.node_pool(n)),
-                node.node_claim.as_ref(),
-            )
-            && is_under_consolidate_after(&pool.node_pool, claim, now)
-        {
-            refusing.insert(cn.name.clone());
-        }
-        existing.push((cn, &node.pods, &node.volume_limits));
-    }
-
-    let mut options = scheduler.clone();
-    options.reserved_capacity_mode = ReservedCapacityMode::Fallback;
-    let input = SchedulingInput {
-        node_pools: eligible_node_pools(snapshot),
-        existing_nodes: Vec::new(),
-        daemonsets: snapshot.daemonsets.clone(),
-        pods,
-        namespace_labels: snapshot.namespace_labels.clone(),
-        volumes: snapshot.volumes.clone(),
-        consolidation: consolidation.then(|| ConsolidationSimulation {
-            nodes_refusing_displaced_pods: refusing,
-            displaced_pods: displaced.clone(),
-        }),
-    };
-    let existing: Vec<ExistingNodeRef<'_>> = existing
-        .iter()
-        .map(|(node, pods, volume_limits)| ExistingNodeRef {
-            node: node.as_ref(),
-            pods,
-            volume_limits,
-        })
-        .collect();
-    let results = solve_with_existing(&input, &existing, &options);
-
-    let mut displaced_errors: BTreeMap<String, String> = results
-        .pod_errors
-        .iter()
-        .filter(|(key, _)| !pending.contains(*key))
-        .map(|(key, e)| (key.clone(), e.message.clone()))
-        .collect();
-    for node in &results.existing_nodes {
-        if let Some((message, _)) = uninitialized.get(&node.name) {
-            for pod in &node.pods {
-                if !from_deleting.contains(pod) && !pending.contains(pod) {
-                    displaced_errors.insert(pod.clone(), message.clone());
-                }
-            }
-        }
-    }
-    Ok(Simulation {
-        results,
-        displaced_errors,
-    })
+    SimulationContext::new(snapshot, scheduler, now)
+        .simulator()
+        .simulate(candidates, consolidation)
 }
 
 /// Whether the NodeClaim of `node` carries condition `type_` with status True.

@@ -361,7 +361,7 @@ pub mod defaults;
 mod dense;
 mod metrics;
 mod podreqs;
-mod solver;
+pub(crate) mod solver;
 pub(crate) mod topology;
 mod volumes;
 

@@ -63,7 +63,13 @@ pub fn solve_with_existing(
         .map(ExistingNodeRef::from)
         .chain(extra_existing.iter().copied())
         .collect();
-    Solver::new(input, &nodes, options).run()
+    let consolidation = input.consolidation.as_ref();
+    Prepared::new(input, nodes, options, &input.pods).solve(&SolveRequest {
+        pods: &input.pods,
+        removed: &[],
+        refusing: consolidation.map(|c| &c.nodes_refusing_displaced_pods),
+        displaced: consolidation.map(|c| &c.displaced_pods),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -165,14 +171,9 @@ fn daemon_compatible(
 // Existing nodes and NodeClaims under construction
 // ---------------------------------------------------------------------------------------------
 
+#[derive(Clone)]
 struct ExistingNode {
     name: String,
-    /// In a consolidation simulation: the node refuses displaced pods (spec 2.10).
-    refuses_displaced: bool,
-    /// The hostname's interned topology id (existing hosts are registered at construction).
-    hostname_id: Option<u32>,
-    /// `requirements` on each topology key.
-    topology_keys: TopologyKeyCache,
     requirements: Requirements,
     taints: Vec<Taint>,
     remaining: Res,
@@ -232,6 +233,10 @@ enum AddError {
 /// Per-pod data that changes when the pod is relaxed.
 struct PodState {
     pod: Pod,
+    /// `namespace/name`, computed once.
+    key: String,
+    /// Displaced from a consolidation candidate: refused by nodes under `consolidateAfter`.
+    displaced: bool,
     reqs: PodRequirements,
     requests: Res,
     constrained: bool,
@@ -250,35 +255,51 @@ struct FilterStats {
     fits_and_offering: bool,
 }
 
-struct Solver<'a> {
+/// The cluster side of a solve, prepared once: the resource index, the templates with their
+/// daemon overhead groups, the existing nodes' state and the topology domain universe. Any
+/// number of solves can share it: each names the pods to place and which existing nodes to
+/// leave out (a consolidation simulation removes its candidates), and costs little beyond the
+/// pods it places — the prepared state is borrowed, and an existing node is copied only when a
+/// pod lands on it.
+pub(crate) struct Prepared<'a> {
     options: &'a SchedulerOptions,
-    policy: &'a LabelPolicy,
     input: &'a SchedulingInput,
+    /// Every existing node, in input order.
+    nodes: Vec<ExistingNodeRef<'a>>,
     index: ResourceIndex,
     templates: Vec<Template>,
-    existing: Vec<ExistingNode>,
-    claims: Vec<Claim>,
-    claim_order: BTreeSet<(usize, usize)>,
-    topology: Topology<'a>,
-    tolerate_prefer_no_schedule: bool,
-    hostname_counter: usize,
-    /// Reservation id → instances left (spec 5.4).
+    /// Per template: the position of its pool's existing nodes in `nodes` (for limits).
+    pool_nodes: Vec<Vec<usize>>,
+    universe: Arc<DomainUniverse>,
     reservation_capacity: BTreeMap<String, i64>,
-    /// Cache: (template, requirements without hostname) → options passing the requirement and
-    /// offering criteria.
-    filter_cache: RefCell<FilterCache>,
-    offering_cache: RefCell<OfferingCache>,
-    errors: BTreeMap<usize, PodError>,
-    /// Per input pod: its volumes (spec 5.3), resolved before the queue is built.
-    pod_volumes: Vec<Arc<PodVolumes>>,
+    tolerate_prefer_no_schedule: bool,
+    /// Existing nodes not marked for deletion, in placement order (initialized first, then by
+    /// name): (position in `nodes`, state before the solve).
+    existing: Vec<(usize, Arc<ExistingNode>)>,
 }
 
-impl<'a> Solver<'a> {
-    fn new(
+/// One solve over a [`Prepared`] cluster.
+pub(crate) struct SolveRequest<'r> {
+    /// The pods to place.
+    pub(crate) pods: &'r [Pod],
+    /// Per position in the prepared nodes: whether the node is left out (empty: none is).
+    pub(crate) removed: &'r [bool],
+    /// Names of existing nodes that refuse `displaced` pods (spec 2.10).
+    pub(crate) refusing: Option<&'r BTreeSet<String>>,
+    /// Keys (`namespace/name`) of the pods displaced from consolidation candidates.
+    pub(crate) displaced: Option<&'r BTreeSet<String>>,
+}
+
+impl<'a> Prepared<'a> {
+    /// Prepares `nodes` (every existing node and in-flight NodeClaim, with their pods) and the
+    /// NodePools and DaemonSets of `input`. `pods` are registered in the resource index:
+    /// solves of pods with resources registered nowhere fall back to a one-off preparation.
+    pub(crate) fn new(
         input: &'a SchedulingInput,
-        existing_nodes: &'a [ExistingNodeRef<'a>],
+        nodes: Vec<ExistingNodeRef<'a>>,
         options: &'a SchedulerOptions,
-    ) -> Solver<'a> {
+        pods: &[Pod],
+    ) -> Prepared<'a> {
         let policy = &options.label_policy;
         let mut index = ResourceIndex::default();
         for base in [names::CPU, names::MEMORY, names::PODS] {
@@ -286,7 +307,7 @@ impl<'a> Solver<'a> {
             l.insert(base, crate::resources::Quantity::ZERO);
             index.register(&l);
         }
-        for p in &input.pods {
+        for p in pods {
             index.register(&p.requests);
         }
         for d in &input.daemonsets {
@@ -304,7 +325,7 @@ impl<'a> Solver<'a> {
                 }
             }
         }
-        for n in existing_nodes {
+        for n in &nodes {
             index.register(&n.node.allocatable);
             for p in n.pods {
                 index.register(&p.requests);
@@ -327,6 +348,7 @@ impl<'a> Solver<'a> {
             .collect();
 
         let mut templates = Vec::new();
+        let mut pool_nodes_of = Vec::new();
         let mut pool_reqs = Vec::new();
         for np in pools {
             let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
@@ -407,12 +429,15 @@ impl<'a> Solver<'a> {
                 group_of.push(gi);
             }
 
-            // Limits minus existing nodes of this pool (spec 3.10).
+            // Limits minus existing nodes of this pool (spec 3.10); a solve that leaves nodes
+            // out adds theirs back.
             let mut limits = Vec::new();
             let mut nodes_limit = None;
-            let pool_nodes: Vec<&ExistingNodeRef<'_>> = existing_nodes
+            let pool_nodes: Vec<usize> = nodes
                 .iter()
-                .filter(|n| n.node.nodepool() == Some(np.name.as_str()))
+                .enumerate()
+                .filter(|(_, n)| n.node.nodepool() == Some(np.name.as_str()))
+                .map(|(i, _)| i)
                 .collect();
             for (name, q) in np.limits.iter() {
                 if name == names::NODES {
@@ -421,7 +446,7 @@ impl<'a> Solver<'a> {
                 }
                 let used: i64 = pool_nodes
                     .iter()
-                    .map(|n| n.node.capacity.get_or_zero(name).milli_value())
+                    .map(|&i| nodes[i].node.capacity.get_or_zero(name).milli_value())
                     .sum();
                 if let Some(i) = index.position(name) {
                     limits.push((i, q.milli_value() - used));
@@ -453,6 +478,7 @@ impl<'a> Solver<'a> {
             let has_reserved = its
                 .iter()
                 .any(|it| it.offerings.iter().any(|o| o.is_reserved()));
+            pool_nodes_of.push(pool_nodes);
             templates.push(Template {
                 has_reserved,
                 offering_keys: offering_keys.into_iter().collect(),
@@ -490,22 +516,21 @@ impl<'a> Solver<'a> {
         }
 
         // Existing nodes: not marked for deletion; initialized first, then by name.
-        let mut existing_inputs: Vec<&ExistingNodeRef<'_>> = existing_nodes
-            .iter()
-            .filter(|n| !n.node.marked_for_deletion)
+        let mut order: Vec<usize> = (0..nodes.len())
+            .filter(|&i| !nodes[i].node.marked_for_deletion)
             .collect();
-        existing_inputs.sort_by(|a, b| {
-            b.node
-                .initialized
-                .cmp(&a.node.initialized)
-                .then_with(|| a.node.name.cmp(&b.node.name))
+        order.sort_by(|&a, &b| {
+            let (a, b) = (nodes[a].node, nodes[b].node);
+            b.initialized
+                .cmp(&a.initialized)
+                .then_with(|| a.name.cmp(&b.name))
         });
-        let existing = existing_inputs
-            .iter()
-            .map(|n| {
-                let mut node = build_existing(n, &daemons, &index);
-                node.volumes = NodeVolumes::new(&input.volumes, n);
-                node
+        let existing = order
+            .into_iter()
+            .map(|i| {
+                let mut node = build_existing(&nodes[i], &daemons, &index);
+                node.volumes = NodeVolumes::new(&input.volumes, &nodes[i]);
+                (i, Arc::new(node))
             })
             .collect();
 
@@ -517,37 +542,164 @@ impl<'a> Solver<'a> {
                 instance_types: its,
             })
             .collect();
+        Prepared {
+            options,
+            input,
+            nodes,
+            index,
+            templates,
+            pool_nodes: pool_nodes_of,
+            universe: Arc::new(DomainUniverse::build(&universe_pools)),
+            reservation_capacity,
+            tolerate_prefer_no_schedule,
+            existing,
+        }
+    }
+
+    /// Runs one solve. The result is exactly that of a solve over the same input without the
+    /// removed nodes and with `request.pods` as its pods.
+    pub(crate) fn solve(&self, request: &SolveRequest<'_>) -> Results {
+        let registered = request.pods.iter().all(|p| {
+            p.requests
+                .keys()
+                .all(|name| self.index.position(name).is_some())
+        });
+        if !registered {
+            // Resources nothing prepared has seen: prepare again with them.
+            let nodes: Vec<ExistingNodeRef<'_>> = self
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !request.removed.get(*i).copied().unwrap_or(false))
+                .map(|(_, n)| *n)
+                .collect();
+            let prepared = Prepared::new(self.input, nodes, self.options, request.pods);
+            return prepared.solve(&SolveRequest {
+                removed: &[],
+                ..*request
+            });
+        }
+        Solver::new(self, request).run()
+    }
+}
+
+/// Per existing node, what a solve knows beyond the prepared state.
+struct ExistingMeta {
+    /// In a consolidation simulation: the node refuses displaced pods (spec 2.10).
+    refuses_displaced: bool,
+    /// The hostname's interned topology id (existing hosts are registered at construction).
+    hostname_id: Option<u32>,
+    /// The node's requirements on each topology key (filled on first need).
+    topology_keys: Option<TopologyKeyCache>,
+}
+
+struct Solver<'a> {
+    options: &'a SchedulerOptions,
+    policy: &'a LabelPolicy,
+    input: &'a SchedulingInput,
+    pods: &'a [Pod],
+    displaced: Option<&'a BTreeSet<String>>,
+    index: &'a ResourceIndex,
+    templates: &'a [Template],
+    /// Per template: limited resources, (resource index, remaining milli-units).
+    limits: Vec<Vec<(usize, i64)>>,
+    /// Per template: NodeClaims the `nodes` limit still allows.
+    nodes_limit: Vec<Option<i64>>,
+    existing: Vec<Arc<ExistingNode>>,
+    existing_meta: Vec<ExistingMeta>,
+    claims: Vec<Claim>,
+    claim_order: BTreeSet<(usize, usize)>,
+    topology: Topology<'a>,
+    tolerate_prefer_no_schedule: bool,
+    hostname_counter: usize,
+    /// Reservation id → instances left (spec 5.4).
+    reservation_capacity: BTreeMap<String, i64>,
+    /// Cache: (template, requirements without hostname) → options passing the requirement and
+    /// offering criteria.
+    filter_cache: RefCell<FilterCache>,
+    offering_cache: RefCell<OfferingCache>,
+    errors: BTreeMap<usize, PodError>,
+    /// Per input pod: its volumes (spec 5.3), resolved before the queue is built.
+    pod_volumes: Vec<Arc<PodVolumes>>,
+}
+
+impl<'a> Solver<'a> {
+    fn new(prepared: &'a Prepared<'_>, request: &SolveRequest<'a>) -> Solver<'a> {
+        let removed = |i: usize| request.removed.get(i).copied().unwrap_or(false);
+        let options = prepared.options;
+        let policy = &options.label_policy;
+        let mut limits = Vec::with_capacity(prepared.templates.len());
+        let mut nodes_limit = Vec::with_capacity(prepared.templates.len());
+        for (t, tpl) in prepared.templates.iter().enumerate() {
+            let mut l = tpl.limits.clone();
+            let mut n = tpl.nodes_limit;
+            for &i in prepared.pool_nodes.get(t).into_iter().flatten() {
+                if !removed(i) {
+                    continue;
+                }
+                n = n.map(|n| n + 1);
+                let capacity = &prepared.nodes[i].node.capacity;
+                for (r, remaining) in l.iter_mut() {
+                    *remaining += capacity.get_or_zero(prepared.index.name(*r)).milli_value();
+                }
+            }
+            limits.push(l);
+            nodes_limit.push(n);
+        }
+
+        let nodes: Vec<ExistingNodeRef<'a>> = if request.removed.is_empty() {
+            prepared.nodes.clone()
+        } else {
+            prepared
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !removed(*i))
+                .map(|(_, n)| *n)
+                .collect()
+        };
         let topology = Topology::new(TopologyInput {
             policy,
             preference_policy: options.preference_policy,
-            universe: DomainUniverse::build(&universe_pools),
-            nodes: existing_nodes,
-            batch_pods: &input.pods,
-            namespace_labels: &input.namespace_labels,
+            universe: prepared.universe.clone(),
+            nodes: &nodes,
+            batch_pods: request.pods,
+            namespace_labels: &prepared.input.namespace_labels,
         });
 
-        let mut existing: Vec<ExistingNode> = existing;
-        for (node, input_node) in existing.iter_mut().zip(&existing_inputs) {
-            node.refuses_displaced = input.consolidation.as_ref().is_some_and(|c| {
-                c.nodes_refusing_displaced_pods
-                    .contains(&input_node.node.name)
+        let mut existing = Vec::with_capacity(prepared.existing.len());
+        let mut existing_meta = Vec::with_capacity(prepared.existing.len());
+        for (i, node) in &prepared.existing {
+            if removed(*i) {
+                continue;
+            }
+            existing_meta.push(ExistingMeta {
+                refuses_displaced: request
+                    .refusing
+                    .is_some_and(|r| r.contains(&prepared.nodes[*i].node.name)),
+                hostname_id: topology.hostname_id(&node.name),
+                topology_keys: None,
             });
-            node.hostname_id = topology.hostname_id(&node.name);
-            node.topology_keys = topology_key_cache(&topology, &node.requirements);
+            existing.push(node.clone());
         }
         Solver {
             options,
             policy,
-            input,
-            index,
-            templates,
+            input: prepared.input,
+            pods: request.pods,
+            displaced: request.displaced,
+            index: &prepared.index,
+            templates: &prepared.templates,
+            limits,
+            nodes_limit,
             existing,
+            existing_meta,
             claims: Vec::new(),
             claim_order: BTreeSet::new(),
             topology,
-            tolerate_prefer_no_schedule,
+            tolerate_prefer_no_schedule: prepared.tolerate_prefer_no_schedule,
             hostname_counter: 0,
-            reservation_capacity,
+            reservation_capacity: prepared.reservation_capacity.clone(),
             filter_cache: RefCell::new(FxHashMap::default()),
             offering_cache: RefCell::new(FxHashMap::default()),
             errors: BTreeMap::new(),
@@ -559,7 +711,10 @@ impl<'a> Solver<'a> {
         let reqs = podreqs::pod_requirements(&pod, self.options.preference_policy);
         let requests = self.index.dense(&pod.scheduling_requests());
         let constrained = self.topology.constrains(&pod);
+        let key = pod.key();
         PodState {
+            displaced: self.displaced.is_some_and(|d| d.contains(&key)),
+            key,
             pod,
             reqs,
             requests,
@@ -569,7 +724,7 @@ impl<'a> Solver<'a> {
     }
 
     fn run(mut self) -> Results {
-        let pods = &self.input.pods;
+        let pods = self.pods;
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
         self.pod_volumes = vec![Arc::default(); pods.len()];
@@ -651,7 +806,7 @@ impl<'a> Solver<'a> {
     }
 
     fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {
-        let mut state = self.pod_state(idx, self.input.pods[idx].clone());
+        let mut state = self.pod_state(idx, self.pods[idx].clone());
         loop {
             let err = match self.add(idx, &state) {
                 Ok(()) => return Ok(()),
@@ -694,7 +849,7 @@ impl<'a> Solver<'a> {
             } else {
                 SmallVec::new()
             };
-            let passes_prefilter = |cache: &TopologyKeyCache, reqs: &Requirements| {
+            let passes_prefilter = |cache: &[Option<Requirement>], reqs: &Requirements| {
                 prefilter.iter().all(|(kid, r)| {
                     let nd = match cache.get(*kid as usize) {
                         Some(cached) => cached.as_ref(),
@@ -708,10 +863,12 @@ impl<'a> Solver<'a> {
             };
             let mut chosen = None;
             // 1. Existing nodes, in order.
-            for (n, node) in self.existing.iter().enumerate() {
-                if host.rejects(node.hostname_id)
-                    || !passes_prefilter(&node.topology_keys, &node.requirements)
-                {
+            for (n, (node, meta)) in self.existing.iter().zip(&self.existing_meta).enumerate() {
+                let keys = meta
+                    .topology_keys
+                    .as_ref()
+                    .map_or(&[][..], |k| k.as_slice());
+                if host.rejects(meta.hostname_id) || !passes_prefilter(keys, &node.requirements) {
                     continue;
                 }
                 if let Some(reqs) = self.existing_can_add(n, st) {
@@ -806,19 +963,13 @@ impl<'a> Solver<'a> {
 
     fn existing_can_add(&self, n: usize, st: &PodState) -> Option<Requirements> {
         let node = &self.existing[n];
-        if node.refuses_displaced
-            && self
-                .input
-                .consolidation
-                .as_ref()
-                .is_some_and(|c| c.displaced_pods.contains(&st.pod.key()))
-        {
+        if st.displaced && self.existing_meta[n].refuses_displaced {
             return None;
         }
         taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
         node.volumes.fits(&st.volumes.usage).ok()?;
         node.host_ports
-            .conflicts(&st.pod.key(), &st.pod.host_ports)
+            .conflicts(&st.key, &st.pod.host_ports)
             .ok()?;
         if !dense::fits(&st.requests, &node.remaining) {
             return None;
@@ -856,16 +1007,20 @@ impl<'a> Solver<'a> {
     }
 
     fn existing_add(&mut self, n: usize, idx: usize, st: &PodState, reqs: Requirements) {
-        let node = &mut self.existing[n];
+        let Some(node) = self.existing.get_mut(n) else {
+            return;
+        };
+        let node = Arc::make_mut(node);
         dense::sub_assign(&mut node.remaining, &st.requests);
-        node.host_ports.add(&st.pod.key(), &st.pod.host_ports);
+        node.host_ports.add(&st.key, &st.pod.host_ports);
         node.volumes.add(&st.volumes.usage);
         node.pods.push(idx);
         node.requirements = reqs;
-        let taints = node.taints.clone();
-        let reqs = node.requirements.clone();
-        self.topology.record(&st.pod, &taints, &reqs);
-        self.existing[n].topology_keys = topology_key_cache(&self.topology, &reqs);
+        self.topology
+            .record(&st.pod, &node.taints, &node.requirements);
+        if let Some(meta) = self.existing_meta.get_mut(n) {
+            meta.topology_keys = Some(topology_key_cache(&self.topology, &node.requirements));
+        }
     }
 
     // ---- NodeClaims ----------------------------------------------------------------------
@@ -939,7 +1094,7 @@ impl<'a> Solver<'a> {
             return Err(fail(PodErrorKind::Taints, &|| e.to_string()));
         }
         if !st.pod.host_ports.is_empty()
-            && let Err(e) = host_ports.conflicts(&st.pod.key(), &st.pod.host_ports)
+            && let Err(e) = host_ports.conflicts(&st.key, &st.pod.host_ports)
         {
             return Err(fail(PodErrorKind::HostPorts, &|| e.to_string()));
         }
@@ -985,7 +1140,7 @@ impl<'a> Solver<'a> {
                 PodErrorKind::InstanceTypes
             };
             return Err(fail(kind, &|| {
-                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, &self.index)
+                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, self.index)
             }));
         }
         let mut relaxed = false;
@@ -1081,7 +1236,7 @@ impl<'a> Solver<'a> {
             })
         };
         let tpl = &self.templates[t];
-        let pod_key = st.pod.key();
+        let pod_key = st.key.as_str();
         let mut stats = FilterStats::default();
         let mut survivors = Vec::with_capacity(options.len());
         let mut need = total.clone();
@@ -1107,7 +1262,7 @@ impl<'a> Solver<'a> {
             if !st.pod.host_ports.is_empty()
                 && group
                     .host_ports
-                    .conflicts(&pod_key, &st.pod.host_ports)
+                    .conflicts(pod_key, &st.pod.host_ports)
                     .is_err()
             {
                 continue;
@@ -1165,7 +1320,7 @@ impl<'a> Solver<'a> {
         total: &Res,
         (survivors, stats): (&mut Vec<u32>, &mut FilterStats),
     ) {
-        let pod_key = st.pod.key();
+        let pod_key = st.key.as_str();
         let compatible_offering = |it: &InstanceType, offerings: &[usize]| {
             offerings.iter().any(|&o| {
                 it.offerings
@@ -1188,7 +1343,7 @@ impl<'a> Solver<'a> {
             if !st.pod.host_ports.is_empty()
                 && group
                     .host_ports
-                    .conflicts(&pod_key, &st.pod.host_ports)
+                    .conflicts(pod_key, &st.pod.host_ports)
                     .is_err()
             {
                 continue;
@@ -1231,7 +1386,7 @@ impl<'a> Solver<'a> {
     fn new_claim(&mut self, t: usize, idx: usize, st: &PodState) -> Result<(), AddError> {
         // Limits (spec 3.10).
         let tpl = &self.templates[t];
-        if tpl.nodes_limit == Some(0) {
+        if self.nodes_limit[t] == Some(0) {
             return Err(AddError::Pod(
                 PodErrorKind::Limits,
                 format!(
@@ -1242,7 +1397,7 @@ impl<'a> Solver<'a> {
         }
         let options: Vec<u32> = (0..tpl.instance_types.len() as u32)
             .filter(|&i| {
-                tpl.limits
+                self.limits[t]
                     .iter()
                     .all(|&(r, remaining)| tpl.capacity[i as usize][r] <= remaining)
             })
@@ -1289,9 +1444,9 @@ impl<'a> Solver<'a> {
         self.claim_order.insert((0, c));
         self.claim_add(c, idx, st, update);
         // Subtract the largest capacity among the claim's options from the pool's limits.
-        let tpl = &mut self.templates[t];
+        let tpl = &self.templates[t];
         let claim = &self.claims[c];
-        for (r, remaining) in tpl.limits.iter_mut() {
+        for (r, remaining) in self.limits[t].iter_mut() {
             let max = claim
                 .options
                 .iter()
@@ -1313,7 +1468,7 @@ impl<'a> Solver<'a> {
         claim.options = update.options;
         claim.min_values_relaxed |= update.min_values_relaxed;
         dense::add_assign(&mut claim.requests, &st.requests);
-        claim.host_ports.add(&st.pod.key(), &st.pod.host_ports);
+        claim.host_ports.add(&st.key, &st.pod.host_ports);
         let mut max = self.index.zero();
         for &i in &claim.options {
             dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
@@ -1385,7 +1540,7 @@ impl<'a> Solver<'a> {
     // ---- finalisation ----------------------------------------------------------------------
 
     fn finish(mut self) -> Results {
-        let pods = &self.input.pods;
+        let pods = self.pods;
         let mut results = Results::default();
         let claims = std::mem::take(&mut self.claims);
         for claim in claims {
@@ -1637,9 +1792,6 @@ fn build_existing(
     dense::sub_assign(&mut remaining, &index.dense(&remaining_daemon));
     ExistingNode {
         name: node.hostname().to_string(),
-        refuses_displaced: false,
-        hostname_id: None,
-        topology_keys: TopologyKeyCache::new(),
         requirements,
         taints,
         remaining,

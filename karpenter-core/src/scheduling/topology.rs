@@ -107,10 +107,10 @@ pub(crate) struct TopologyInput<'i, 'a> {
     /// (anti-)affinity terms create groups.
     pub preference_policy: PreferencePolicy,
     /// The domains the NodePools can create ([`DomainUniverse::build`]).
-    pub universe: DomainUniverse,
+    pub universe: std::sync::Arc<DomainUniverse>,
     /// Existing nodes (and in-flight NodeClaims) with **all** their bound pods: the pods counted
     /// by new groups and the sources of inverse anti-affinity.
-    pub nodes: &'a [ExistingNodeRef<'a>],
+    pub nodes: &'i [ExistingNodeRef<'a>],
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
     pub batch_pods: &'i [crate::model::Pod],
     /// Namespace name → labels, for `namespaceSelector`s.
@@ -260,7 +260,7 @@ struct PodEntry {
 #[derive(Debug)]
 pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
-    universe: DomainUniverse,
+    universe: std::sync::Arc<DomainUniverse>,
     keys: Vec<KeyDomains>,
     key_ids: FxHashMap<String, u32>,
     /// Groups of each key, for `register`/`unregister`.

@@ -146,7 +146,7 @@ impl Env {
         Topology::new(TopologyInput {
             policy: &policy,
             preference_policy: self.policy,
-            universe: self.universe,
+            universe: std::sync::Arc::new(self.universe),
             nodes,
             batch_pods: batch,
             namespace_labels: &self.namespaces,
