@@ -166,6 +166,12 @@ pub struct PassOutcome {
     pub commands: Vec<Command>,
     /// Nodes that a method would disrupt but could not, with the reason.
     pub blocked: Vec<(String, String)>,
+    /// The consolidation methods (emptiness, multi-node, single-node) whose "consolidated"
+    /// memo upstream would set in this pass (§2.1): the method ran, had candidates, found no
+    /// command, and no candidate was held back by a budget. The caller keeps the memo (upstream
+    /// skips a memoized method until cluster state changes); a method that produced a command,
+    /// or whose candidates were blocked by a budget, is never listed.
+    pub consolidated: BTreeSet<Method>,
 }
 
 /// The whole plan: every command the controller would issue, pass after pass.
@@ -206,7 +212,7 @@ fn consolidatable(pool: &api::NodePool, node: &StateNode, now: Timestamp) -> boo
         && !is_under_consolidate_after(pool, claim, now)
 }
 
-fn should_empty(snapshot: &ClusterSnapshot, c: &Candidate, now: Timestamp) -> bool {
+pub(super) fn should_empty(snapshot: &ClusterSnapshot, c: &Candidate, now: Timestamp) -> bool {
     let Some(pool) = pool_of(snapshot, c) else {
         return false;
     };
@@ -220,7 +226,11 @@ fn should_drift(c: &Candidate) -> bool {
     !c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true)
 }
 
-fn should_consolidate(snapshot: &ClusterSnapshot, c: &Candidate, now: Timestamp) -> bool {
+pub(super) fn should_consolidate(
+    snapshot: &ClusterSnapshot,
+    c: &Candidate,
+    now: Timestamp,
+) -> bool {
     let Some(pool) = pool_of(snapshot, c) else {
         return false;
     };
@@ -547,9 +557,11 @@ fn emptiness(
     sort_by_savings_ratio(&mut cands);
     let mut budgets = BudgetMapping::build(snapshot, DisruptionReason::Empty, now).remaining();
     let mut taken = Vec::new();
+    let mut constrained = false;
     for c in cands {
         let b = budgets.entry(c.node_pool.clone()).or_insert(0);
         if *b == 0 {
+            constrained = true;
             out.blocked.push((
                 c.name().to_string(),
                 super::budgets::blocked_message(DisruptionReason::Empty),
@@ -560,6 +572,9 @@ fn emptiness(
         taken.push(c);
     }
     if taken.is_empty() {
+        if !constrained {
+            out.consolidated.insert(Method::Emptiness);
+        }
         return;
     }
     let saving = savings(&taken, &[], &options.scheduler.label_policy);
@@ -773,18 +788,26 @@ fn multi_node(
     options: &DisruptionOptions,
 ) {
     let cands = consolidation_candidates(snapshot, candidates, now);
+    if cands.is_empty() {
+        return;
+    }
     let mut budgets =
         BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
     let mut kept = Vec::new();
+    let mut constrained = false;
     for c in cands {
         let b = budgets.entry(c.node_pool.clone()).or_insert(0);
         if *b == 0 {
+            constrained = true;
             continue;
         }
         *b -= 1;
         kept.push(c);
     }
     if kept.len() < 2 {
+        if !constrained {
+            out.consolidated.insert(Method::MultiNode);
+        }
         return;
     }
     let totals = balanced_totals(snapshot, candidates);
@@ -834,8 +857,12 @@ fn multi_node(
             hi = mid - 1;
         }
     }
-    if let Some(cmd) = best {
-        out.commands.push(cmd);
+    match best {
+        Some(cmd) => out.commands.push(cmd),
+        None if !constrained => {
+            out.consolidated.insert(Method::MultiNode);
+        }
+        None => {}
     }
 }
 
@@ -851,11 +878,16 @@ fn single_node(
         consolidation_candidates(snapshot, candidates, now),
         &BTreeSet::new(),
     );
+    if cands.is_empty() {
+        return;
+    }
     let budgets = BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
     let totals = balanced_totals(snapshot, candidates);
     let policy = &options.scheduler.label_policy;
+    let mut constrained = false;
     for c in cands {
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
+            constrained = true;
             out.blocked.push((
                 c.name().to_string(),
                 super::budgets::blocked_message(DisruptionReason::Underutilized),
@@ -893,6 +925,9 @@ fn single_node(
                 }
             }
         }
+    }
+    if !constrained {
+        out.consolidated.insert(Method::SingleNode);
     }
 }
 
@@ -975,6 +1010,21 @@ pub fn multi_node_pass(
         &mut out,
         options,
     );
+    out
+}
+
+/// Single-node consolidation alone (§2.9), over every candidate of the snapshot: what upstream's
+/// controller runs next when multi-node consolidation found nothing or its command failed
+/// validation.
+pub fn single_node_pass(
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> PassOutcome {
+    let mut out = PassOutcome::default();
+    let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
+    let context = SimulationContext::new(snapshot, &options.scheduler, now);
+    single_node(&Sims::new(&context), snapshot, &graceful, now, &mut out, options);
     out
 }
 

@@ -4,8 +4,18 @@
 //! again before acting. The wait belongs to the controller (the core has no clock); these
 //! functions are the checks: give them the command and the snapshot observed after the wait.
 //! Drift commands are not re-validated (as upstream).
+//!
+//! A controller (or a test) models the wait as data: compute the command on the snapshot at
+//! time `t`, let the cluster change, then call [`validate`] (or [`validate_counted`], which
+//! also reports upstream's `failed_validations_total` increment) with the snapshot observed at
+//! `t + COMMAND_VALIDATION_DELAY`. A rejected emptiness or consolidation command leaves its
+//! method without a command and without setting the consolidated memo; upstream's controller
+//! then moves on to the next method (multi-node → single-node), and single-node consolidation
+//! does not try its next candidate in the same pass.
 
 use std::collections::BTreeSet;
+
+use jiff::SignedDuration;
 
 use crate::api::DisruptionReason;
 use crate::model::Timestamp;
@@ -13,8 +23,12 @@ use crate::state::ClusterSnapshot;
 
 use super::budgets::BudgetMapping;
 use super::candidates::{Candidate, DisruptionClass, get_candidates};
-use super::methods::{Command, DisruptionOptions, Method};
+use super::methods::{Command, DisruptionOptions, Method, should_consolidate, should_empty};
 use super::simulate::simulate_scheduling;
+
+/// How long upstream waits between computing an emptiness or consolidation command and
+/// re-validating it (`commandValidationDelay`).
+pub const COMMAND_VALIDATION_DELAY: SignedDuration = SignedDuration::from_secs(15);
 
 /// Why a command is no longer valid. The variants are upstream's event reasons
 /// (`ConsolidationRejected`: budget, scheduling, churn).
@@ -45,6 +59,19 @@ impl ValidationError {
     }
 }
 
+/// The outcome of a re-validation together with upstream's metric increment.
+#[derive(Debug, Clone)]
+pub struct Validation {
+    /// The command to execute (an emptiness command may have shrunk), or why there is none.
+    pub outcome: Result<Command, ValidationError>,
+    /// Upstream's `voluntary_disruption_failed_validations_total{consolidation_type}`
+    /// increment: for emptiness, every proposed candidate when none is left, else one per
+    /// candidate dropped because it was nominated or over budget; for consolidation, every
+    /// candidate of the command when its candidates fail (churn, nomination, budget). A
+    /// scheduling rejection does not count.
+    pub failed_validations: usize,
+}
+
 /// Re-validates `command` against `snapshot` at `now`. Emptiness commands are validated
 /// leniently and may come back with fewer candidates; consolidation commands are all or nothing
 /// (§4.1). Other methods pass unchanged.
@@ -54,16 +81,40 @@ pub fn validate(
     now: Timestamp,
     options: &DisruptionOptions,
 ) -> Result<Command, ValidationError> {
+    validate_counted(command, snapshot, now, options).outcome
+}
+
+/// [`validate`], also reporting how many failed validations upstream would count.
+pub fn validate_counted(
+    command: &Command,
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> Validation {
     match command.method {
         Method::Emptiness => validate_emptiness(command, snapshot, now),
         Method::SingleNode | Method::MultiNode => {
-            validate_consolidation(command, snapshot, now, options)
+            let outcome = validate_consolidation(command, snapshot, now, options);
+            let failed_validations = match &outcome {
+                Err(ValidationError::Churn { .. } | ValidationError::Budget(_)) => {
+                    command.candidates.len()
+                }
+                Err(ValidationError::Scheduling(_)) | Ok(_) => 0,
+            };
+            Validation {
+                outcome,
+                failed_validations,
+            }
         }
-        Method::Drift | Method::StaticDrift | Method::Expiration => Ok(command.clone()),
+        Method::Drift | Method::StaticDrift | Method::Expiration => Validation {
+            outcome: Ok(command.clone()),
+            failed_validations: 0,
+        },
     }
 }
 
-/// The command's candidates as they are in `snapshot` (recomputed), in command order.
+/// The command's candidates that are still candidates of its method in `snapshot`
+/// (recomputed with the method's `ShouldDisrupt`), in command order.
 fn current_candidates(
     command: &Command,
     snapshot: &ClusterSnapshot,
@@ -71,48 +122,60 @@ fn current_candidates(
 ) -> Vec<Candidate> {
     let wanted: BTreeSet<&str> = command.candidates.iter().map(|c| c.name()).collect();
     let (all, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
+    let emptiness = command.method == Method::Emptiness;
     let mut found: Vec<Candidate> = all
         .into_iter()
         .filter(|c| wanted.contains(c.name()))
+        .filter(|c| {
+            if emptiness {
+                should_empty(snapshot, c, now)
+            } else {
+                should_consolidate(snapshot, c, now)
+            }
+        })
         .collect();
     let order: Vec<&str> = command.candidates.iter().map(|c| c.name()).collect();
     found.sort_by_key(|c| order.iter().position(|n| *n == c.name()));
     found
 }
 
-fn validate_emptiness(
-    command: &Command,
-    snapshot: &ClusterSnapshot,
-    now: Timestamp,
-) -> Result<Command, ValidationError> {
-    let still: Vec<Candidate> = current_candidates(command, snapshot, now)
-        .into_iter()
-        .filter(|c| c.is_empty())
-        .collect();
+fn validate_emptiness(command: &Command, snapshot: &ClusterSnapshot, now: Timestamp) -> Validation {
+    let still = current_candidates(command, snapshot, now);
     if still.is_empty() {
-        return Err(ValidationError::Churn {
-            count: command.candidates.len(),
-        });
+        return Validation {
+            outcome: Err(ValidationError::Churn {
+                count: command.candidates.len(),
+            }),
+            failed_validations: command.candidates.len(),
+        };
     }
     let mut budgets = BudgetMapping::build(snapshot, DisruptionReason::Empty, now).remaining();
     let mut kept = Vec::new();
+    let mut failed_validations = 0;
     for c in still {
         let b = budgets.entry(c.node_pool.clone()).or_insert(0);
         if c.node.is_nominated(now) || *b == 0 {
+            failed_validations += 1;
             continue;
         }
         *b -= 1;
         kept.push(c);
     }
     if kept.is_empty() {
-        return Err(ValidationError::Budget(
-            "no candidate is within its budget any more".into(),
-        ));
+        return Validation {
+            outcome: Err(ValidationError::Budget(
+                "no candidate is within its budget any more".into(),
+            )),
+            failed_validations,
+        };
     }
     let mut out = command.clone();
     out.savings_per_hour = kept.iter().map(|c| c.price).sum();
     out.candidates = kept;
-    Ok(out)
+    Validation {
+        outcome: Ok(out),
+        failed_validations,
+    }
 }
 
 fn validate_candidates(
@@ -121,7 +184,7 @@ fn validate_candidates(
     now: Timestamp,
 ) -> Result<Vec<Candidate>, ValidationError> {
     let current = current_candidates(command, snapshot, now);
-    if current.len() != command.candidates.len() || current.iter().any(|c| c.is_empty()) {
+    if current.len() != command.candidates.len() {
         return Err(ValidationError::Churn {
             count: command.candidates.len() - current.len().min(command.candidates.len()),
         });

@@ -2599,22 +2599,14 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 // Skipped scenarios (not ported), with the reason
 // ---------------------------------------------------------------------------------------------
 //
-// No 15 s validation / TTL in the pure planner:
-// - emptiness: "should wait for the node TTL for empty nodes before consolidating";
-// - consolidation Context "TTL" (7 scenarios); Multi-NodeClaim "should wait for the node TTL for
-//   non-empty nodes before consolidating (multi-node)" (OD / spot), "should consolidate multiple
-//   empty nodes via multi-nodeclaim consolidation" (OD / spot, a TTL test), "should continue to
-//   single nodeclaim consolidation when multi-nodeclaim consolidation fails validation after the
-//   node ttl" (OD / spot); Delete "does not delete nodes with pod churn, deletes nodes without
-//   pod churn" (validator-driven); Metrics "invalidated commands" tables (validators).
+// Ported in `disruption_validation_scenarios.rs` (validation wait as data, the consolidated
+// memo as `PassOutcome::consolidated`, the queue as a state machine): the TTL / validation
+// scenarios, the "invalidated commands" metrics, the six "should not mark … consolidated"
+// budget scenarios, drift "should untaint nodes when drift replacement fails" and
+// Parallelization (2).
 // Metrics / events only:
 // - emptiness/drift/consolidation Context "Metrics" ("eligible nodes"). (Consolidation Context
 //   "Events" is ported above as the underlying decision: the node is no consolidation candidate.)
-// No consolidation memo ("mark consolidated") in a pure planner:
-// - the six "should not mark … consolidated if the candidates can't be disrupted due to budgets"
-//   scenarios.
-// Queue / orchestration (not in the planner):
-// - drift "should untaint nodes when drift replacement fails"; Parallelization (2 scenarios).
 // Not modelled by our snapshot:
 // - Buffer pods (emptiness "Buffer pod protection" 6, consolidation "Buffer Pods" 4);
 // - Replace "should handle failing filterOutSameInstanceType correctly (without a panic) when

@@ -4,4 +4,5 @@ mod api;
 mod disruption_candidates;
 mod disruption_methods;
 mod disruption_scenarios;
+mod disruption_validation_scenarios;
 mod lifecycle;
