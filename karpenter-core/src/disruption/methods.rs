@@ -16,6 +16,7 @@
 //!   judged by the rule the condition controller applies (§6.4): initialized and outside
 //!   `consolidateAfter`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -32,8 +33,8 @@ use crate::state::{ClusterSnapshot, StateNode};
 
 use super::budgets::BudgetMapping;
 use super::candidates::{
-    Candidate, DisruptionClass, get_candidates, interleave_by_node_pool, sort_by_savings_ratio,
-    sort_for_drift,
+    Candidate, DisruptionClass, check_buffer_pods, get_candidates, interleave_by_node_pool,
+    sort_by_savings_ratio, sort_for_drift,
 };
 use super::cost::{eviction_cost, is_under_consolidate_after};
 use super::simulate::{Simulation, condition_true, simulate_scheduling};
@@ -53,6 +54,25 @@ pub struct DisruptionOptions {
     pub spot_to_spot_consolidation: bool,
     /// Cap on multi-node consolidation's candidates (upstream: 100). `None`: every candidate.
     pub multi_node_candidate_limit: Option<usize>,
+    /// Feature gate `CapacityBuffer` (upstream default: off): simulations count the snapshot's
+    /// [`ClusterSnapshot::buffer_pods`] as pending pods (spec §5). Emptiness's protection of
+    /// nodes hosting buffer pods reads [`ClusterSnapshot::buffer_pod_counts`] either way.
+    pub capacity_buffer: bool,
+}
+
+/// The snapshot the methods simulate on: without the CapacityBuffer virtual pods unless the
+/// gate is on (a copy only when there are pods to drop).
+fn buffer_gated<'a>(
+    snapshot: &'a ClusterSnapshot,
+    options: &DisruptionOptions,
+) -> Cow<'a, ClusterSnapshot> {
+    if options.capacity_buffer || snapshot.buffer_pods.is_empty() {
+        Cow::Borrowed(snapshot)
+    } else {
+        let mut gated = snapshot.clone();
+        gated.buffer_pods.clear();
+        Cow::Owned(gated)
+    }
 }
 
 /// Which method produced a command.
@@ -517,11 +537,13 @@ fn emptiness(
     out: &mut PassOutcome,
     options: &DisruptionOptions,
 ) {
-    let mut cands: Vec<Candidate> = candidates
-        .iter()
-        .filter(|c| should_empty(snapshot, c, now))
-        .cloned()
-        .collect();
+    let mut cands: Vec<Candidate> = Vec::new();
+    for c in candidates.iter().filter(|c| should_empty(snapshot, c, now)) {
+        match check_buffer_pods(snapshot, c) {
+            Ok(()) => cands.push(c.clone()),
+            Err(e) => out.blocked.push((c.name().to_string(), e.to_string())),
+        }
+    }
     if cands.is_empty() {
         return;
     }
@@ -884,6 +906,7 @@ pub fn evaluate_consolidation(
     options: &DisruptionOptions,
 ) -> Result<Option<Command>, String> {
     let policy = &options.scheduler.label_policy;
+    let snapshot = &*buffer_gated(snapshot, options);
     Ok(
         compute_consolidation(snapshot, candidates, options, now)?.map(|(replacements, sim)| {
             Command {
@@ -916,6 +939,7 @@ pub fn multi_node_pass(
     options: &DisruptionOptions,
 ) -> PassOutcome {
     let mut out = PassOutcome::default();
+    let snapshot = &*buffer_gated(snapshot, options);
     let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
     multi_node(snapshot, &graceful, now, &mut out, options);
     out
@@ -932,6 +956,7 @@ pub fn run_pass(
     in_queue: &dyn Fn(&str) -> bool,
 ) -> PassOutcome {
     let mut out = PassOutcome::default();
+    let snapshot = &*buffer_gated(snapshot, options);
     let (graceful, rejected) = get_candidates(snapshot, DisruptionClass::Graceful, in_queue, now);
     out.blocked
         .extend(rejected.into_iter().map(|(n, e)| (n, e.to_string())));

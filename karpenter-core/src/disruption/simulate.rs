@@ -119,6 +119,8 @@ pub fn simulate_scheduling(
     let pdbs = PdbLimits::new(&snapshot.pdbs);
 
     let mut pods = snapshot.pending_pods.clone();
+    // CapacityBuffer virtual pods are pending pods too (the methods drop them when the gate is off).
+    pods.extend(snapshot.buffer_pods.iter().cloned());
     let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
     let mut displaced = BTreeSet::new();
     for c in candidates {

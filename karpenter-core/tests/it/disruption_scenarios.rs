@@ -2616,7 +2616,6 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 // Queue / orchestration (not in the planner):
 // - drift "should untaint nodes when drift replacement fails"; Parallelization (2 scenarios).
 // Not modelled by our snapshot:
-// - Buffer pods (emptiness "Buffer pod protection" 6, consolidation "Buffer Pods" 4);
 // - Replace "should handle failing filterOutSameInstanceType correctly (without a panic) when
 //   minValues isn't satisfied" (depends on upstream's fake catalogue and minValues relaxation);
 // - single-node "should reset timed out nodepools…" / "should mark nodepools as timed out…"

@@ -1,0 +1,521 @@
+//! Upstream's disruption scenarios around CapacityBuffer virtual pods (spec `disruption.md` §9.2
+//! emptiness Context "Buffer pod protection", §9.4 consolidation Context "Buffer Pods"), ported
+//! against our pure planner, with the same harness differences as `disruption_scenarios.rs`
+//! (production method order, no validation wait, decisions asserted instead of events).
+//!
+//! Upstream's tests call `cluster.UpdateBufferPodCounts` (provider id → count) as the
+//! provisioner would after a scheduling pass; here the caller's last provisioning pass is data
+//! in the snapshot, [`ClusterSnapshot::buffer_pod_counts`] (node name → count). The virtual
+//! pods themselves ([`ClusterSnapshot::buffer_pods`]) only enter simulations with the
+//! `CapacityBuffer` gate on ([`DisruptionOptions::capacity_buffer`], default off as upstream).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use karpenter_core::api::{
+    Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
+    NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
+    NodePoolSpec,
+};
+use karpenter_core::disruption::{Command, DisruptionOptions, Method, PassOutcome, run_pass};
+use karpenter_core::labels;
+use karpenter_core::model::{
+    ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase, Timestamp,
+};
+use karpenter_core::requirements::{Operator, Requirement, Requirements};
+use karpenter_core::resources::{Quantity, ResourceList};
+use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
+
+// ---------------------------------------------------------------------------------------------
+// Builders (copied from disruption_scenarios.rs)
+// ---------------------------------------------------------------------------------------------
+
+const NOW: &str = "2024-06-15T12:00:00Z";
+const CREATED: &str = "2024-06-01T00:00:00Z";
+const ZONE: &str = "test-zone-1";
+
+fn now() -> Timestamp {
+    NOW.parse().expect("valid timestamp")
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity::parse(s).expect("valid quantity")
+}
+
+fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+    pairs.iter().map(|(k, v)| (*k, q(v))).collect()
+}
+
+/// An instance type with `cpu` vCPU (4 GiB each, 110 pods), no overhead, and the given
+/// offerings.
+fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
+    let mut reqs = Requirements::new();
+    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
+    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+    Arc::new(InstanceType::new(
+        name,
+        reqs,
+        offerings,
+        rl(&[
+            ("cpu", &cpu.to_string()),
+            ("memory", &format!("{}Gi", cpu * 4)),
+            ("pods", "110"),
+        ]),
+        Overhead::default(),
+    ))
+}
+
+/// On-demand at `price` and spot at 40 % of it, in `ZONE`.
+fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
+    itype(
+        name,
+        cpu,
+        vec![
+            Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price),
+            Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, price * 0.4),
+        ],
+    )
+}
+
+/// The default catalog: small (2 vCPU, $0.1), medium (4, $0.2), large (8, $0.4),
+/// xlarge (16, $0.8).
+fn catalog() -> Vec<Arc<InstanceType>> {
+    vec![
+        od_spot("small", 2, 0.1),
+        od_spot("medium", 4, 0.2),
+        od_spot("large", 8, 0.4),
+        od_spot("xlarge", 16, 0.8),
+    ]
+}
+
+fn it(name: &str) -> Arc<InstanceType> {
+    catalog()
+        .into_iter()
+        .find(|t| t.name == name)
+        .expect("known type")
+}
+
+fn pool_with(
+    name: &str,
+    policy: ConsolidationPolicy,
+    budget: &str,
+    types: Vec<Arc<InstanceType>>,
+) -> NodePoolState {
+    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    let mut spec = NodePoolSpec::new(NodeClaimTemplate {
+        metadata: Default::default(),
+        spec: NodeClaimTemplateSpec::new(class),
+    });
+    spec.disruption.consolidation_policy = Some(policy);
+    spec.disruption.consolidate_after = Some(NillableDuration::parse("0s").expect("duration"));
+    spec.disruption.budgets = Some(vec![Budget {
+        nodes: budget.to_string(),
+        schedule: None,
+        duration: None,
+        reasons: None,
+    }]);
+    NodePoolState {
+        node_pool: NodePool::new(name, spec),
+        instance_types: types,
+        ready: true,
+    }
+}
+
+fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
+    pool_with(name, policy, budget, catalog())
+}
+
+fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status,
+        reason: None,
+        message: None,
+        last_transition_time: Some(at.to_string()),
+        observed_generation: None,
+    }
+}
+
+fn owner(kind: &str) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: "owner".into(),
+        controller: true,
+    })
+}
+
+/// A running ReplicaSet pod bound to `node` requesting `cpu`.
+fn pod(node: &str, name: &str, cpu: &str) -> Pod {
+    let mut p = Pod::new("default", name);
+    p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
+    p.node_name = Some(node.to_string());
+    p.phase = PodPhase::Running;
+    p.owner = owner("ReplicaSet");
+    p.labels.insert("app".into(), "web".into());
+    p
+}
+
+/// An initialized, consolidatable on-demand node of `it` in pool `pool` (zone `ZONE`), holding
+/// `pods` pods of `cpu` each.
+fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
+    let mut node_labels = BTreeMap::new();
+    node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
+    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+    node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
+    node_labels.insert(
+        labels::CAPACITY_TYPE.to_string(),
+        labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
+    );
+    node_labels.insert(labels::ARCH.to_string(), "amd64".to_string());
+    node_labels.insert(labels::OS.to_string(), "linux".to_string());
+    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
+    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
+    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
+    let mut n = ClusterNode::new(name);
+    n.labels = node_labels.clone();
+    n.capacity = it.capacity.clone();
+    n.allocatable = it.allocatable().clone();
+    n.managed = true;
+    n.initialized = true;
+    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
+    claim.metadata.labels = node_labels;
+    claim.metadata.creation_timestamp = Some(CREATED.to_string());
+    claim.status.provider_id = Some(format!("fake:///{name}"));
+    claim.status.node_name = Some(name.to_string());
+    claim.status.conditions = vec![
+        cond("Initialized", ConditionStatus::True, CREATED),
+        cond("Consolidatable", ConditionStatus::True, CREATED),
+    ];
+    let pods = (0..pods)
+        .map(|i| pod(name, &format!("{name}-pod-{i}"), cpu))
+        .collect();
+    StateNode {
+        node: Some(n),
+        node_claim: Some(claim),
+        pods,
+        marked_for_deletion: false,
+        nominated_until: None,
+        ready: true,
+        volume_limits: Default::default(),
+    }
+}
+
+fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        node_pools: pools,
+        nodes: nodes.into_iter().map(Arc::new).collect(),
+        ..ClusterSnapshot::default()
+    }
+}
+
+fn opts() -> DisruptionOptions {
+    DisruptionOptions::default()
+}
+
+/// The consolidation suite's options: the SpotToSpot gate is on.
+fn s2s() -> DisruptionOptions {
+    DisruptionOptions {
+        spot_to_spot_consolidation: true,
+        ..DisruptionOptions::default()
+    }
+}
+
+fn pass(s: &ClusterSnapshot) -> PassOutcome {
+    run_pass(s, now(), &opts(), &|_| false)
+}
+
+fn pass_with(s: &ClusterSnapshot, o: &DisruptionOptions) -> PassOutcome {
+    run_pass(s, now(), o, &|_| false)
+}
+
+fn names(cmd: &Command) -> Vec<&str> {
+    cmd.candidates.iter().map(|c| c.name()).collect()
+}
+
+fn only(p: &PassOutcome) -> &Command {
+    assert_eq!(p.commands.len(), 1, "exactly one command: {:?}", p.blocked);
+    &p.commands[0]
+}
+
+fn disrupted(p: &PassOutcome) -> BTreeSet<String> {
+    p.commands
+        .iter()
+        .flat_map(|c| c.candidates.iter().map(|c| c.name().to_string()))
+        .collect()
+}
+
+fn option_names(cmd: &Command) -> Vec<String> {
+    cmd.replacements
+        .first()
+        .map(|r| r.instance_types.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// What the caller's last provisioning pass reported: `(node, virtual pods placed on it)`.
+fn with_buffer_counts(mut s: ClusterSnapshot, counts: &[(&str, usize)]) -> ClusterSnapshot {
+    s.buffer_pod_counts = counts.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+    s
+}
+
+/// `node`'s blocked reason, if the pass recorded one.
+fn blocked_reason<'a>(p: &'a PassOutcome, node: &str) -> Option<&'a str> {
+    p.blocked
+        .iter()
+        .find(|(n, _)| n == node)
+        .map(|(_, r)| r.as_str())
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.2 emptiness_test.go, Context "Buffer pod protection" (policy WhenEmpty, 100 % budget)
+// ---------------------------------------------------------------------------------------------
+
+fn empty_node(name: &str) -> StateNode {
+    node(name, "default", &it("large"), 0, "1")
+}
+
+fn emptiness_cluster(nodes: Vec<StateNode>) -> ClusterSnapshot {
+    snapshot(
+        vec![pool("default", ConsolidationPolicy::WhenEmpty, "100%")],
+        nodes,
+    )
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_not_disrupt_a_node_that_hosts_virtual_buffer_pods() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0")]),
+        &[("node-0", 3)],
+    );
+    let p = pass(&s);
+    assert!(p.commands.is_empty(), "kept");
+    assert_eq!(
+        blocked_reason(&p, "node-0"),
+        Some("Node \"node-0\" has buffer pods"),
+        "upstream's Unconsolidatable message"
+    );
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_disrupt_a_node_once_buffer_pods_are_cleared() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0")]),
+        &[("node-0", 2)],
+    );
+    assert!(
+        pass(&s).commands.is_empty(),
+        "kept while it hosts buffer pods"
+    );
+    // The next provisioning pass placed no virtual pods on it (buffer consumed or deleted).
+    let s = with_buffer_counts(s, &[]);
+    let p = pass(&s);
+    let cmd = only(&p);
+    assert_eq!(cmd.method, Method::Emptiness);
+    assert_eq!(names(cmd), ["node-0"]);
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_only_protect_the_specific_node_with_buffer_pods_not_others()
+ {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0"), empty_node("node-1")]),
+        &[("node-0", 1)],
+    );
+    let p = pass(&s);
+    let cmd = only(&p);
+    assert_eq!(cmd.method, Method::Emptiness);
+    assert_eq!(names(cmd), ["node-1"], "the unprotected node is deleted");
+    assert!(
+        !disrupted(&p).contains("node-0"),
+        "the protected node is kept"
+    );
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_not_consider_a_node_with_real_pods_and_buffer_pods_as_empty()
+ {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![node("node-0", "default", &it("large"), 1, "1")]),
+        &[("node-0", 2)],
+    );
+    let p = pass(&s);
+    assert!(
+        p.commands.is_empty(),
+        "kept (WhenEmpty: a node with a pod is never disrupted)"
+    );
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_protect_multiple_nodes_that_each_host_buffer_pods() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0"), empty_node("node-1")]),
+        &[("node-0", 2), ("node-1", 3)],
+    );
+    let p = pass(&s);
+    assert!(p.commands.is_empty(), "both kept");
+    assert!(blocked_reason(&p, "node-0").is_some());
+    assert!(blocked_reason(&p, "node-1").is_some());
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_not_protect_a_node_with_zero_buffer_pod_count() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0")]),
+        &[("node-0", 0)],
+    );
+    let p = pass(&s);
+    assert_eq!(
+        names(only(&p)),
+        ["node-0"],
+        "zero buffer pods: empty, deleted"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.4 consolidation_test.go, Context "Buffer Pods" (WhenEmptyOrUnderutilized, 100 %, SpotToSpot
+// on); nodes run the most expensive instance type
+// ---------------------------------------------------------------------------------------------
+
+fn consolidation_cluster(nodes: Vec<StateNode>) -> ClusterSnapshot {
+    snapshot(
+        vec![pool(
+            "default",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "100%",
+        )],
+        nodes,
+    )
+}
+
+fn expensive(name: &str, pods: usize) -> StateNode {
+    node(name, "default", &it("xlarge"), pods, "1")
+}
+
+#[test]
+fn consolidation_buffer_pods_should_not_empty_consolidate_a_node_with_only_buffer_pods() {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 0)]),
+        &[("node-0", 5)],
+    );
+    let p = pass_with(&s, &s2s());
+    assert!(p.commands.is_empty(), "still exists");
+}
+
+/// The gate is off (upstream's suite default), so only the counts are known: the node with a
+/// real pod is an ordinary consolidation candidate and is replaced by a cheaper one.
+#[test]
+fn consolidation_buffer_pods_should_allow_consolidation_of_a_node_with_real_pods_and_buffer_pods_to_a_cheaper_instance()
+ {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 1)]),
+        &[("node-0", 2)],
+    );
+    let p = pass_with(&s, &s2s());
+    assert!(!p.commands.is_empty(), "at least one command");
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["node-0"]);
+    assert_eq!(cmd.decision(), "replace");
+}
+
+#[test]
+fn consolidation_buffer_pods_should_skip_buffer_only_nodes_in_single_node_consolidation_but_protect_via_emptiness()
+ {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 0), expensive("node-1", 1)]),
+        &[("node-0", 4), ("node-1", 2)],
+    );
+    let p = pass_with(&s, &s2s());
+    assert!(
+        !disrupted(&p).contains("node-0"),
+        "the buffer-only node is in no command: {:?}",
+        p.commands
+    );
+    assert_eq!(
+        blocked_reason(&p, "node-0"),
+        Some("Node \"node-0\" has buffer pods")
+    );
+    // node-1's pod fits on node-0, so single-node consolidation deletes node-1.
+    let cmd = only(&p);
+    assert_eq!(
+        (cmd.method, names(cmd)),
+        (Method::SingleNode, vec!["node-1"])
+    );
+}
+
+#[test]
+fn consolidation_buffer_pods_should_consolidate_a_buffer_node_once_buffer_pods_are_cleared() {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 0)]),
+        &[("node-0", 3)],
+    );
+    assert!(pass_with(&s, &s2s()).commands.is_empty(), "protected");
+    let s = with_buffer_counts(s, &[]);
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(
+        (cmd.method, names(cmd)),
+        (Method::Emptiness, vec!["node-0"])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CapacityBuffer gate in simulations (spec §5: buffer virtual pods are pending pods)
+// ---------------------------------------------------------------------------------------------
+
+/// A CapacityBuffer virtual pod requesting `cpu` (pending: never bound).
+fn virtual_pod(name: &str, cpu: &str) -> Pod {
+    let mut p = Pod::new("default", name);
+    p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
+    p.phase = PodPhase::Pending;
+    p
+}
+
+/// An xlarge node with one 1-CPU pod, hosting two 3-CPU buffer pods.
+fn buffered_expensive_node() -> ClusterSnapshot {
+    let mut s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 1)]),
+        &[("node-0", 2)],
+    );
+    s.buffer_pods = vec![virtual_pod("buffer-0", "3"), virtual_pod("buffer-1", "3")];
+    s
+}
+
+/// Gate off: the virtual pods are ignored and the replacement only has to fit the real pod.
+#[test]
+fn capacity_buffer_gate_off_replacement_ignores_the_virtual_pods() {
+    let p = pass_with(&buffered_expensive_node(), &s2s());
+    let cmd = only(&p);
+    assert_eq!(cmd.decision(), "replace");
+    assert_eq!(option_names(cmd).first().map(String::as_str), Some("small"));
+}
+
+/// Gate on: the simulation schedules the virtual pods as pending pods, so the replacement must
+/// leave room for them (1 + 3 + 3 CPU: large or bigger, not small or medium; xlarge stays an
+/// option because its spot offering is cheaper than the on-demand node).
+#[test]
+fn capacity_buffer_gate_on_replacement_must_fit_the_virtual_pods() {
+    let o = DisruptionOptions {
+        capacity_buffer: true,
+        ..s2s()
+    };
+    let p = pass_with(&buffered_expensive_node(), &o);
+    let cmd = only(&p);
+    assert_eq!(cmd.decision(), "replace");
+    assert_eq!(option_names(cmd), ["large", "xlarge"]);
+}
+
+/// Virtual pods are pending pods: one that fits nowhere does not block the disruption.
+#[test]
+fn capacity_buffer_gate_on_unschedulable_virtual_pods_do_not_block_consolidation() {
+    let mut s = buffered_expensive_node();
+    s.buffer_pods = vec![virtual_pod("huge", "100")];
+    let o = DisruptionOptions {
+        capacity_buffer: true,
+        ..s2s()
+    };
+    let p = pass_with(&s, &o);
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["node-0"]);
+    assert_eq!(option_names(cmd).first().map(String::as_str), Some("small"));
+}
