@@ -12,6 +12,9 @@
 //!   against a newer snapshot with the same functions;
 //! - multi-node consolidation searches every candidate, not the first 100, unless
 //!   [`DisruptionOptions::multi_node_candidate_limit`] says otherwise, and has no time-out;
+//! - single-node consolidation evaluates every candidate unless the caller passes a
+//!   [`TimeBudget`] ([`DisruptionOptions::single_node_time_budget`]); the NodePools it did not
+//!   reach are data the caller carries to the next pass, not state kept here;
 //! - a NodeClaim without a `Consolidatable` condition (a hand-written or offline snapshot) is
 //!   judged by the rule the condition controller applies (§6.4): initialized and outside
 //!   `consolidateAfter`.
@@ -58,6 +61,51 @@ pub struct DisruptionOptions {
     /// [`ClusterSnapshot::buffer_pods`] as pending pods (spec §5). Emptiness's protection of
     /// nodes hosting buffer pods reads [`ClusterSnapshot::buffer_pod_counts`] either way.
     pub capacity_buffer: bool,
+    /// The caller's time budget for single-node consolidation (upstream: a 3-minute deadline).
+    /// Default [`TimeBudget::Unlimited`]: every candidate is evaluated.
+    pub single_node_time_budget: TimeBudget,
+    /// NodePools whose single-node candidates an earlier pass did not reach before its time
+    /// budget ran out (upstream's `PreviouslyUnseenNodePools`): their candidates are evaluated
+    /// first. The caller keeps this between passes from [`PassOutcome::unseen_node_pools`].
+    pub previously_unseen_node_pools: BTreeSet<String>,
+}
+
+/// How long a method may keep evaluating candidates. The planner has no clock: the caller's
+/// budget is either a count of candidates or a probe of the caller's own clock. Upstream gives
+/// single-node consolidation 3 minutes, checked before each candidate; no budget is needed for
+/// correctness, only to bound a pass's running time.
+#[derive(Clone, Default)]
+pub enum TimeBudget {
+    /// Evaluate every candidate.
+    #[default]
+    Unlimited,
+    /// Time is up once this many candidates have been considered (a deterministic stand-in for
+    /// a deadline; `Candidates(0)` is a deadline that has already passed).
+    Candidates(usize),
+    /// Asked before each candidate; `true` means the caller's deadline has passed.
+    Deadline(Arc<dyn Fn() -> bool + Send + Sync>),
+}
+
+impl TimeBudget {
+    /// Whether time is up before considering the next candidate, `considered` having been
+    /// considered already.
+    pub fn exhausted(&self, considered: usize) -> bool {
+        match self {
+            TimeBudget::Unlimited => false,
+            TimeBudget::Candidates(limit) => considered >= *limit,
+            TimeBudget::Deadline(passed) => passed(),
+        }
+    }
+}
+
+impl std::fmt::Debug for TimeBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimeBudget::Unlimited => f.write_str("Unlimited"),
+            TimeBudget::Candidates(n) => f.debug_tuple("Candidates").field(n).finish(),
+            TimeBudget::Deadline(_) => f.write_str("Deadline(..)"),
+        }
+    }
 }
 
 /// The snapshot the methods simulate on: without the CapacityBuffer virtual pods unless the
@@ -166,6 +214,22 @@ pub struct PassOutcome {
     pub commands: Vec<Command>,
     /// Nodes that a method would disrupt but could not, with the reason.
     pub blocked: Vec<(String, String)>,
+    /// The new value of [`DisruptionOptions::previously_unseen_node_pools`], when single-node
+    /// consolidation changed it: the NodePools it did not reach before its time budget ran out,
+    /// or an empty set once it considered every candidate without a command. `None`: keep the
+    /// old value (single-node consolidation did not run, had no candidates, or returned a
+    /// command — upstream leaves the set alone then).
+    pub unseen_node_pools: Option<BTreeSet<String>>,
+}
+
+impl PassOutcome {
+    /// Whether single-node consolidation ran out of its time budget in this pass (upstream
+    /// counts `voluntary_disruption_consolidation_timeouts_total{consolidation_type="single"}`).
+    pub fn single_node_timed_out(&self) -> bool {
+        self.unseen_node_pools
+            .as_ref()
+            .is_some_and(|u| !u.is_empty())
+    }
 }
 
 /// The whole plan: every command the controller would issue, pass after pass.
@@ -849,12 +913,22 @@ fn single_node(
 ) {
     let cands = interleave_by_node_pool(
         consolidation_candidates(snapshot, candidates, now),
-        &BTreeSet::new(),
+        &options.previously_unseen_node_pools,
     );
+    if cands.is_empty() {
+        return;
+    }
     let budgets = BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
     let totals = balanced_totals(snapshot, candidates);
     let policy = &options.scheduler.label_policy;
-    for c in cands {
+    let mut unseen: BTreeSet<String> = cands.iter().map(|c| c.node_pool.clone()).collect();
+    for (considered, c) in cands.into_iter().enumerate() {
+        if options.single_node_time_budget.exhausted(considered) {
+            // Upstream gives up without a command and remembers the pools it never reached.
+            out.unseen_node_pools = Some(unseen);
+            return;
+        }
+        unseen.remove(&c.node_pool);
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
             out.blocked.push((
                 c.name().to_string(),
@@ -894,6 +968,8 @@ fn single_node(
             }
         }
     }
+    // Every candidate considered: no NodePool is left unseen.
+    out.unseen_node_pools = Some(unseen);
 }
 
 /// Evaluates consolidating exactly `candidates` (§2.6): the command it would give (a delete or a

@@ -16,6 +16,6 @@ pub mod simulate;
 pub mod validation;
 
 pub use methods::{
-    Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, consolidation_candidates_of,
-    evaluate_consolidation, multi_node_pass, plan, run_pass,
+    Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, TimeBudget,
+    consolidation_candidates_of, evaluate_consolidation, multi_node_pass, plan, run_pass,
 };

@@ -1,7 +1,10 @@
-//! Upstream's disruption scenarios around CapacityBuffer virtual pods (spec `disruption.md` §9.2
-//! emptiness Context "Buffer pod protection", §9.4 consolidation Context "Buffer Pods"), ported
-//! against our pure planner, with the same harness differences as `disruption_scenarios.rs`
-//! (production method order, no validation wait, decisions asserted instead of events).
+//! Upstream's disruption scenarios that need caller-side data in the planner, ported against our
+//! pure planner with the same harness differences as `disruption_scenarios.rs` (production
+//! method order, no validation wait, decisions asserted instead of events):
+//! - CapacityBuffer virtual pods (spec `disruption.md` §9.2 emptiness Context "Buffer pod
+//!   protection", §9.4 consolidation Context "Buffer Pods");
+//! - single-node consolidation's time-outs (§9.5 "should reset timed out nodepools…", "should
+//!   mark nodepools as timed out…").
 //!
 //! Upstream's tests call `cluster.UpdateBufferPodCounts` (provider id → count) as the
 //! provisioner would after a scheduling pass; here the caller's last provisioning pass is data
@@ -11,13 +14,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use karpenter_core::api::{
     Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
     NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
     NodePoolSpec,
 };
-use karpenter_core::disruption::{Command, DisruptionOptions, Method, PassOutcome, run_pass};
+use karpenter_core::disruption::{
+    Command, DisruptionOptions, Method, PassOutcome, TimeBudget, run_pass,
+};
 use karpenter_core::labels;
 use karpenter_core::model::{
     ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase, Timestamp,
@@ -518,4 +524,182 @@ fn capacity_buffer_gate_on_unschedulable_virtual_pods_do_not_block_consolidation
     let cmd = only(&p);
     assert_eq!(names(cmd), ["node-0"]);
     assert_eq!(option_names(cmd).first().map(String::as_str), Some("small"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.5 singlenodeconsolidation_test.go, Context "Candidate Shuffling": timed-out NodePools
+// ---------------------------------------------------------------------------------------------
+//
+// Upstream's deadline (3 minutes of wall clock, checked before each candidate) is the caller's
+// `TimeBudget`; upstream's `PreviouslyUnseenNodePools` field is data the caller passes in
+// (`DisruptionOptions::previously_unseen_node_pools`) and gets back
+// (`PassOutcome::unseen_node_pools`).
+
+/// On-demand only, price proportional to size, no type fits three nodes' pods: merging nodes is
+/// never strictly cheaper.
+fn linear_catalog() -> Vec<Arc<InstanceType>> {
+    [("small", 2, 0.1), ("medium", 4, 0.2)]
+        .into_iter()
+        .map(|(name, cpu, price)| {
+            itype(
+                name,
+                cpu,
+                vec![Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price)],
+            )
+        })
+        .collect()
+}
+
+/// Three NodePools with `per_pool` small nodes each, every node nearly full (a 1500m pod):
+/// nothing can be deleted, merged or replaced, so single-node consolidation considers every
+/// candidate without finding a command (upstream's fixture, whose pods fit nowhere else and
+/// whose nodes already run the cheapest type).
+fn unconsolidatable_pools(per_pool: usize) -> ClusterSnapshot {
+    let types = linear_catalog();
+    let small = types[0].clone();
+    let pools = (1..=3)
+        .map(|i| {
+            pool_with(
+                &format!("nodepool-{i}"),
+                ConsolidationPolicy::WhenEmptyOrUnderutilized,
+                "100%",
+                types.clone(),
+            )
+        })
+        .collect();
+    let nodes = (1..=3)
+        .flat_map(|i| {
+            let small = small.clone();
+            (0..per_pool).map(move |j| {
+                node(
+                    &format!("nodepool-{i}-node-{j}"),
+                    &format!("nodepool-{i}"),
+                    &small,
+                    1,
+                    "1500m",
+                )
+            })
+        })
+        .collect();
+    snapshot(pools, nodes)
+}
+
+fn unseen(pools: &[&str]) -> BTreeSet<String> {
+    pools.iter().map(|p| p.to_string()).collect()
+}
+
+#[test]
+fn single_node_consolidation_candidate_shuffling_should_reset_timed_out_nodepools_when_all_nodepools_are_evaluated()
+ {
+    let s = unconsolidatable_pools(1);
+    let o = DisruptionOptions {
+        previously_unseen_node_pools: unseen(&["nodepool-2"]),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert!(p.commands.is_empty(), "{:?}", p.commands);
+    assert_eq!(
+        p.unseen_node_pools,
+        Some(BTreeSet::new()),
+        "nodepool-2 is no longer marked as timed out"
+    );
+    assert!(!p.single_node_timed_out());
+}
+
+#[test]
+fn single_node_consolidation_candidate_shuffling_should_mark_nodepools_as_timed_out_when_timeout_occurs()
+ {
+    let s = unconsolidatable_pools(10);
+    // Upstream sets the timeout to -5 s: the deadline has passed before the first candidate.
+    let o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Candidates(0),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert!(p.commands.is_empty());
+    assert_eq!(
+        p.unseen_node_pools,
+        Some(unseen(&["nodepool-1", "nodepool-2", "nodepool-3"]))
+    );
+    assert!(p.single_node_timed_out());
+}
+
+/// The same with the caller's clock behind a probe: a deadline that has passed.
+#[test]
+fn single_node_time_budget_deadline_probe_that_has_passed_marks_every_pool() {
+    let s = unconsolidatable_pools(2);
+    let o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Deadline(Arc::new(|| true)),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert_eq!(
+        p.unseen_node_pools,
+        Some(unseen(&["nodepool-1", "nodepool-2", "nodepool-3"]))
+    );
+}
+
+/// The probe is asked before each candidate: after two candidates (one per pool, round robin)
+/// time is up and only the third pool is left unseen.
+#[test]
+fn single_node_time_budget_deadline_probe_is_asked_before_each_candidate() {
+    let s = unconsolidatable_pools(2);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Deadline(Arc::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst) >= 2
+        })),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert_eq!(asked.load(Ordering::SeqCst), 3);
+    assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-3"])));
+}
+
+/// The caller carries the unseen pools from pass to pass: with time for two candidates, the
+/// first pass reaches nodepool-1 and nodepool-2 (round robin), the next starts with nodepool-3.
+#[test]
+fn single_node_time_budget_unseen_pools_go_first_in_the_next_pass() {
+    let s = unconsolidatable_pools(3);
+    let mut o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Candidates(2),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert!(p.commands.is_empty());
+    assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-3"])));
+    o.previously_unseen_node_pools = p.unseen_node_pools.unwrap_or_default();
+    let p = pass_with(&s, &o);
+    // nodepool-3, then nodepool-1: nodepool-2 was not reached in this pass.
+    assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-2"])));
+}
+
+/// A command leaves the memory alone (upstream only rewrites it when the loop ends or times
+/// out); so does a pass in which single-node consolidation does not run.
+#[test]
+fn single_node_time_budget_memory_unchanged_when_a_command_is_found() {
+    let s = consolidation_cluster(vec![expensive("node-0", 1)]);
+    let o = DisruptionOptions {
+        previously_unseen_node_pools: unseen(&["other"]),
+        ..s2s()
+    };
+    let p = pass_with(&s, &o);
+    assert_eq!(only(&p).method, Method::SingleNode);
+    assert_eq!(p.unseen_node_pools, None);
+
+    let s = emptiness_cluster(vec![empty_node("node-0")]);
+    let p = pass_with(&s, &o);
+    assert_eq!(only(&p).method, Method::Emptiness);
+    assert_eq!(p.unseen_node_pools, None);
+}
+
+/// Without a budget (the default) every candidate is evaluated and the first command found is
+/// the same as upstream's without a timeout.
+#[test]
+fn single_node_time_budget_unlimited_evaluates_every_candidate() {
+    let s = unconsolidatable_pools(10);
+    let p = pass(&s);
+    assert!(p.commands.is_empty());
+    assert_eq!(p.unseen_node_pools, Some(BTreeSet::new()));
 }

@@ -2617,6 +2617,4 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 // - drift "should untaint nodes when drift replacement fails"; Parallelization (2 scenarios).
 // Not modelled by our snapshot:
 // - Replace "should handle failing filterOutSameInstanceType correctly (without a panic) when
-//   minValues isn't satisfied" (depends on upstream's fake catalogue and minValues relaxation);
-// - single-node "should reset timed out nodepools…" / "should mark nodepools as timed out…"
-//   (our single-node method has no deadline);
+//   minValues isn't satisfied" (depends on upstream's fake catalogue and minValues relaxation).
