@@ -4,7 +4,9 @@
 //! - CapacityBuffer virtual pods (spec `disruption.md` §9.2 emptiness Context "Buffer pod
 //!   protection", §9.4 consolidation Context "Buffer Pods");
 //! - single-node consolidation's time-outs (§9.5 "should reset timed out nodepools…", "should
-//!   mark nodepools as timed out…").
+//!   mark nodepools as timed out…");
+//! - consolidation Context "Replace" "should handle failing filterOutSameInstanceType correctly
+//!   (without a panic) when minValues isn't satisfied" (a fixture built from our catalogue).
 //!
 //! Upstream's tests call `cluster.UpdateBufferPodCounts` (provider id → count) as the
 //! provisioner would after a scheduling pass; here the caller's last provisioning pass is data
@@ -22,13 +24,13 @@ use karpenter_core::api::{
     NodePoolSpec,
 };
 use karpenter_core::disruption::{
-    Command, DisruptionOptions, Method, PassOutcome, TimeBudget, run_pass,
+    Command, DisruptionOptions, Method, PassOutcome, TimeBudget, multi_node_pass, run_pass,
 };
 use karpenter_core::labels;
 use karpenter_core::model::{
     ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase, Timestamp,
 };
-use karpenter_core::requirements::{Operator, Requirement, Requirements};
+use karpenter_core::requirements::{NodeSelectorRequirement, Operator, Requirement, Requirements};
 use karpenter_core::resources::{Quantity, ResourceList};
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 
@@ -702,4 +704,105 @@ fn single_node_time_budget_unlimited_evaluates_every_candidate() {
     let p = pass(&s);
     assert!(p.commands.is_empty());
     assert_eq!(p.unseen_node_pools, Some(BTreeSet::new()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.4 consolidation_test.go, Context "Replace": filterOutSameInstanceType and minValues
+// ---------------------------------------------------------------------------------------------
+
+/// Upstream's fixture: a NodePool asking for at least 2 instance types, on-demand only; two
+/// 5-CPU types, the nodes' `current-on-demand` at $0.5 and `other-on-demand` at $0.4; three
+/// nodes of the current type with 4 allocatable CPUs, holding one, one and two 2-CPU pods.
+///
+/// Multi-node consolidation tries the first two nodes: their pods need a new node whose
+/// options are both types; dropping the candidates' own type (filterOutSameInstanceType)
+/// leaves one type, which breaks minValues, so the trial is invalid (no panic, no command).
+/// Single-node consolidation then deletes one of the first two nodes (its pod fits on the
+/// other): one command, two nodes left.
+#[test]
+fn consolidation_replace_should_handle_failing_filter_out_same_instance_type_correctly_without_a_panic_when_min_values_isnt_satisfied()
+ {
+    const ZONE_1A: &str = "test-zone-1a";
+    let current = itype(
+        "current-on-demand",
+        5,
+        vec![Offering::new(ZONE_1A, labels::CAPACITY_TYPE_ON_DEMAND, 0.5)],
+    );
+    let other = itype(
+        "other-on-demand",
+        5,
+        vec![Offering::new(ZONE_1A, labels::CAPACITY_TYPE_ON_DEMAND, 0.4)],
+    );
+    let mut p = pool_with(
+        "default",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        "100%",
+        vec![current.clone(), other],
+    );
+    p.node_pool.spec.template.spec.requirements = Some(vec![
+        NodeSelectorRequirement {
+            key: labels::INSTANCE_TYPE.to_string(),
+            operator: Operator::Exists,
+            values: Vec::new(),
+            min_values: Some(2),
+        },
+        NodeSelectorRequirement {
+            key: labels::CAPACITY_TYPE.to_string(),
+            operator: Operator::In,
+            values: vec![labels::CAPACITY_TYPE_ON_DEMAND.to_string()],
+            min_values: None,
+        },
+    ]);
+    let nodes = [1, 1, 2]
+        .into_iter()
+        .enumerate()
+        .map(|(i, pods)| {
+            let mut n = node(&format!("node-{i}"), "default", &current, pods, "2");
+            if let Some(k8s) = n.node.as_mut() {
+                k8s.labels
+                    .insert(labels::ZONE.to_string(), ZONE_1A.to_string());
+                k8s.allocatable = rl(&[("cpu", "4"), ("memory", "20Gi"), ("pods", "100")]);
+            }
+            if let Some(claim) = n.node_claim.as_mut() {
+                claim
+                    .metadata
+                    .labels
+                    .insert(labels::ZONE.to_string(), ZONE_1A.to_string());
+            }
+            n
+        })
+        .collect();
+    let s = snapshot(vec![p], nodes);
+
+    // The multi-node trial over the first two nodes is invalid rather than a replacement by
+    // `other-on-demand` alone.
+    let multi = multi_node_pass(&s, now(), &s2s());
+    assert!(multi.commands.is_empty(), "{:?}", multi.commands);
+    // Without minValues the same trial is valid: the two nodes merge into `other-on-demand`.
+    let mut relaxed = s.clone();
+    if let Some(reqs) = relaxed.node_pools[0]
+        .node_pool
+        .spec
+        .template
+        .spec
+        .requirements
+        .as_mut()
+    {
+        reqs.retain(|r| r.min_values.is_none());
+    }
+    let multi = multi_node_pass(&relaxed, now(), &s2s());
+    let cmd = only(&multi);
+    assert_eq!(names(cmd), ["node-0", "node-1"]);
+    assert_eq!(option_names(cmd), ["other-on-demand"]);
+
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(cmd.method, Method::SingleNode);
+    assert_eq!(cmd.decision(), "delete");
+    assert_eq!(cmd.candidates.len(), 1);
+    assert!(
+        ["node-0", "node-1"].contains(&cmd.candidates[0].name()),
+        "one of the first two nodes: {:?}",
+        names(cmd)
+    );
 }

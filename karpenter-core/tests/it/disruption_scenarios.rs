@@ -2615,6 +2615,3 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 //   scenarios.
 // Queue / orchestration (not in the planner):
 // - drift "should untaint nodes when drift replacement fails"; Parallelization (2 scenarios).
-// Not modelled by our snapshot:
-// - Replace "should handle failing filterOutSameInstanceType correctly (without a panic) when
-//   minValues isn't satisfied" (depends on upstream's fake catalogue and minValues relaxation).
