@@ -220,6 +220,12 @@ pub struct PassOutcome {
     /// old value (single-node consolidation did not run, had no candidates, or returned a
     /// command — upstream leaves the set alone then).
     pub unseen_node_pools: Option<BTreeSet<String>>,
+    /// For every method that ran in this pass, how many nodes it found eligible: candidates
+    /// that pass its own filter (upstream's `ShouldDisrupt`), before budgets. Upstream reports
+    /// this as the gauge `voluntary_disruption_eligible_nodes{reason}` (emptiness `empty`; static
+    /// drift and drift `drifted`; multi- and single-node consolidation `underutilized`, each
+    /// method overwriting the gauge of its reason when it runs).
+    pub eligible_nodes: BTreeMap<Method, usize>,
 }
 
 impl PassOutcome {
@@ -608,6 +614,7 @@ fn emptiness(
             Err(e) => out.blocked.push((c.name().to_string(), e.to_string())),
         }
     }
+    out.eligible_nodes.insert(Method::Emptiness, cands.len());
     if cands.is_empty() {
         return;
     }
@@ -657,6 +664,8 @@ fn static_drift(
             by_pool.entry(c.node_pool.as_str()).or_default().push(c);
         }
     }
+    out.eligible_nodes
+        .insert(Method::StaticDrift, by_pool.values().map(Vec::len).sum());
     if by_pool.is_empty() {
         return;
     }
@@ -774,6 +783,7 @@ fn drift(
         .filter(|c| should_drift(c))
         .cloned()
         .collect();
+    out.eligible_nodes.insert(Method::Drift, cands.len());
     if cands.is_empty() {
         return;
     }
@@ -838,6 +848,7 @@ fn multi_node(
     options: &DisruptionOptions,
 ) {
     let cands = consolidation_candidates(snapshot, candidates, now);
+    out.eligible_nodes.insert(Method::MultiNode, cands.len());
     let mut budgets =
         BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
     let mut kept = Vec::new();
@@ -915,6 +926,7 @@ fn single_node(
         consolidation_candidates(snapshot, candidates, now),
         &options.previously_unseen_node_pools,
     );
+    out.eligible_nodes.insert(Method::SingleNode, cands.len());
     if cands.is_empty() {
         return;
     }

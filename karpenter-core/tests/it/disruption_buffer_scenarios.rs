@@ -6,7 +6,9 @@
 //! - single-node consolidation's time-outs (§9.5 "should reset timed out nodepools…", "should
 //!   mark nodepools as timed out…");
 //! - consolidation Context "Replace" "should handle failing filterOutSameInstanceType correctly
-//!   (without a panic) when minValues isn't satisfied" (a fixture built from our catalogue).
+//!   (without a panic) when minValues isn't satisfied" (a fixture built from our catalogue);
+//! - emptiness, drift and consolidation Context "Metrics" "should correctly report eligible
+//!   (drifted) nodes" (`PassOutcome::eligible_nodes`).
 //!
 //! Upstream's tests call `cluster.UpdateBufferPodCounts` (provider id → count) as the
 //! provisioner would after a scheduling pass; here the caller's last provisioning pass is data
@@ -804,5 +806,105 @@ fn consolidation_replace_should_handle_failing_filter_out_same_instance_type_cor
         ["node-0", "node-1"].contains(&cmd.candidates[0].name()),
         "one of the first two nodes: {:?}",
         names(cmd)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context "Metrics": eligible nodes (§9.2 emptiness, §9.3 drift, §9.4 consolidation)
+// ---------------------------------------------------------------------------------------------
+//
+// Upstream's gauge `voluntary_disruption_eligible_nodes{reason}` is `PassOutcome::eligible_nodes`
+// here, per method that ran in the pass.
+
+/// Sets (or replaces) a NodeClaim condition.
+fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
+    if let Some(claim) = n.node_claim.as_mut() {
+        claim.status.conditions.retain(|c| c.type_ != type_);
+        claim.status.conditions.push(cond(type_, status, at));
+    }
+}
+
+/// The drift suite's node: drifted, `Consolidatable` cleared (modelled as False).
+fn drift_node(name: &str, it: &InstanceType, pods: usize) -> StateNode {
+    let mut n = node(name, "default", it, pods, "1");
+    set_condition(&mut n, "Drifted", ConditionStatus::True, CREATED);
+    set_condition(&mut n, "Consolidatable", ConditionStatus::False, CREATED);
+    n
+}
+
+fn with_do_not_disrupt_pod(mut n: StateNode) -> StateNode {
+    if let Some(p) = n.pods.first_mut() {
+        p.annotations.insert(
+            labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+            "true".to_string(),
+        );
+    }
+    n
+}
+
+fn eligible(p: &PassOutcome, method: Method) -> Option<usize> {
+    p.eligible_nodes.get(&method).copied()
+}
+
+#[test]
+fn emptiness_metrics_should_correctly_report_eligible_nodes() {
+    // The node has a pod, so emptiness skips it.
+    let s = emptiness_cluster(vec![node("node-0", "default", &it("large"), 1, "1")]);
+    let p = pass(&s);
+    assert_eq!(eligible(&p, Method::Emptiness), Some(0));
+    // Pod deleted: the node is empty and emptiness claims it.
+    let s = emptiness_cluster(vec![empty_node("node-0")]);
+    let p = pass(&s);
+    assert_eq!(eligible(&p, Method::Emptiness), Some(1));
+    assert_eq!(only(&p).method, Method::Emptiness);
+}
+
+#[test]
+fn drift_metrics_should_correctly_report_eligible_drifted_nodes() {
+    let mut p = pool(
+        "default",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        "100%",
+    );
+    p.node_pool.spec.disruption.consolidate_after =
+        Some(NillableDuration::parse("1h").expect("duration"));
+    let protected = with_do_not_disrupt_pod(drift_node("node-0", &it("medium"), 1));
+    let s = snapshot(vec![p.clone()], vec![protected]);
+    let out = pass(&s);
+    assert_eq!(eligible(&out, Method::Drift), Some(0));
+    assert!(out.commands.is_empty());
+    // Annotation removed: the node is eligible for drift (and replaced).
+    let s = snapshot(vec![p], vec![drift_node("node-0", &it("medium"), 1)]);
+    let out = pass(&s);
+    assert_eq!(eligible(&out, Method::Drift), Some(1));
+    assert_eq!(only(&out).method, Method::Drift);
+}
+
+#[test]
+fn consolidation_metrics_should_correctly_report_eligible_nodes() {
+    let protected = with_do_not_disrupt_pod(expensive("node-0", 1));
+    let p = pass_with(&consolidation_cluster(vec![protected]), &s2s());
+    assert_eq!(eligible(&p, Method::MultiNode), Some(0));
+    assert_eq!(eligible(&p, Method::SingleNode), Some(0));
+    // Annotation removed: one underutilized candidate.
+    let p = pass_with(&consolidation_cluster(vec![expensive("node-0", 1)]), &s2s());
+    assert_eq!(eligible(&p, Method::MultiNode), Some(1));
+    assert_eq!(eligible(&p, Method::SingleNode), Some(1));
+}
+
+/// Only the methods that ran report: a pass that stops at emptiness says nothing of the others,
+/// and a buffer-protected node is not eligible for emptiness.
+#[test]
+fn eligible_nodes_only_for_methods_that_ran() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0"), empty_node("node-1")]),
+        &[("node-0", 1)],
+    );
+    let p = pass(&s);
+    assert_eq!(only(&p).method, Method::Emptiness);
+    assert_eq!(
+        p.eligible_nodes,
+        BTreeMap::from([(Method::Emptiness, 1)]),
+        "node-0 hosts buffer pods"
     );
 }

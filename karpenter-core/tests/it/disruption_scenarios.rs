@@ -2607,9 +2607,9 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 //   single nodeclaim consolidation when multi-nodeclaim consolidation fails validation after the
 //   node ttl" (OD / spot); Delete "does not delete nodes with pod churn, deletes nodes without
 //   pod churn" (validator-driven); Metrics "invalidated commands" tables (validators).
-// Metrics / events only:
-// - emptiness/drift/consolidation Context "Metrics" ("eligible nodes"). (Consolidation Context
-//   "Events" is ported above as the underlying decision: the node is no consolidation candidate.)
+// (Consolidation Context "Events" is ported above as the underlying decision: the node is no
+// consolidation candidate. Context "Metrics" "eligible nodes", buffer pods, single-node
+// time-outs and filterOutSameInstanceType/minValues are in disruption_buffer_scenarios.rs.)
 // No consolidation memo ("mark consolidated") in a pure planner:
 // - the six "should not mark … consolidated if the candidates can't be disrupted due to budgets"
 //   scenarios.
