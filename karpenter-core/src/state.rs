@@ -158,8 +158,8 @@ pub struct ClusterSnapshot {
     /// The CapacityBuffer virtual pods (the provisioner's virtual-pod cache). Disruption
     /// simulations count them as pending pods when the `CapacityBuffer` gate
     /// ([`DisruptionOptions::capacity_buffer`](crate::disruption::DisruptionOptions::capacity_buffer))
-    /// is on (spec §5), so a replacement must leave room
-    /// for them; their own failure to fit never blocks a disruption.
+    /// is on (spec §5), so a replacement must leave room for them; their own failure to fit
+    /// never blocks a disruption.
     pub buffer_pods: Vec<Pod>,
 }
 

@@ -109,8 +109,10 @@ impl std::fmt::Debug for TimeBudget {
 }
 
 /// The snapshot the methods simulate on: without the CapacityBuffer virtual pods unless the
-/// gate is on (a copy only when there are pods to drop).
-fn buffer_gated<'a>(
+/// gate is on (a copy only when there are pods to drop). Every entry point that simulates
+/// applies it once ([`run_pass`], [`multi_node_pass`], [`evaluate_consolidation`]); command
+/// re-validation should too.
+pub(crate) fn buffer_gated<'a>(
     snapshot: &'a ClusterSnapshot,
     options: &DisruptionOptions,
 ) -> Cow<'a, ClusterSnapshot> {

@@ -119,7 +119,7 @@ pub fn simulate_scheduling(
     let pdbs = PdbLimits::new(&snapshot.pdbs);
 
     let mut pods = snapshot.pending_pods.clone();
-    // CapacityBuffer virtual pods are pending pods too (the methods drop them when the gate is off).
+    // CapacityBuffer virtual pods are pending pods too (dropped by the methods when gated off).
     pods.extend(snapshot.buffer_pods.iter().cloned());
     let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
     let mut displaced = BTreeSet::new();
