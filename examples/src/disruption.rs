@@ -163,6 +163,8 @@ fn snapshot(input: &DisruptionInput<'_>) -> ClusterSnapshot {
         pdbs: input.pdbs.to_vec(),
         namespace_labels: Default::default(),
         volumes: Default::default(),
+        buffer_pod_counts: Default::default(),
+        buffer_pods: Vec::new(),
     }
 }
 

@@ -149,11 +149,29 @@ pub struct ClusterSnapshot {
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses.
     pub volumes: crate::volumes::VolumeCatalog,
+    /// How many CapacityBuffer virtual pods the caller's last provisioning pass placed on each
+    /// existing node, by node name (upstream's `bufferPodCounts`, rebuilt after every
+    /// provisioning pass and only filled with the `CapacityBuffer` feature gate on). Emptiness
+    /// does not delete a node with a positive count (spec `disruption.md` §2.2). Nodes without an
+    /// entry host none.
+    pub buffer_pod_counts: BTreeMap<String, usize>,
+    /// The CapacityBuffer virtual pods (the provisioner's virtual-pod cache). Disruption
+    /// simulations count them as pending pods when the `CapacityBuffer` gate
+    /// ([`DisruptionOptions::capacity_buffer`](crate::disruption::DisruptionOptions::capacity_buffer))
+    /// is on (spec §5), so a replacement must leave room for them; their own failure to fit
+    /// never blocks a disruption.
+    pub buffer_pods: Vec<Pod>,
 }
 
 impl ClusterSnapshot {
     /// The NodePool named `name`.
     pub fn node_pool(&self, name: &str) -> Option<&NodePoolState> {
         self.node_pools.iter().find(|p| p.node_pool.name() == name)
+    }
+
+    /// How many CapacityBuffer virtual pods the last provisioning pass placed on the node named
+    /// `node` (0 when it has no entry in [`ClusterSnapshot::buffer_pod_counts`]).
+    pub fn buffer_pod_count(&self, node: &str) -> usize {
+        self.buffer_pod_counts.get(node).copied().unwrap_or(0)
     }
 }

@@ -583,6 +583,39 @@ pub fn get_candidates(
 }
 
 // ---------------------------------------------------------------------------------------------
+// CapacityBuffer virtual pods (§2.2)
+// ---------------------------------------------------------------------------------------------
+
+/// Why emptiness leaves an empty node alone: the caller's last provisioning pass placed
+/// CapacityBuffer virtual pods on it, so deleting it would only make the provisioner launch the
+/// capacity again. The message is that of upstream's `Unconsolidatable` event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("Node {node:?} has buffer pods")]
+pub struct BufferPodsError {
+    /// The node's name.
+    pub node: String,
+    /// How many virtual pods the provisioning pass placed on it (at least 1).
+    pub count: usize,
+}
+
+/// Checks that `candidate` hosts no CapacityBuffer virtual pods according to
+/// [`ClusterSnapshot::buffer_pod_counts`] (upstream's `HasBufferPods`, part of emptiness's
+/// `ShouldDisrupt`). A zero count, or no entry, is no protection. The check reads the data
+/// whatever the `CapacityBuffer` gate: a caller with the gate off has no counts to pass.
+pub fn check_buffer_pods(
+    snapshot: &ClusterSnapshot,
+    candidate: &Candidate,
+) -> Result<(), BufferPodsError> {
+    match snapshot.buffer_pod_count(candidate.name()) {
+        0 => Ok(()),
+        count => Err(BufferPodsError {
+            node: candidate.name().to_string(),
+            count,
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Ordering (§1.8)
 // ---------------------------------------------------------------------------------------------
 

@@ -12,10 +12,14 @@
 //!   against a newer snapshot with the same functions;
 //! - multi-node consolidation searches every candidate, not the first 100, unless
 //!   [`DisruptionOptions::multi_node_candidate_limit`] says otherwise, and has no time-out;
+//! - single-node consolidation evaluates every candidate unless the caller passes a
+//!   [`TimeBudget`] ([`DisruptionOptions::single_node_time_budget`]); the NodePools it did not
+//!   reach are data the caller carries to the next pass, not state kept here;
 //! - a NodeClaim without a `Consolidatable` condition (a hand-written or offline snapshot) is
 //!   judged by the rule the condition controller applies (§6.4): initialized and outside
 //!   `consolidateAfter`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -32,8 +36,8 @@ use crate::state::{ClusterSnapshot, StateNode};
 
 use super::budgets::BudgetMapping;
 use super::candidates::{
-    Candidate, DisruptionClass, get_candidates, interleave_by_node_pool, sort_by_savings_ratio,
-    sort_for_drift,
+    Candidate, DisruptionClass, check_buffer_pods, get_candidates, interleave_by_node_pool,
+    sort_by_savings_ratio, sort_for_drift,
 };
 use super::cost::{eviction_cost, is_under_consolidate_after};
 use super::simulate::{Simulation, SimulationContext, Simulator, condition_true};
@@ -73,6 +77,72 @@ pub struct DisruptionOptions {
     pub spot_to_spot_consolidation: bool,
     /// Cap on multi-node consolidation's candidates (upstream: 100). `None`: every candidate.
     pub multi_node_candidate_limit: Option<usize>,
+    /// Feature gate `CapacityBuffer` (upstream default: off): simulations count the snapshot's
+    /// [`ClusterSnapshot::buffer_pods`] as pending pods (spec §5). Emptiness's protection of
+    /// nodes hosting buffer pods reads [`ClusterSnapshot::buffer_pod_counts`] either way.
+    pub capacity_buffer: bool,
+    /// The caller's time budget for single-node consolidation (upstream: a 3-minute deadline).
+    /// Default [`TimeBudget::Unlimited`]: every candidate is evaluated.
+    pub single_node_time_budget: TimeBudget,
+    /// NodePools whose single-node candidates an earlier pass did not reach before its time
+    /// budget ran out (upstream's `PreviouslyUnseenNodePools`): their candidates are evaluated
+    /// first. The caller keeps this between passes from [`PassOutcome::unseen_node_pools`].
+    pub previously_unseen_node_pools: BTreeSet<String>,
+}
+
+/// How long a method may keep evaluating candidates. The planner has no clock: the caller's
+/// budget is either a count of candidates or a probe of the caller's own clock. Upstream gives
+/// single-node consolidation 3 minutes, checked before each candidate; no budget is needed for
+/// correctness, only to bound a pass's running time.
+#[derive(Clone, Default)]
+pub enum TimeBudget {
+    /// Evaluate every candidate.
+    #[default]
+    Unlimited,
+    /// Time is up once this many candidates have been considered (a deterministic stand-in for
+    /// a deadline; `Candidates(0)` is a deadline that has already passed).
+    Candidates(usize),
+    /// Asked before each candidate; `true` means the caller's deadline has passed.
+    Deadline(Arc<dyn Fn() -> bool + Send + Sync>),
+}
+
+impl TimeBudget {
+    /// Whether time is up before considering the next candidate, `considered` having been
+    /// considered already.
+    pub fn exhausted(&self, considered: usize) -> bool {
+        match self {
+            TimeBudget::Unlimited => false,
+            TimeBudget::Candidates(limit) => considered >= *limit,
+            TimeBudget::Deadline(passed) => passed(),
+        }
+    }
+}
+
+impl std::fmt::Debug for TimeBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TimeBudget::Unlimited => f.write_str("Unlimited"),
+            TimeBudget::Candidates(n) => f.debug_tuple("Candidates").field(n).finish(),
+            TimeBudget::Deadline(_) => f.write_str("Deadline(..)"),
+        }
+    }
+}
+
+/// The snapshot the methods simulate on: without the CapacityBuffer virtual pods unless the
+/// gate is on (a copy only when there are pods to drop). Every entry point that simulates
+/// applies it once ([`run_pass`], [`multi_node_pass`], [`evaluate_consolidation`]); command
+/// re-validation should too.
+pub(crate) fn buffer_gated<'a>(
+    snapshot: &'a ClusterSnapshot,
+    options: &DisruptionOptions,
+) -> Cow<'a, ClusterSnapshot> {
+    if options.capacity_buffer || snapshot.buffer_pods.is_empty() {
+        Cow::Borrowed(snapshot)
+    } else {
+        let mut gated = snapshot.clone();
+        gated.buffer_pods.clear();
+        Cow::Owned(gated)
+    }
 }
 
 /// Which method produced a command.
@@ -172,6 +242,28 @@ pub struct PassOutcome {
     /// skips a memoized method until cluster state changes); a method that produced a command,
     /// or whose candidates were blocked by a budget, is never listed.
     pub consolidated: BTreeSet<Method>,
+    /// The new value of [`DisruptionOptions::previously_unseen_node_pools`], when single-node
+    /// consolidation changed it: the NodePools it did not reach before its time budget ran out,
+    /// or an empty set once it considered every candidate without a command. `None`: keep the
+    /// old value (single-node consolidation did not run, had no candidates, or returned a
+    /// command — upstream leaves the set alone then).
+    pub unseen_node_pools: Option<BTreeSet<String>>,
+    /// For every method that ran in this pass, how many nodes it found eligible: candidates
+    /// that pass its own filter (upstream's `ShouldDisrupt`), before budgets. Upstream reports
+    /// this as the gauge `voluntary_disruption_eligible_nodes{reason}` (emptiness `empty`; static
+    /// drift and drift `drifted`; multi- and single-node consolidation `underutilized`, each
+    /// method overwriting the gauge of its reason when it runs).
+    pub eligible_nodes: BTreeMap<Method, usize>,
+}
+
+impl PassOutcome {
+    /// Whether single-node consolidation ran out of its time budget in this pass (upstream
+    /// counts `voluntary_disruption_consolidation_timeouts_total{consolidation_type="single"}`).
+    pub fn single_node_timed_out(&self) -> bool {
+        self.unseen_node_pools
+            .as_ref()
+            .is_some_and(|u| !u.is_empty())
+    }
 }
 
 /// The whole plan: every command the controller would issue, pass after pass.
@@ -546,11 +638,14 @@ fn emptiness(
     out: &mut PassOutcome,
     options: &DisruptionOptions,
 ) {
-    let mut cands: Vec<Candidate> = candidates
-        .iter()
-        .filter(|c| should_empty(snapshot, c, now))
-        .cloned()
-        .collect();
+    let mut cands: Vec<Candidate> = Vec::new();
+    for c in candidates.iter().filter(|c| should_empty(snapshot, c, now)) {
+        match check_buffer_pods(snapshot, c) {
+            Ok(()) => cands.push(c.clone()),
+            Err(e) => out.blocked.push((c.name().to_string(), e.to_string())),
+        }
+    }
+    out.eligible_nodes.insert(Method::Emptiness, cands.len());
     if cands.is_empty() {
         return;
     }
@@ -605,6 +700,8 @@ fn static_drift(
             by_pool.entry(c.node_pool.as_str()).or_default().push(c);
         }
     }
+    out.eligible_nodes
+        .insert(Method::StaticDrift, by_pool.values().map(Vec::len).sum());
     if by_pool.is_empty() {
         return;
     }
@@ -723,6 +820,7 @@ fn drift(
         .filter(|c| should_drift(c))
         .cloned()
         .collect();
+    out.eligible_nodes.insert(Method::Drift, cands.len());
     if cands.is_empty() {
         return;
     }
@@ -788,6 +886,7 @@ fn multi_node(
     options: &DisruptionOptions,
 ) {
     let cands = consolidation_candidates(snapshot, candidates, now);
+    out.eligible_nodes.insert(Method::MultiNode, cands.len());
     if cands.is_empty() {
         return;
     }
@@ -876,8 +975,9 @@ fn single_node(
 ) {
     let cands = interleave_by_node_pool(
         consolidation_candidates(snapshot, candidates, now),
-        &BTreeSet::new(),
+        &options.previously_unseen_node_pools,
     );
+    out.eligible_nodes.insert(Method::SingleNode, cands.len());
     if cands.is_empty() {
         return;
     }
@@ -885,7 +985,14 @@ fn single_node(
     let totals = balanced_totals(snapshot, candidates);
     let policy = &options.scheduler.label_policy;
     let mut constrained = false;
-    for c in cands {
+    let mut unseen: BTreeSet<String> = cands.iter().map(|c| c.node_pool.clone()).collect();
+    for (considered, c) in cands.into_iter().enumerate() {
+        if options.single_node_time_budget.exhausted(considered) {
+            // Upstream gives up without a command and remembers the pools it never reached.
+            out.unseen_node_pools = Some(unseen);
+            return;
+        }
+        unseen.remove(&c.node_pool);
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
             constrained = true;
             out.blocked.push((
@@ -929,6 +1036,8 @@ fn single_node(
     if !constrained {
         out.consolidated.insert(Method::SingleNode);
     }
+    // Every candidate considered: no NodePool is left unseen.
+    out.unseen_node_pools = Some(unseen);
 }
 
 /// Evaluates consolidating exactly `candidates` (§2.6): the command it would give (a delete or a
@@ -943,12 +1052,14 @@ pub fn evaluate_consolidation(
     now: Timestamp,
     options: &DisruptionOptions,
 ) -> Result<Option<Command>, String> {
+    let snapshot = &*buffer_gated(snapshot, options);
     let context = SimulationContext::new(snapshot, &options.scheduler, now);
     evaluate_consolidation_with(&context.simulator(), candidates, options)
 }
 
 /// [`evaluate_consolidation`] with a scheduler prepared once for the snapshot (its
-/// [`SimulationContext`] must have been built with `options.scheduler`).
+/// [`SimulationContext`] must have been built with `options.scheduler`, over a snapshot without
+/// CapacityBuffer pods unless `options.capacity_buffer` is on).
 ///
 /// ```
 /// use karpenter_core::disruption::simulate::SimulationContext;
@@ -1000,6 +1111,7 @@ pub fn multi_node_pass(
     options: &DisruptionOptions,
 ) -> PassOutcome {
     let mut out = PassOutcome::default();
+    let snapshot = &*buffer_gated(snapshot, options);
     let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
     let context = SimulationContext::new(snapshot, &options.scheduler, now);
     multi_node(
@@ -1024,7 +1136,14 @@ pub fn single_node_pass(
     let mut out = PassOutcome::default();
     let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
     let context = SimulationContext::new(snapshot, &options.scheduler, now);
-    single_node(&Sims::new(&context), snapshot, &graceful, now, &mut out, options);
+    single_node(
+        &Sims::new(&context),
+        snapshot,
+        &graceful,
+        now,
+        &mut out,
+        options,
+    );
     out
 }
 
@@ -1039,6 +1158,7 @@ pub fn run_pass(
     in_queue: &dyn Fn(&str) -> bool,
 ) -> PassOutcome {
     let mut out = PassOutcome::default();
+    let snapshot = &*buffer_gated(snapshot, options);
     let (graceful, rejected) = get_candidates(snapshot, DisruptionClass::Graceful, in_queue, now);
     out.blocked
         .extend(rejected.into_iter().map(|(n, e)| (n, e.to_string())));

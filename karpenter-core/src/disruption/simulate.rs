@@ -154,6 +154,9 @@ impl<'s> SimulationContext<'s> {
     ) -> SimulationContext<'s> {
         let pdbs = PdbLimits::new(&snapshot.pdbs);
         let mut pods = snapshot.pending_pods.clone();
+        // CapacityBuffer virtual pods are pending pods too (dropped by the methods when gated
+        // off).
+        pods.extend(snapshot.buffer_pods.iter().cloned());
         let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
         let mut from_deleting = BTreeSet::new();
         let mut nodes = Vec::new();

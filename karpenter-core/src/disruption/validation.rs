@@ -91,6 +91,7 @@ pub fn validate_counted(
     now: Timestamp,
     options: &DisruptionOptions,
 ) -> Validation {
+    let snapshot = &*super::methods::buffer_gated(snapshot, options);
     match command.method {
         Method::Emptiness => validate_emptiness(command, snapshot, now),
         Method::SingleNode | Method::MultiNode => {
@@ -128,7 +129,9 @@ fn current_candidates(
         .filter(|c| wanted.contains(c.name()))
         .filter(|c| {
             if emptiness {
+                // Upstream re-runs emptiness' own filter, buffer pods included.
                 should_empty(snapshot, c, now)
+                    && super::candidates::check_buffer_pods(snapshot, c).is_ok()
             } else {
                 should_consolidate(snapshot, c, now)
             }

@@ -2604,12 +2604,7 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 // scenarios, the "invalidated commands" metrics, the six "should not mark … consolidated"
 // budget scenarios, drift "should untaint nodes when drift replacement fails" and
 // Parallelization (2).
-// Metrics / events only:
-// - emptiness/drift/consolidation Context "Metrics" ("eligible nodes"). (Consolidation Context
-//   "Events" is ported above as the underlying decision: the node is no consolidation candidate.)
-// Not modelled by our snapshot:
-// - Buffer pods (emptiness "Buffer pod protection" 6, consolidation "Buffer Pods" 4);
-// - Replace "should handle failing filterOutSameInstanceType correctly (without a panic) when
-//   minValues isn't satisfied" (depends on upstream's fake catalogue and minValues relaxation);
-// - single-node "should reset timed out nodepools…" / "should mark nodepools as timed out…"
-//   (our single-node method has no deadline);
+// Ported in `disruption_buffer_scenarios.rs`: Context "Metrics" "eligible nodes", buffer pods,
+// single-node time-outs and filterOutSameInstanceType/minValues. (Consolidation Context
+// "Events" is ported above as the underlying decision: the node is no consolidation
+// candidate.)

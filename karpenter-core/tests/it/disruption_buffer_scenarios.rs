@@ -1,0 +1,1068 @@
+//! Upstream's disruption scenarios that need caller-side data in the planner, ported against our
+//! pure planner with the same harness differences as `disruption_scenarios.rs` (production
+//! method order, no validation wait, decisions asserted instead of events):
+//! - CapacityBuffer virtual pods (spec `disruption.md` §9.2 emptiness Context "Buffer pod
+//!   protection", §9.4 consolidation Context "Buffer Pods");
+//! - single-node consolidation's time-outs (§9.5 "should reset timed out nodepools…", "should
+//!   mark nodepools as timed out…");
+//! - consolidation Context "Replace" "should handle failing filterOutSameInstanceType correctly
+//!   (without a panic) when minValues isn't satisfied" (a fixture built from our catalogue);
+//! - emptiness, drift and consolidation Context "Metrics" "should correctly report eligible
+//!   (drifted) nodes" (`PassOutcome::eligible_nodes`);
+//! - §9.1 suite_test Describe "Metrics": the six "should fire metrics for …" decisions.
+//!
+//! Upstream's tests call `cluster.UpdateBufferPodCounts` (provider id → count) as the
+//! provisioner would after a scheduling pass; here the caller's last provisioning pass is data
+//! in the snapshot, [`ClusterSnapshot::buffer_pod_counts`] (node name → count). The virtual
+//! pods themselves ([`ClusterSnapshot::buffer_pods`]) only enter simulations with the
+//! `CapacityBuffer` gate on ([`DisruptionOptions::capacity_buffer`], default off as upstream).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use karpenter_core::api::{
+    Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
+    NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
+    NodePoolSpec,
+};
+use karpenter_core::disruption::{
+    Command, DisruptionOptions, Method, PassOutcome, Reason, TimeBudget, multi_node_pass, run_pass,
+};
+use karpenter_core::labels;
+use karpenter_core::model::{
+    ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase, Timestamp,
+};
+use karpenter_core::requirements::{NodeSelectorRequirement, Operator, Requirement, Requirements};
+use karpenter_core::resources::{Quantity, ResourceList};
+use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
+
+// ---------------------------------------------------------------------------------------------
+// Builders (copied from disruption_scenarios.rs)
+// ---------------------------------------------------------------------------------------------
+
+const NOW: &str = "2024-06-15T12:00:00Z";
+const CREATED: &str = "2024-06-01T00:00:00Z";
+const ZONE: &str = "test-zone-1";
+
+fn now() -> Timestamp {
+    NOW.parse().expect("valid timestamp")
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity::parse(s).expect("valid quantity")
+}
+
+fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+    pairs.iter().map(|(k, v)| (*k, q(v))).collect()
+}
+
+/// An instance type with `cpu` vCPU (4 GiB each, 110 pods), no overhead, and the given
+/// offerings.
+fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
+    let mut reqs = Requirements::new();
+    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
+    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+    Arc::new(InstanceType::new(
+        name,
+        reqs,
+        offerings,
+        rl(&[
+            ("cpu", &cpu.to_string()),
+            ("memory", &format!("{}Gi", cpu * 4)),
+            ("pods", "110"),
+        ]),
+        Overhead::default(),
+    ))
+}
+
+/// On-demand at `price` and spot at 40 % of it, in `ZONE`.
+fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
+    itype(
+        name,
+        cpu,
+        vec![
+            Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price),
+            Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, price * 0.4),
+        ],
+    )
+}
+
+/// The default catalog: small (2 vCPU, $0.1), medium (4, $0.2), large (8, $0.4),
+/// xlarge (16, $0.8).
+fn catalog() -> Vec<Arc<InstanceType>> {
+    vec![
+        od_spot("small", 2, 0.1),
+        od_spot("medium", 4, 0.2),
+        od_spot("large", 8, 0.4),
+        od_spot("xlarge", 16, 0.8),
+    ]
+}
+
+fn it(name: &str) -> Arc<InstanceType> {
+    catalog()
+        .into_iter()
+        .find(|t| t.name == name)
+        .expect("known type")
+}
+
+fn pool_with(
+    name: &str,
+    policy: ConsolidationPolicy,
+    budget: &str,
+    types: Vec<Arc<InstanceType>>,
+) -> NodePoolState {
+    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    let mut spec = NodePoolSpec::new(NodeClaimTemplate {
+        metadata: Default::default(),
+        spec: NodeClaimTemplateSpec::new(class),
+    });
+    spec.disruption.consolidation_policy = Some(policy);
+    spec.disruption.consolidate_after = Some(NillableDuration::parse("0s").expect("duration"));
+    spec.disruption.budgets = Some(vec![Budget {
+        nodes: budget.to_string(),
+        schedule: None,
+        duration: None,
+        reasons: None,
+    }]);
+    NodePoolState {
+        node_pool: NodePool::new(name, spec),
+        instance_types: types,
+        ready: true,
+    }
+}
+
+fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
+    pool_with(name, policy, budget, catalog())
+}
+
+fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
+    Condition {
+        type_: type_.to_string(),
+        status,
+        reason: None,
+        message: None,
+        last_transition_time: Some(at.to_string()),
+        observed_generation: None,
+    }
+}
+
+fn owner(kind: &str) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: kind.into(),
+        name: "owner".into(),
+        controller: true,
+    })
+}
+
+/// A running ReplicaSet pod bound to `node` requesting `cpu`.
+fn pod(node: &str, name: &str, cpu: &str) -> Pod {
+    let mut p = Pod::new("default", name);
+    p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
+    p.node_name = Some(node.to_string());
+    p.phase = PodPhase::Running;
+    p.owner = owner("ReplicaSet");
+    p.labels.insert("app".into(), "web".into());
+    p
+}
+
+/// An initialized, consolidatable on-demand node of `it` in pool `pool` (zone `ZONE`), holding
+/// `pods` pods of `cpu` each.
+fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
+    let mut node_labels = BTreeMap::new();
+    node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
+    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+    node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
+    node_labels.insert(
+        labels::CAPACITY_TYPE.to_string(),
+        labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
+    );
+    node_labels.insert(labels::ARCH.to_string(), "amd64".to_string());
+    node_labels.insert(labels::OS.to_string(), "linux".to_string());
+    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
+    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
+    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
+    let mut n = ClusterNode::new(name);
+    n.labels = node_labels.clone();
+    n.capacity = it.capacity.clone();
+    n.allocatable = it.allocatable().clone();
+    n.managed = true;
+    n.initialized = true;
+    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+    let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
+    claim.metadata.labels = node_labels;
+    claim.metadata.creation_timestamp = Some(CREATED.to_string());
+    claim.status.provider_id = Some(format!("fake:///{name}"));
+    claim.status.node_name = Some(name.to_string());
+    claim.status.conditions = vec![
+        cond("Initialized", ConditionStatus::True, CREATED),
+        cond("Consolidatable", ConditionStatus::True, CREATED),
+    ];
+    let pods = (0..pods)
+        .map(|i| pod(name, &format!("{name}-pod-{i}"), cpu))
+        .collect();
+    StateNode {
+        node: Some(n),
+        node_claim: Some(claim),
+        pods,
+        marked_for_deletion: false,
+        nominated_until: None,
+        ready: true,
+        volume_limits: Default::default(),
+    }
+}
+
+fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
+    ClusterSnapshot {
+        node_pools: pools,
+        nodes: nodes.into_iter().map(Arc::new).collect(),
+        ..ClusterSnapshot::default()
+    }
+}
+
+fn opts() -> DisruptionOptions {
+    DisruptionOptions::default()
+}
+
+/// The consolidation suite's options: the SpotToSpot gate is on.
+fn s2s() -> DisruptionOptions {
+    DisruptionOptions {
+        spot_to_spot_consolidation: true,
+        ..DisruptionOptions::default()
+    }
+}
+
+fn pass(s: &ClusterSnapshot) -> PassOutcome {
+    run_pass(s, now(), &opts(), &|_| false)
+}
+
+fn pass_with(s: &ClusterSnapshot, o: &DisruptionOptions) -> PassOutcome {
+    run_pass(s, now(), o, &|_| false)
+}
+
+fn names(cmd: &Command) -> Vec<&str> {
+    cmd.candidates.iter().map(|c| c.name()).collect()
+}
+
+fn only(p: &PassOutcome) -> &Command {
+    assert_eq!(p.commands.len(), 1, "exactly one command: {:?}", p.blocked);
+    &p.commands[0]
+}
+
+fn disrupted(p: &PassOutcome) -> BTreeSet<String> {
+    p.commands
+        .iter()
+        .flat_map(|c| c.candidates.iter().map(|c| c.name().to_string()))
+        .collect()
+}
+
+fn option_names(cmd: &Command) -> Vec<String> {
+    cmd.replacements
+        .first()
+        .map(|r| r.instance_types.iter().map(|t| t.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// What the caller's last provisioning pass reported: `(node, virtual pods placed on it)`.
+fn with_buffer_counts(mut s: ClusterSnapshot, counts: &[(&str, usize)]) -> ClusterSnapshot {
+    s.buffer_pod_counts = counts.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+    s
+}
+
+/// `node`'s blocked reason, if the pass recorded one.
+fn blocked_reason<'a>(p: &'a PassOutcome, node: &str) -> Option<&'a str> {
+    p.blocked
+        .iter()
+        .find(|(n, _)| n == node)
+        .map(|(_, r)| r.as_str())
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.2 emptiness_test.go, Context "Buffer pod protection" (policy WhenEmpty, 100 % budget)
+// ---------------------------------------------------------------------------------------------
+
+fn empty_node(name: &str) -> StateNode {
+    node(name, "default", &it("large"), 0, "1")
+}
+
+fn emptiness_cluster(nodes: Vec<StateNode>) -> ClusterSnapshot {
+    snapshot(
+        vec![pool("default", ConsolidationPolicy::WhenEmpty, "100%")],
+        nodes,
+    )
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_not_disrupt_a_node_that_hosts_virtual_buffer_pods() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0")]),
+        &[("node-0", 3)],
+    );
+    let p = pass(&s);
+    assert!(p.commands.is_empty(), "kept");
+    assert_eq!(
+        blocked_reason(&p, "node-0"),
+        Some("Node \"node-0\" has buffer pods"),
+        "upstream's Unconsolidatable message"
+    );
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_disrupt_a_node_once_buffer_pods_are_cleared() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0")]),
+        &[("node-0", 2)],
+    );
+    assert!(
+        pass(&s).commands.is_empty(),
+        "kept while it hosts buffer pods"
+    );
+    // The next provisioning pass placed no virtual pods on it (buffer consumed or deleted).
+    let s = with_buffer_counts(s, &[]);
+    let p = pass(&s);
+    let cmd = only(&p);
+    assert_eq!(cmd.method, Method::Emptiness);
+    assert_eq!(names(cmd), ["node-0"]);
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_only_protect_the_specific_node_with_buffer_pods_not_others()
+ {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0"), empty_node("node-1")]),
+        &[("node-0", 1)],
+    );
+    let p = pass(&s);
+    let cmd = only(&p);
+    assert_eq!(cmd.method, Method::Emptiness);
+    assert_eq!(names(cmd), ["node-1"], "the unprotected node is deleted");
+    assert!(
+        !disrupted(&p).contains("node-0"),
+        "the protected node is kept"
+    );
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_not_consider_a_node_with_real_pods_and_buffer_pods_as_empty()
+ {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![node("node-0", "default", &it("large"), 1, "1")]),
+        &[("node-0", 2)],
+    );
+    let p = pass(&s);
+    assert!(
+        p.commands.is_empty(),
+        "kept (WhenEmpty: a node with a pod is never disrupted)"
+    );
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_protect_multiple_nodes_that_each_host_buffer_pods() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0"), empty_node("node-1")]),
+        &[("node-0", 2), ("node-1", 3)],
+    );
+    let p = pass(&s);
+    assert!(p.commands.is_empty(), "both kept");
+    assert!(blocked_reason(&p, "node-0").is_some());
+    assert!(blocked_reason(&p, "node-1").is_some());
+}
+
+#[test]
+fn emptiness_buffer_pod_protection_should_not_protect_a_node_with_zero_buffer_pod_count() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0")]),
+        &[("node-0", 0)],
+    );
+    let p = pass(&s);
+    assert_eq!(
+        names(only(&p)),
+        ["node-0"],
+        "zero buffer pods: empty, deleted"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.4 consolidation_test.go, Context "Buffer Pods" (WhenEmptyOrUnderutilized, 100 %, SpotToSpot
+// on); nodes run the most expensive instance type
+// ---------------------------------------------------------------------------------------------
+
+fn consolidation_cluster(nodes: Vec<StateNode>) -> ClusterSnapshot {
+    snapshot(
+        vec![pool(
+            "default",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "100%",
+        )],
+        nodes,
+    )
+}
+
+fn expensive(name: &str, pods: usize) -> StateNode {
+    node(name, "default", &it("xlarge"), pods, "1")
+}
+
+#[test]
+fn consolidation_buffer_pods_should_not_empty_consolidate_a_node_with_only_buffer_pods() {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 0)]),
+        &[("node-0", 5)],
+    );
+    let p = pass_with(&s, &s2s());
+    assert!(p.commands.is_empty(), "still exists");
+}
+
+/// The gate is off (upstream's suite default), so only the counts are known: the node with a
+/// real pod is an ordinary consolidation candidate and is replaced by a cheaper one.
+#[test]
+fn consolidation_buffer_pods_should_allow_consolidation_of_a_node_with_real_pods_and_buffer_pods_to_a_cheaper_instance()
+ {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 1)]),
+        &[("node-0", 2)],
+    );
+    let p = pass_with(&s, &s2s());
+    assert!(!p.commands.is_empty(), "at least one command");
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["node-0"]);
+    assert_eq!(cmd.decision(), "replace");
+}
+
+#[test]
+fn consolidation_buffer_pods_should_skip_buffer_only_nodes_in_single_node_consolidation_but_protect_via_emptiness()
+ {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 0), expensive("node-1", 1)]),
+        &[("node-0", 4), ("node-1", 2)],
+    );
+    let p = pass_with(&s, &s2s());
+    assert!(
+        !disrupted(&p).contains("node-0"),
+        "the buffer-only node is in no command: {:?}",
+        p.commands
+    );
+    assert_eq!(
+        blocked_reason(&p, "node-0"),
+        Some("Node \"node-0\" has buffer pods")
+    );
+    // node-1's pod fits on node-0, so single-node consolidation deletes node-1.
+    let cmd = only(&p);
+    assert_eq!(
+        (cmd.method, names(cmd)),
+        (Method::SingleNode, vec!["node-1"])
+    );
+}
+
+#[test]
+fn consolidation_buffer_pods_should_consolidate_a_buffer_node_once_buffer_pods_are_cleared() {
+    let s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 0)]),
+        &[("node-0", 3)],
+    );
+    assert!(pass_with(&s, &s2s()).commands.is_empty(), "protected");
+    let s = with_buffer_counts(s, &[]);
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(
+        (cmd.method, names(cmd)),
+        (Method::Emptiness, vec!["node-0"])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CapacityBuffer gate in simulations (spec §5: buffer virtual pods are pending pods)
+// ---------------------------------------------------------------------------------------------
+
+/// A CapacityBuffer virtual pod requesting `cpu` (pending: never bound).
+fn virtual_pod(name: &str, cpu: &str) -> Pod {
+    let mut p = Pod::new("default", name);
+    p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
+    p.phase = PodPhase::Pending;
+    p
+}
+
+/// An xlarge node with one 1-CPU pod, hosting two 3-CPU buffer pods.
+fn buffered_expensive_node() -> ClusterSnapshot {
+    let mut s = with_buffer_counts(
+        consolidation_cluster(vec![expensive("node-0", 1)]),
+        &[("node-0", 2)],
+    );
+    s.buffer_pods = vec![virtual_pod("buffer-0", "3"), virtual_pod("buffer-1", "3")];
+    s
+}
+
+/// Gate off: the virtual pods are ignored and the replacement only has to fit the real pod.
+#[test]
+fn capacity_buffer_gate_off_replacement_ignores_the_virtual_pods() {
+    let p = pass_with(&buffered_expensive_node(), &s2s());
+    let cmd = only(&p);
+    assert_eq!(cmd.decision(), "replace");
+    assert_eq!(option_names(cmd).first().map(String::as_str), Some("small"));
+}
+
+/// Gate on: the simulation schedules the virtual pods as pending pods, so the replacement must
+/// leave room for them (1 + 3 + 3 CPU: large or bigger, not small or medium; xlarge stays an
+/// option because its spot offering is cheaper than the on-demand node).
+#[test]
+fn capacity_buffer_gate_on_replacement_must_fit_the_virtual_pods() {
+    let o = DisruptionOptions {
+        capacity_buffer: true,
+        ..s2s()
+    };
+    let p = pass_with(&buffered_expensive_node(), &o);
+    let cmd = only(&p);
+    assert_eq!(cmd.decision(), "replace");
+    assert_eq!(option_names(cmd), ["large", "xlarge"]);
+}
+
+/// Virtual pods are pending pods: one that fits nowhere does not block the disruption.
+#[test]
+fn capacity_buffer_gate_on_unschedulable_virtual_pods_do_not_block_consolidation() {
+    let mut s = buffered_expensive_node();
+    s.buffer_pods = vec![virtual_pod("huge", "100")];
+    let o = DisruptionOptions {
+        capacity_buffer: true,
+        ..s2s()
+    };
+    let p = pass_with(&s, &o);
+    let cmd = only(&p);
+    assert_eq!(names(cmd), ["node-0"]);
+    assert_eq!(option_names(cmd).first().map(String::as_str), Some("small"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.5 singlenodeconsolidation_test.go, Context "Candidate Shuffling": timed-out NodePools
+// ---------------------------------------------------------------------------------------------
+//
+// Upstream's deadline (3 minutes of wall clock, checked before each candidate) is the caller's
+// `TimeBudget`; upstream's `PreviouslyUnseenNodePools` field is data the caller passes in
+// (`DisruptionOptions::previously_unseen_node_pools`) and gets back
+// (`PassOutcome::unseen_node_pools`).
+
+/// On-demand only, price proportional to size, no type fits three nodes' pods: merging nodes is
+/// never strictly cheaper.
+fn linear_catalog() -> Vec<Arc<InstanceType>> {
+    [("small", 2, 0.1), ("medium", 4, 0.2)]
+        .into_iter()
+        .map(|(name, cpu, price)| {
+            itype(
+                name,
+                cpu,
+                vec![Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price)],
+            )
+        })
+        .collect()
+}
+
+/// Three NodePools with `per_pool` small nodes each, every node nearly full (a 1500m pod):
+/// nothing can be deleted, merged or replaced, so single-node consolidation considers every
+/// candidate without finding a command (upstream's fixture, whose pods fit nowhere else and
+/// whose nodes already run the cheapest type).
+fn unconsolidatable_pools(per_pool: usize) -> ClusterSnapshot {
+    let types = linear_catalog();
+    let small = types[0].clone();
+    let pools = (1..=3)
+        .map(|i| {
+            pool_with(
+                &format!("nodepool-{i}"),
+                ConsolidationPolicy::WhenEmptyOrUnderutilized,
+                "100%",
+                types.clone(),
+            )
+        })
+        .collect();
+    let nodes = (1..=3)
+        .flat_map(|i| {
+            let small = small.clone();
+            (0..per_pool).map(move |j| {
+                node(
+                    &format!("nodepool-{i}-node-{j}"),
+                    &format!("nodepool-{i}"),
+                    &small,
+                    1,
+                    "1500m",
+                )
+            })
+        })
+        .collect();
+    snapshot(pools, nodes)
+}
+
+fn unseen(pools: &[&str]) -> BTreeSet<String> {
+    pools.iter().map(|p| p.to_string()).collect()
+}
+
+#[test]
+fn single_node_consolidation_candidate_shuffling_should_reset_timed_out_nodepools_when_all_nodepools_are_evaluated()
+ {
+    let s = unconsolidatable_pools(1);
+    let o = DisruptionOptions {
+        previously_unseen_node_pools: unseen(&["nodepool-2"]),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert!(p.commands.is_empty(), "{:?}", p.commands);
+    assert_eq!(
+        p.unseen_node_pools,
+        Some(BTreeSet::new()),
+        "nodepool-2 is no longer marked as timed out"
+    );
+    assert!(!p.single_node_timed_out());
+}
+
+#[test]
+fn single_node_consolidation_candidate_shuffling_should_mark_nodepools_as_timed_out_when_timeout_occurs()
+ {
+    let s = unconsolidatable_pools(10);
+    // Upstream sets the timeout to -5 s: the deadline has passed before the first candidate.
+    let o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Candidates(0),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert!(p.commands.is_empty());
+    assert_eq!(
+        p.unseen_node_pools,
+        Some(unseen(&["nodepool-1", "nodepool-2", "nodepool-3"]))
+    );
+    assert!(p.single_node_timed_out());
+}
+
+/// The same with the caller's clock behind a probe: a deadline that has passed.
+#[test]
+fn single_node_time_budget_deadline_probe_that_has_passed_marks_every_pool() {
+    let s = unconsolidatable_pools(2);
+    let o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Deadline(Arc::new(|| true)),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert_eq!(
+        p.unseen_node_pools,
+        Some(unseen(&["nodepool-1", "nodepool-2", "nodepool-3"]))
+    );
+}
+
+/// The probe is asked before each candidate: after two candidates (one per pool, round robin)
+/// time is up and only the third pool is left unseen.
+#[test]
+fn single_node_time_budget_deadline_probe_is_asked_before_each_candidate() {
+    let s = unconsolidatable_pools(2);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&asked);
+    let o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Deadline(Arc::new(move || {
+            counter.fetch_add(1, Ordering::SeqCst) >= 2
+        })),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert_eq!(asked.load(Ordering::SeqCst), 3);
+    assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-3"])));
+}
+
+/// The caller carries the unseen pools from pass to pass: with time for two candidates, the
+/// first pass reaches nodepool-1 and nodepool-2 (round robin), the next starts with nodepool-3.
+#[test]
+fn single_node_time_budget_unseen_pools_go_first_in_the_next_pass() {
+    let s = unconsolidatable_pools(3);
+    let mut o = DisruptionOptions {
+        single_node_time_budget: TimeBudget::Candidates(2),
+        ..opts()
+    };
+    let p = pass_with(&s, &o);
+    assert!(p.commands.is_empty());
+    assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-3"])));
+    o.previously_unseen_node_pools = p.unseen_node_pools.unwrap_or_default();
+    let p = pass_with(&s, &o);
+    // nodepool-3, then nodepool-1: nodepool-2 was not reached in this pass.
+    assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-2"])));
+}
+
+/// A command leaves the memory alone (upstream only rewrites it when the loop ends or times
+/// out); so does a pass in which single-node consolidation does not run.
+#[test]
+fn single_node_time_budget_memory_unchanged_when_a_command_is_found() {
+    let s = consolidation_cluster(vec![expensive("node-0", 1)]);
+    let o = DisruptionOptions {
+        previously_unseen_node_pools: unseen(&["other"]),
+        ..s2s()
+    };
+    let p = pass_with(&s, &o);
+    assert_eq!(only(&p).method, Method::SingleNode);
+    assert_eq!(p.unseen_node_pools, None);
+
+    let s = emptiness_cluster(vec![empty_node("node-0")]);
+    let p = pass_with(&s, &o);
+    assert_eq!(only(&p).method, Method::Emptiness);
+    assert_eq!(p.unseen_node_pools, None);
+}
+
+/// Without a budget (the default) every candidate is evaluated and the first command found is
+/// the same as upstream's without a timeout.
+#[test]
+fn single_node_time_budget_unlimited_evaluates_every_candidate() {
+    let s = unconsolidatable_pools(10);
+    let p = pass(&s);
+    assert!(p.commands.is_empty());
+    assert_eq!(p.unseen_node_pools, Some(BTreeSet::new()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.4 consolidation_test.go, Context "Replace": filterOutSameInstanceType and minValues
+// ---------------------------------------------------------------------------------------------
+
+/// Upstream's fixture: a NodePool asking for at least 2 instance types, on-demand only; two
+/// 5-CPU types, the nodes' `current-on-demand` at $0.5 and `other-on-demand` at $0.4; three
+/// nodes of the current type with 4 allocatable CPUs, holding one, one and two 2-CPU pods.
+///
+/// Multi-node consolidation tries the first two nodes: their pods need a new node whose
+/// options are both types; dropping the candidates' own type (filterOutSameInstanceType)
+/// leaves one type, which breaks minValues, so the trial is invalid (no panic, no command).
+/// Single-node consolidation then deletes one of the first two nodes (its pod fits on the
+/// other): one command, two nodes left.
+#[test]
+fn consolidation_replace_should_handle_failing_filter_out_same_instance_type_correctly_without_a_panic_when_min_values_isnt_satisfied()
+ {
+    const ZONE_1A: &str = "test-zone-1a";
+    let current = itype(
+        "current-on-demand",
+        5,
+        vec![Offering::new(ZONE_1A, labels::CAPACITY_TYPE_ON_DEMAND, 0.5)],
+    );
+    let other = itype(
+        "other-on-demand",
+        5,
+        vec![Offering::new(ZONE_1A, labels::CAPACITY_TYPE_ON_DEMAND, 0.4)],
+    );
+    let mut p = pool_with(
+        "default",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        "100%",
+        vec![current.clone(), other],
+    );
+    p.node_pool.spec.template.spec.requirements = Some(vec![
+        NodeSelectorRequirement {
+            key: labels::INSTANCE_TYPE.to_string(),
+            operator: Operator::Exists,
+            values: Vec::new(),
+            min_values: Some(2),
+        },
+        NodeSelectorRequirement {
+            key: labels::CAPACITY_TYPE.to_string(),
+            operator: Operator::In,
+            values: vec![labels::CAPACITY_TYPE_ON_DEMAND.to_string()],
+            min_values: None,
+        },
+    ]);
+    let nodes = [1, 1, 2]
+        .into_iter()
+        .enumerate()
+        .map(|(i, pods)| {
+            let mut n = node(&format!("node-{i}"), "default", &current, pods, "2");
+            if let Some(k8s) = n.node.as_mut() {
+                k8s.labels
+                    .insert(labels::ZONE.to_string(), ZONE_1A.to_string());
+                k8s.allocatable = rl(&[("cpu", "4"), ("memory", "20Gi"), ("pods", "100")]);
+            }
+            if let Some(claim) = n.node_claim.as_mut() {
+                claim
+                    .metadata
+                    .labels
+                    .insert(labels::ZONE.to_string(), ZONE_1A.to_string());
+            }
+            n
+        })
+        .collect();
+    let s = snapshot(vec![p], nodes);
+
+    // The multi-node trial over the first two nodes is invalid rather than a replacement by
+    // `other-on-demand` alone.
+    let multi = multi_node_pass(&s, now(), &s2s());
+    assert!(multi.commands.is_empty(), "{:?}", multi.commands);
+    // Without minValues the same trial is valid: the two nodes merge into `other-on-demand`.
+    let mut relaxed = s.clone();
+    if let Some(reqs) = relaxed.node_pools[0]
+        .node_pool
+        .spec
+        .template
+        .spec
+        .requirements
+        .as_mut()
+    {
+        reqs.retain(|r| r.min_values.is_none());
+    }
+    let multi = multi_node_pass(&relaxed, now(), &s2s());
+    let cmd = only(&multi);
+    assert_eq!(names(cmd), ["node-0", "node-1"]);
+    assert_eq!(option_names(cmd), ["other-on-demand"]);
+
+    let p = pass_with(&s, &s2s());
+    let cmd = only(&p);
+    assert_eq!(cmd.method, Method::SingleNode);
+    assert_eq!(cmd.decision(), "delete");
+    assert_eq!(cmd.candidates.len(), 1);
+    assert!(
+        ["node-0", "node-1"].contains(&cmd.candidates[0].name()),
+        "one of the first two nodes: {:?}",
+        names(cmd)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context "Metrics": eligible nodes (§9.2 emptiness, §9.3 drift, §9.4 consolidation)
+// ---------------------------------------------------------------------------------------------
+//
+// Upstream's gauge `voluntary_disruption_eligible_nodes{reason}` is `PassOutcome::eligible_nodes`
+// here, per method that ran in the pass.
+
+/// Sets (or replaces) a NodeClaim condition.
+fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
+    if let Some(claim) = n.node_claim.as_mut() {
+        claim.status.conditions.retain(|c| c.type_ != type_);
+        claim.status.conditions.push(cond(type_, status, at));
+    }
+}
+
+/// The drift suite's node: drifted, `Consolidatable` cleared (modelled as False).
+fn drift_node(name: &str, it: &InstanceType, pods: usize) -> StateNode {
+    let mut n = node(name, "default", it, pods, "1");
+    set_condition(&mut n, "Drifted", ConditionStatus::True, CREATED);
+    set_condition(&mut n, "Consolidatable", ConditionStatus::False, CREATED);
+    n
+}
+
+fn with_do_not_disrupt_pod(mut n: StateNode) -> StateNode {
+    if let Some(p) = n.pods.first_mut() {
+        p.annotations.insert(
+            labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+            "true".to_string(),
+        );
+    }
+    n
+}
+
+fn eligible(p: &PassOutcome, method: Method) -> Option<usize> {
+    p.eligible_nodes.get(&method).copied()
+}
+
+#[test]
+fn emptiness_metrics_should_correctly_report_eligible_nodes() {
+    // The node has a pod, so emptiness skips it.
+    let s = emptiness_cluster(vec![node("node-0", "default", &it("large"), 1, "1")]);
+    let p = pass(&s);
+    assert_eq!(eligible(&p, Method::Emptiness), Some(0));
+    // Pod deleted: the node is empty and emptiness claims it.
+    let s = emptiness_cluster(vec![empty_node("node-0")]);
+    let p = pass(&s);
+    assert_eq!(eligible(&p, Method::Emptiness), Some(1));
+    assert_eq!(only(&p).method, Method::Emptiness);
+}
+
+#[test]
+fn drift_metrics_should_correctly_report_eligible_drifted_nodes() {
+    let mut p = pool(
+        "default",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        "100%",
+    );
+    p.node_pool.spec.disruption.consolidate_after =
+        Some(NillableDuration::parse("1h").expect("duration"));
+    let protected = with_do_not_disrupt_pod(drift_node("node-0", &it("medium"), 1));
+    let s = snapshot(vec![p.clone()], vec![protected]);
+    let out = pass(&s);
+    assert_eq!(eligible(&out, Method::Drift), Some(0));
+    assert!(out.commands.is_empty());
+    // Annotation removed: the node is eligible for drift (and replaced).
+    let s = snapshot(vec![p], vec![drift_node("node-0", &it("medium"), 1)]);
+    let out = pass(&s);
+    assert_eq!(eligible(&out, Method::Drift), Some(1));
+    assert_eq!(only(&out).method, Method::Drift);
+}
+
+#[test]
+fn consolidation_metrics_should_correctly_report_eligible_nodes() {
+    let protected = with_do_not_disrupt_pod(expensive("node-0", 1));
+    let p = pass_with(&consolidation_cluster(vec![protected]), &s2s());
+    assert_eq!(eligible(&p, Method::MultiNode), Some(0));
+    assert_eq!(eligible(&p, Method::SingleNode), Some(0));
+    // Annotation removed: one underutilized candidate.
+    let p = pass_with(&consolidation_cluster(vec![expensive("node-0", 1)]), &s2s());
+    assert_eq!(eligible(&p, Method::MultiNode), Some(1));
+    assert_eq!(eligible(&p, Method::SingleNode), Some(1));
+}
+
+/// Only the methods that ran report: a pass that stops at emptiness says nothing of the others,
+/// and a buffer-protected node is not eligible for emptiness.
+#[test]
+fn eligible_nodes_only_for_methods_that_ran() {
+    let s = with_buffer_counts(
+        emptiness_cluster(vec![empty_node("node-0"), empty_node("node-1")]),
+        &[("node-0", 1)],
+    );
+    let p = pass(&s);
+    assert_eq!(only(&p).method, Method::Emptiness);
+    assert_eq!(
+        p.eligible_nodes,
+        BTreeMap::from([(Method::Emptiness, 1)]),
+        "node-0 hosts buffer pods"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// §9.1 suite_test.go Describe "Metrics": the decisions upstream counts
+// (`voluntary_disruption_decisions_total{decision, reason, consolidation_type}`), asserted on
+// the command (`Command::decision`, `Command::reason`, `Command::method`). NodePool
+// WhenEmptyOrUnderutilized, consolidateAfter 0s, 100 %; three consolidatable nodes.
+// ---------------------------------------------------------------------------------------------
+
+/// A standalone pod (no owner) bound to `node`, as upstream's `test.Pods` makes them.
+fn standalone_pod(node: &str, name: &str) -> Pod {
+    let mut p = pod(node, name, "100m");
+    p.owner = None;
+    p
+}
+
+fn metrics_cluster(nodes: Vec<StateNode>) -> ClusterSnapshot {
+    consolidation_cluster(nodes)
+}
+
+/// `(decision, reason, consolidation type)` as upstream labels the decision.
+fn decision_labels(cmd: &Command) -> (&'static str, &'static str, &'static str) {
+    let consolidation_type = match cmd.method {
+        Method::Emptiness => "empty",
+        Method::MultiNode => "multi",
+        Method::SingleNode => "single",
+        _ => "",
+    };
+    (
+        cmd.decision(),
+        match cmd.reason {
+            Reason::Empty => "empty",
+            Reason::Underutilized => "underutilized",
+            Reason::Drifted => "drifted",
+            Reason::Expired => "expired",
+        },
+        consolidation_type,
+    )
+}
+
+#[test]
+fn metrics_should_fire_metrics_for_single_node_empty_disruption() {
+    let s = metrics_cluster(vec![node("node-0", "default", &it("small"), 0, "1")]);
+    let p = pass(&s);
+    assert_eq!(decision_labels(only(&p)), ("delete", "empty", "empty"));
+    assert_eq!(only(&p).candidates[0].node_pool, "default");
+}
+
+/// A drifted node whose pods fit on the other node, which is not consolidatable: drift
+/// deletes it.
+#[test]
+fn metrics_should_fire_metrics_for_single_node_delete_disruption() {
+    let mut drifted = node("node-0", "default", &it("small"), 0, "1");
+    drifted.pods = vec![
+        standalone_pod("node-0", "pod-0"),
+        standalone_pod("node-0", "pod-1"),
+    ];
+    set_condition(&mut drifted, "Drifted", ConditionStatus::True, CREATED);
+    let mut other = node("node-1", "default", &it("small"), 0, "1");
+    other.pods = vec![
+        standalone_pod("node-1", "pod-2"),
+        standalone_pod("node-1", "pod-3"),
+    ];
+    // Upstream clears the condition; an absent condition would be judged by the §6.4 rule here.
+    set_condition(
+        &mut other,
+        "Consolidatable",
+        ConditionStatus::False,
+        CREATED,
+    );
+    let p = pass(&metrics_cluster(vec![drifted, other]));
+    let cmd = only(&p);
+    assert_eq!(decision_labels(cmd), ("delete", "drifted", ""));
+    assert_eq!(names(cmd), ["node-0"]);
+}
+
+#[test]
+fn metrics_should_fire_metrics_for_single_node_replace_disruption() {
+    let mut drifted = node("node-0", "default", &it("small"), 0, "1");
+    drifted.pods = (0..4)
+        .map(|i| standalone_pod("node-0", &format!("pod-{i}")))
+        .collect();
+    set_condition(&mut drifted, "Drifted", ConditionStatus::True, CREATED);
+    let p = pass(&metrics_cluster(vec![drifted]));
+    assert_eq!(decision_labels(only(&p)), ("replace", "drifted", ""));
+}
+
+#[test]
+fn metrics_should_fire_metrics_for_multi_node_empty_disruption() {
+    let nodes = (0..3)
+        .map(|i| node(&format!("node-{i}"), "default", &it("small"), 0, "1"))
+        .collect();
+    let p = pass(&metrics_cluster(nodes));
+    let cmd = only(&p);
+    assert_eq!(decision_labels(cmd), ("delete", "empty", "empty"));
+    assert_eq!(cmd.candidates.len(), 3, "one decision for all three");
+}
+
+/// Sets the capacity type of a node (Node and NodeClaim labels) to spot.
+fn spot(mut n: StateNode) -> StateNode {
+    for node_labels in [
+        n.node.as_mut().map(|k| &mut k.labels),
+        n.node_claim.as_mut().map(|c| &mut c.metadata.labels),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        node_labels.insert(
+            labels::CAPACITY_TYPE.to_string(),
+            labels::CAPACITY_TYPE_SPOT.to_string(),
+        );
+    }
+    n
+}
+
+/// Three nodes on the least expensive offering (spot small) with one small pod each: two are
+/// deleted, their pods move to the third (merging all three into one more small node is not a
+/// saving: filterOutSameInstanceType drops the candidates' own type).
+#[test]
+fn metrics_should_fire_metrics_for_multi_node_delete_disruption() {
+    let nodes = (0..3)
+        .map(|i| {
+            spot(node(
+                &format!("node-{i}"),
+                "default",
+                &it("small"),
+                1,
+                "100m",
+            ))
+        })
+        .collect();
+    let p = pass(&metrics_cluster(nodes));
+    let cmd = only(&p);
+    assert_eq!(decision_labels(cmd), ("delete", "underutilized", "multi"));
+    assert_eq!(cmd.candidates.len(), 2);
+}
+
+/// Three most expensive nodes with one, one and two pods: merged into one cheaper node.
+#[test]
+fn metrics_should_fire_metrics_for_multi_node_replace_disruption() {
+    let nodes = [1, 1, 2]
+        .into_iter()
+        .enumerate()
+        .map(|(i, pods)| node(&format!("node-{i}"), "default", &it("xlarge"), pods, "1"))
+        .collect();
+    let p = pass(&metrics_cluster(nodes));
+    let cmd = only(&p);
+    assert_eq!(decision_labels(cmd), ("replace", "underutilized", "multi"));
+    assert_eq!(cmd.candidates.len(), 3);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Not ported, with the reason
+// ---------------------------------------------------------------------------------------------
+//
+// - §9.1 Describe "Metrics" "should stop multi-node consolidation after context deadline is
+//   reached": multi-node consolidation has no time-out in our planner (a deliberate difference,
+//   see `disruption::methods`); the caller's `TimeBudget` bounds single-node consolidation only.
