@@ -370,4 +370,6 @@ pub use metrics::{SolveMetrics, ZONE_FLEXIBLE, ZONE_NONE};
 pub use solver::{solve, solve_with_existing};
 
 #[cfg(test)]
+mod prepared_tests;
+#[cfg(test)]
 mod tests;

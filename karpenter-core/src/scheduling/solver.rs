@@ -36,7 +36,7 @@ use crate::taints::{self, Taint, TaintEffect};
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
-use super::topology::{DomainUniverse, Topology, TopologyInput, UniversePool};
+use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput, UniversePool};
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
     ExistingNodeRef, ExistingNodeResult, MinValuesPolicy, NewNodeClaim, PodError, PodErrorKind,
@@ -271,6 +271,7 @@ pub(crate) struct Prepared<'a> {
     /// Per template: the position of its pool's existing nodes in `nodes` (for limits).
     pool_nodes: Vec<Vec<usize>>,
     universe: Arc<DomainUniverse>,
+    topology: Arc<TopologyBase<'a>>,
     reservation_capacity: BTreeMap<String, i64>,
     tolerate_prefer_no_schedule: bool,
     /// Existing nodes not marked for deletion, in placement order (initialized first, then by
@@ -542,9 +543,15 @@ impl<'a> Prepared<'a> {
                 instance_types: its,
             })
             .collect();
+        let topology = Arc::new(TopologyBase::new(
+            nodes.clone(),
+            &input.namespace_labels,
+            pods,
+        ));
         Prepared {
             options,
             input,
+            topology,
             nodes,
             index,
             templates,
@@ -647,24 +654,13 @@ impl<'a> Solver<'a> {
             nodes_limit.push(n);
         }
 
-        let nodes: Vec<ExistingNodeRef<'a>> = if request.removed.is_empty() {
-            prepared.nodes.clone()
-        } else {
-            prepared
-                .nodes
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !removed(*i))
-                .map(|(_, n)| *n)
-                .collect()
-        };
         let topology = Topology::new(TopologyInput {
             policy,
             preference_policy: options.preference_policy,
             universe: prepared.universe.clone(),
-            nodes: &nodes,
+            base: prepared.topology.clone(),
+            removed: request.removed,
             batch_pods: request.pods,
-            namespace_labels: &prepared.input.namespace_labels,
         });
 
         let mut existing = Vec::with_capacity(prepared.existing.len());
@@ -966,14 +962,15 @@ impl<'a> Solver<'a> {
         if st.displaced && self.existing_meta[n].refuses_displaced {
             return None;
         }
+        // The cheapest and most selective check first (the order of checks is not observable).
+        if !dense::fits(&st.requests, &node.remaining) {
+            return None;
+        }
         taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
         node.volumes.fits(&st.volumes.usage).ok()?;
         node.host_ports
             .conflicts(&st.key, &st.pod.host_ports)
             .ok()?;
-        if !dense::fits(&st.requests, &node.remaining) {
-            return None;
-        }
         node.requirements
             .compatible(&st.reqs.requirements, None)
             .ok()?;

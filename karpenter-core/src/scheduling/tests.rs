@@ -46,7 +46,7 @@ fn it(name: &str, cpu: &str, mem: &str, pods: &str, price: f64, arch: &str) -> A
     ))
 }
 
-fn catalog() -> Vec<Arc<InstanceType>> {
+pub(super) fn catalog() -> Vec<Arc<InstanceType>> {
     vec![
         it("small", "2", "4Gi", "10", 0.1, "amd64"),
         it("medium", "4", "8Gi", "20", 0.2, "amd64"),
@@ -55,7 +55,7 @@ fn catalog() -> Vec<Arc<InstanceType>> {
     ]
 }
 
-fn pool(name: &str) -> NodePoolInput {
+pub(super) fn pool(name: &str) -> NodePoolInput {
     NodePoolInput {
         name: name.to_string(),
         weight: 0,

@@ -86,7 +86,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
 pub(crate) use self::group::TopologyType;
-use self::group::{Group, GroupSpec, KeyDomains, NodeFilter};
+use self::group::{CommonDomains, Group, GroupSpec, KeyDomains, NodeFilter};
 use self::selector::{Selector, SelectorIndex, SelectorKey};
 pub(crate) use self::universe::{DomainUniverse, UniversePool};
 use super::{ExistingNodeRef, PreferencePolicy};
@@ -108,13 +108,14 @@ pub(crate) struct TopologyInput<'i, 'a> {
     pub preference_policy: PreferencePolicy,
     /// The domains the NodePools can create ([`DomainUniverse::build`]).
     pub universe: std::sync::Arc<DomainUniverse>,
-    /// Existing nodes (and in-flight NodeClaims) with **all** their bound pods: the pods counted
-    /// by new groups and the sources of inverse anti-affinity.
-    pub nodes: &'i [ExistingNodeRef<'a>],
+    /// The existing nodes (and in-flight NodeClaims) with **all** their bound pods — the pods
+    /// counted by new groups and the sources of inverse anti-affinity — prepared once.
+    pub base: std::sync::Arc<TopologyBase<'a>>,
+    /// Per node of `base`: whether it is left out of this topology (as if absent); empty: none
+    /// is.
+    pub removed: &'i [bool],
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
     pub batch_pods: &'i [crate::model::Pod],
-    /// Namespace name → labels, for `namespaceSelector`s.
-    pub namespace_labels: &'i BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A topology constraint no domain can satisfy on the candidate node (spec 4.7).
@@ -221,17 +222,179 @@ struct NodeData<'a> {
     /// The node's labels as requirements, built on first use by a non-trivial node filter.
     requirements: Option<Requirements>,
     active: bool,
+    /// Left out of this topology: its domains and pods count nowhere.
+    removed: bool,
 }
 
 /// An existing pod that new groups may count.
 #[derive(Debug)]
 struct CountedPod<'a> {
     node: u32,
+    uid: &'a str,
     labels: &'a BTreeMap<String, String>,
 }
 
-/// Namespace → label (key, value) → positions of the counted pods carrying it, ascending.
-type CountedLabelIndex<'a> = FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>;
+/// A required anti-affinity term of an existing pod, prepared: the sources of inverse groups.
+#[derive(Debug)]
+struct InverseTerm<'a> {
+    /// Position of the pod's node in the base.
+    node: u32,
+    pod: &'a Pod,
+    term: &'a PodAffinityTerm,
+    /// Index into [`TopologyBase::prototypes`].
+    proto: u32,
+    /// The node's label value for the term's key (none: nothing is recorded).
+    domain: Option<&'a str>,
+}
+
+/// An inverse group as every topology over the base creates it (group identity and selector,
+/// computed once).
+#[derive(Debug)]
+struct InverseProto {
+    key: String,
+    namespaces: Box<[String]>,
+    /// The namespaces came from a `namespaceSelector` (they depend on the known namespaces).
+    namespace_selector: bool,
+    selector: Selector,
+    selector_key: Option<SelectorKey>,
+    nil_selector: bool,
+}
+
+/// What every [`Topology`] over one set of existing nodes shares, built once: the countable
+/// existing pods (terminal and terminating ones left out) by namespace with their label index,
+/// the known namespaces, and the existing pods' required anti-affinity terms with their group
+/// identities. A topology that leaves some nodes out (a consolidation simulation removing its
+/// candidates) skips their pods and terms; the result is the topology of a cluster without
+/// them.
+#[derive(Debug)]
+pub(crate) struct TopologyBase<'a> {
+    nodes: Vec<ExistingNodeRef<'a>>,
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    counted_pods: FxHashMap<&'a str, Vec<CountedPod<'a>>>,
+    /// Per namespace: label (key, value) → positions in `counted_pods`, ascending. Lets a new
+    /// group visit only the pods carrying its first `matchLabels` pair.
+    counted_by_label: FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>,
+    /// UIDs of the countable pods and of the pods with inverse terms.
+    counted_uids: FxHashSet<&'a str>,
+    inverse_terms: Vec<InverseTerm<'a>>,
+    prototypes: Vec<InverseProto>,
+}
+
+impl<'a> TopologyBase<'a> {
+    /// The base over `nodes`. Known namespaces are those of `namespace_labels` plus the
+    /// namespaces of `pods` and of every pod bound to `nodes`.
+    pub(crate) fn new(
+        nodes: Vec<ExistingNodeRef<'a>>,
+        namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
+        pods: &[Pod],
+    ) -> TopologyBase<'a> {
+        let mut namespaces = namespace_labels.clone();
+        let existing_pods = nodes.iter().flat_map(|n| n.pods.iter());
+        for p in pods.iter().chain(existing_pods) {
+            if !namespaces.contains_key(&p.namespace) {
+                namespaces.insert(p.namespace.clone(), BTreeMap::new());
+            }
+        }
+        let mut base = TopologyBase {
+            nodes,
+            namespaces,
+            counted_pods: FxHashMap::default(),
+            counted_by_label: FxHashMap::default(),
+            counted_uids: FxHashSet::default(),
+            inverse_terms: Vec::new(),
+            prototypes: Vec::new(),
+        };
+        type ProtoKey = (String, Box<[String]>, Option<SelectorKey>);
+        let mut proto_ids: FxHashMap<ProtoKey, u32> = FxHashMap::default();
+        for (i, n) in base.nodes.iter().enumerate() {
+            for p in n.pods {
+                if p.is_terminal() {
+                    continue;
+                }
+                if !p.is_terminating() {
+                    base.counted_pods
+                        .entry(p.namespace.as_str())
+                        .or_default()
+                        .push(CountedPod {
+                            node: index(i),
+                            uid: &p.uid,
+                            labels: &p.labels,
+                        });
+                    base.counted_uids.insert(&p.uid);
+                }
+                let Some(anti) = &p.pod_anti_affinity else {
+                    continue;
+                };
+                base.counted_uids.insert(&p.uid);
+                for term in &anti.required {
+                    let namespaces =
+                        term_namespaces(&base.namespaces, &BTreeMap::new(), &p.namespace, term);
+                    let selector_key = term.label_selector.as_ref().map(SelectorKey::of);
+                    let key: ProtoKey = (term.topology_key.clone(), namespaces, selector_key);
+                    let next = index(base.prototypes.len());
+                    let proto = *proto_ids.entry(key.clone()).or_insert(next);
+                    if proto == next {
+                        base.prototypes.push(InverseProto {
+                            key: key.0,
+                            namespaces: key.1,
+                            namespace_selector: term.namespace_selector.is_some(),
+                            selector: Selector::compile(term.label_selector.as_ref()),
+                            selector_key: key.2,
+                            nil_selector: term.label_selector.is_none(),
+                        });
+                    }
+                    base.inverse_terms.push(InverseTerm {
+                        node: index(i),
+                        pod: p,
+                        term,
+                        proto,
+                        domain: n.node.labels.get(&term.topology_key).map(String::as_str),
+                    });
+                }
+            }
+        }
+        for (&ns, pods) in &base.counted_pods {
+            let mut by_label: FxHashMap<(&str, &str), Vec<u32>> = FxHashMap::default();
+            for (pos, p) in pods.iter().enumerate() {
+                for (lk, lv) in p.labels {
+                    by_label
+                        .entry((lk.as_str(), lv.as_str()))
+                        .or_default()
+                        .push(index(pos));
+                }
+            }
+            base.counted_by_label.insert(ns, by_label);
+        }
+        base
+    }
+}
+
+/// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated, given the
+/// known namespaces.
+fn term_namespaces(
+    known: &BTreeMap<String, BTreeMap<String, String>>,
+    extra: &BTreeMap<String, BTreeMap<String, String>>,
+    pod_namespace: &str,
+    term: &PodAffinityTerm,
+) -> Box<[String]> {
+    let mut out: Vec<String> = match &term.namespace_selector {
+        None if term.namespaces.is_empty() => vec![pod_namespace.to_owned()],
+        None => term.namespaces.clone(),
+        Some(selector) => {
+            let selector = Selector::compile(Some(selector));
+            known
+                .iter()
+                .chain(extra)
+                .filter(|(_, labels)| selector.matches(labels))
+                .map(|(name, _)| name.clone())
+                .chain(term.namespaces.iter().cloned())
+                .collect()
+        }
+    };
+    out.sort();
+    out.dedup();
+    out.into_boxed_slice()
+}
 
 /// A group a pod owns, and whether it selects the pod itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,13 +439,16 @@ pub(crate) struct Topology<'a> {
     filter_ids: FxHashMap<NodeFilter, u32>,
     pods: FxHashMap<Box<str>, PodEntry>,
     nodes: Vec<NodeData<'a>>,
-    /// Countable existing pods by namespace.
-    counted_pods: FxHashMap<&'a str, Vec<CountedPod<'a>>>,
-    /// Per namespace, built on first use: label (key, value) → positions in `counted_pods`,
-    /// ascending. Lets a new group visit only the pods carrying its first `matchLabels` pair.
-    counted_by_label: CountedLabelIndex<'a>,
-    /// Known namespaces and their labels.
-    namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// The prepared cluster side: countable existing pods, their label index, namespaces,
+    /// inverse anti-affinity terms.
+    base: std::sync::Arc<TopologyBase<'a>>,
+    /// Batch pods that are also countable existing pods of a node kept in: never counted.
+    excluded: FxHashSet<&'a str>,
+    /// Namespaces of batch pods the base does not know (with no labels).
+    extra_namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per key id, once a group without node filter needed them: the domains of the active
+    /// nodes' labels for the key.
+    node_domains: Vec<Option<std::sync::Arc<CommonDomains>>>,
     /// While constructing, inverse-selection caches are computed once at the end.
     defer_inverse_refresh: bool,
 }
@@ -306,14 +472,36 @@ impl<'a> Topology<'a> {
     /// hostname of every existing node not marked for deletion (see the module docs).
     pub(crate) fn new(input: TopologyInput<'_, 'a>) -> Topology<'a> {
         let _ = input.policy;
-        let excluded: FxHashSet<&str> = input.batch_pods.iter().map(|p| p.uid.as_str()).collect();
-        let mut namespaces = input.namespace_labels.clone();
-        let existing_pods = input.nodes.iter().flat_map(|n| n.pods.iter());
-        for p in input.batch_pods.iter().chain(existing_pods) {
-            if !namespaces.contains_key(&p.namespace) {
-                namespaces.insert(p.namespace.clone(), BTreeMap::new());
+        let base = input.base;
+        let removed = |i: usize| input.removed.get(i).copied().unwrap_or(false);
+        let excluded: FxHashSet<&'a str> = if base.counted_uids.is_empty() {
+            FxHashSet::default()
+        } else {
+            input
+                .batch_pods
+                .iter()
+                .filter_map(|p| base.counted_uids.get(p.uid.as_str()).copied())
+                .collect()
+        };
+        let mut extra_namespaces = BTreeMap::new();
+        for p in input.batch_pods {
+            if !base.namespaces.contains_key(&p.namespace) {
+                extra_namespaces.insert(p.namespace.clone(), BTreeMap::new());
             }
         }
+        let nodes = base
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeData {
+                name: &n.node.name,
+                labels: &n.node.labels,
+                taints: &n.node.taints,
+                requirements: None,
+                active: !n.node.marked_for_deletion && !removed(i),
+                removed: removed(i),
+            })
+            .collect();
         let mut t = Topology {
             preference_policy: input.preference_policy,
             universe: input.universe,
@@ -330,51 +518,38 @@ impl<'a> Topology<'a> {
             filters: Vec::new(),
             filter_ids: FxHashMap::default(),
             pods: FxHashMap::default(),
-            nodes: Vec::with_capacity(input.nodes.len()),
-            counted_pods: FxHashMap::default(),
-            counted_by_label: FxHashMap::default(),
-            namespaces,
+            nodes,
+            base: base.clone(),
+            excluded,
+            extra_namespaces,
+            node_domains: Vec::new(),
             defer_inverse_refresh: true,
         };
-        for (i, n) in input.nodes.iter().enumerate() {
-            let node = n.node;
-            t.nodes.push(NodeData {
-                name: &node.name,
-                labels: &node.labels,
-                taints: &node.taints,
-                requirements: None,
-                active: !node.marked_for_deletion,
-            });
-            for p in n.pods {
-                if excluded.contains(p.uid.as_str()) || p.is_terminal() || p.is_terminating() {
-                    continue;
-                }
-                t.counted_pods
-                    .entry(p.namespace.as_str())
-                    .or_default()
-                    .push(CountedPod {
-                        node: index(i),
-                        labels: &p.labels,
-                    });
+        // Inverse groups of the existing pods' required anti-affinity terms, in node, pod and
+        // term order, from the prototypes prepared in the base.
+        let prototypes_valid = t.extra_namespaces.is_empty();
+        let mut proto_gid: Vec<Option<u32>> = vec![None; base.prototypes.len()];
+        for term in &base.inverse_terms {
+            if removed(term.node as usize) || t.excluded.contains(term.pod.uid.as_str()) {
+                continue;
             }
-        }
-        for n in input.nodes {
-            for p in n.pods {
-                if excluded.contains(p.uid.as_str()) || p.is_terminal() {
-                    continue;
-                }
-                let Some(anti) = &p.pod_anti_affinity else {
-                    continue;
-                };
-                for term in &anti.required {
-                    let gid = t.inverse_group(p, term);
-                    if let Some(domain) = n.node.labels.get(&term.topology_key)
-                        && let Some(g) = t.inverse.get_mut(gid as usize)
-                        && let Some(kd) = t.keys.get_mut(g.key as usize)
-                    {
-                        g.record(kd.intern(domain));
+            let proto = base.prototypes.get(term.proto as usize);
+            let gid = match (proto, proto_gid.get(term.proto as usize).copied().flatten()) {
+                (_, Some(gid)) => gid,
+                (Some(proto), None) if prototypes_valid || !proto.namespace_selector => {
+                    let gid = t.inverse_group_from(term.pod, proto);
+                    if let Some(slot) = proto_gid.get_mut(term.proto as usize) {
+                        *slot = Some(gid);
                     }
+                    gid
                 }
+                _ => t.inverse_group(term.pod, term.term),
+            };
+            if let Some(domain) = term.domain
+                && let Some(g) = t.inverse.get_mut(gid as usize)
+                && let Some(kd) = t.keys.get_mut(g.key as usize)
+            {
+                g.record(kd.intern(domain));
             }
         }
         for p in input.batch_pods {
@@ -384,13 +559,43 @@ impl<'a> Topology<'a> {
         t.refresh_inverse_selecting(None);
         t.register_all(
             labels::HOSTNAME,
-            input
-                .nodes
+            base.nodes
                 .iter()
-                .filter(|n| !n.node.marked_for_deletion)
-                .map(|n| n.node.hostname()),
+                .enumerate()
+                .filter(|(i, n)| !n.node.marked_for_deletion && !removed(*i))
+                .map(|(_, n)| n.node.hostname()),
         );
         t
+    }
+
+    /// The inverse group of a prepared anti-affinity term (same identity and construction as
+    /// [`inverse_group`](Self::inverse_group), without recomputing namespaces and selector).
+    fn inverse_group_from(&mut self, pod: &Pod, proto: &InverseProto) -> u32 {
+        let key = self.key_id(&proto.key);
+        let identity = GroupIdentity {
+            kind: TopologyType::PodAntiAffinity,
+            key,
+            namespaces: proto.namespaces.clone(),
+            max_skew: i32::MAX,
+            filter: None,
+            selector: proto.selector_key.clone(),
+        };
+        if let Some(&gid) = self.inverse_ids.get(&identity) {
+            return gid;
+        }
+        let mut group = Group::new(GroupSpec {
+            kind: TopologyType::PodAntiAffinity,
+            key,
+            hostname: proto.key == labels::HOSTNAME,
+            max_skew: i32::MAX,
+            min_domains: None,
+            namespaces: identity.namespaces.clone(),
+            selector: proto.selector.clone(),
+            nil_selector: proto.nil_selector,
+            filter: None,
+        });
+        self.init_domains(&mut group, pod, true);
+        self.push_inverse(group, identity)
     }
 
     /// Registers the pod's constraints (spec 4.5). Call it for the original pod and again after
@@ -685,11 +890,11 @@ impl<'a> Topology<'a> {
             return;
         };
         let ids: Vec<u32> = domains.into_iter().map(|d| kd.intern(d)).collect();
-        self.for_each_group_of_key(kid, |g| {
-            for &id in &ids {
-                g.register(id);
-            }
-        });
+        if ids.is_empty() {
+            return;
+        }
+        let common = std::sync::Arc::new(CommonDomains::new(&ids));
+        self.for_each_group_of_key(kid, |g| g.register_common(&common));
     }
 
     /// Forgets `domain` and its counts in every group whose key is `key` (upstream
@@ -811,6 +1016,7 @@ impl<'a> Topology<'a> {
         let id = index(self.keys.len());
         self.keys.push(KeyDomains::new(key));
         self.by_key.push(SmallVec::new());
+        self.node_domains.push(None);
         self.key_ids.insert(key.to_owned(), id);
         if key == labels::HOSTNAME {
             self.hostname_key = Some(id);
@@ -869,22 +1075,12 @@ impl<'a> Topology<'a> {
 
     /// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated.
     fn term_namespaces(&self, pod_namespace: &str, term: &PodAffinityTerm) -> Box<[String]> {
-        let mut out: Vec<String> = match &term.namespace_selector {
-            None if term.namespaces.is_empty() => vec![pod_namespace.to_owned()],
-            None => term.namespaces.clone(),
-            Some(selector) => {
-                let selector = Selector::compile(Some(selector));
-                self.namespaces
-                    .iter()
-                    .filter(|(_, labels)| selector.matches(labels))
-                    .map(|(name, _)| name.clone())
-                    .chain(term.namespaces.iter().cloned())
-                    .collect()
-            }
-        };
-        out.sort();
-        out.dedup();
-        out.into_boxed_slice()
+        term_namespaces(
+            &self.base.namespaces,
+            &self.extra_namespaces,
+            pod_namespace,
+            term,
+        )
     }
 
     /// Finds or creates a non-inverse group; creation initialises its domains and counts the
@@ -957,6 +1153,12 @@ impl<'a> Topology<'a> {
             filter: None,
         });
         self.init_domains(&mut group, pod, true);
+        self.push_inverse(group, identity)
+    }
+
+    /// Adds a new inverse group.
+    fn push_inverse(&mut self, group: Group, identity: GroupIdentity) -> u32 {
+        let key = group.key;
         let gid = index(self.inverse.len());
         self.inverse_index.insert(gid, &group.selector);
         if let Some(refs) = self.by_key.get_mut(key as usize) {
@@ -990,20 +1192,47 @@ impl<'a> Topology<'a> {
         let Topology {
             keys,
             nodes,
-            counted_pods,
-            counted_by_label,
+            base,
+            excluded,
+            node_domains,
             ..
         } = self;
+        let (counted_pods, counted_by_label) = (&base.counted_pods, &base.counted_by_label);
         let Some(kd) = keys.get_mut(group.key as usize) else {
             return;
         };
-        for (i, node) in nodes.iter().enumerate() {
-            if node.active
-                && let Some(domain) = node.labels.get(&kd.key)
-                && passes(i)
-            {
-                group.register(kd.intern(domain));
+        if passing.is_none() {
+            // Every active node passes: the key's node domains are the same for every such
+            // group, computed once and shared.
+            let slot = node_domains.get_mut(group.key as usize);
+            let common = match slot {
+                Some(Some(common)) => common.clone(),
+                _ => {
+                    let mut ids = Vec::new();
+                    for node in nodes.iter().filter(|n| n.active) {
+                        if let Some(domain) = node.labels.get(&kd.key) {
+                            ids.push(kd.intern(domain));
+                        }
+                    }
+                    let common = std::sync::Arc::new(CommonDomains::new(&ids));
+                    if let Some(slot) = node_domains.get_mut(group.key as usize) {
+                        *slot = Some(common.clone());
+                    }
+                    common
+                }
+            };
+            group.register_common(&common);
+        } else {
+            let mut ids = Vec::new();
+            for (i, node) in nodes.iter().enumerate() {
+                if node.active
+                    && let Some(domain) = node.labels.get(&kd.key)
+                    && passes(i)
+                {
+                    ids.push(kd.intern(domain));
+                }
             }
+            group.register_many(ids);
         }
         // A pod the selector counts carries its first `matchLabels` pair: only those pods are
         // visited (in the same order as a full scan, so domains are interned identically).
@@ -1017,7 +1246,7 @@ impl<'a> Topology<'a> {
         };
         let namespaces = group.namespaces.clone();
         for namespace in namespaces.iter() {
-            let Some((&ns, pods)) = counted_pods.get_key_value(namespace.as_str()) else {
+            let Some(pods) = counted_pods.get(namespace.as_str()) else {
                 continue;
             };
             let mut visit = |p: &CountedPod<'_>| {
@@ -1025,9 +1254,12 @@ impl<'a> Topology<'a> {
                     return;
                 }
                 let i = p.node as usize;
-                let Some(node) = nodes.get(i) else {
+                let Some(node) = nodes.get(i).filter(|n| !n.removed) else {
                     return;
                 };
+                if !excluded.is_empty() && excluded.contains(p.uid) {
+                    return;
+                }
                 let domain = match node.labels.get(&kd.key) {
                     Some(d) => d.as_str(),
                     None if group.hostname => node.name,
@@ -1039,21 +1271,10 @@ impl<'a> Topology<'a> {
             };
             match &first_pair {
                 Some((k, v)) => {
-                    let by_label: &FxHashMap<(&str, &str), Vec<u32>> =
-                        counted_by_label.entry(ns).or_insert_with(|| {
-                            let mut by_label: FxHashMap<(&str, &str), Vec<u32>> =
-                                FxHashMap::default();
-                            for (pos, p) in pods.iter().enumerate() {
-                                for (lk, lv) in p.labels {
-                                    by_label
-                                        .entry((lk.as_str(), lv.as_str()))
-                                        .or_default()
-                                        .push(index(pos));
-                                }
-                            }
-                            by_label
-                        });
-                    let Some(positions) = by_label.get(&(k.as_str(), v.as_str())) else {
+                    let Some(positions) = counted_by_label
+                        .get(namespace.as_str())
+                        .and_then(|by_label| by_label.get(&(k.as_str(), v.as_str())))
+                    else {
                         continue;
                     };
                     for &pos in positions {

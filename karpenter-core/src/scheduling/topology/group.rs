@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
+use fixedbitset::FixedBitSet;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
@@ -162,8 +164,31 @@ impl NodeFilter {
     }
 }
 
-/// Count slot of a domain the group does not know.
-const ABSENT: u32 = u32::MAX;
+/// Domains that every group of a key learnt at once with count 0 (the hostnames of the existing
+/// nodes, registered at construction): shared by those groups instead of copied into each, so
+/// that registering `n` hosts into `g` groups costs `O(n + g)`, not `O(n × g)`.
+#[derive(Debug)]
+pub(super) struct CommonDomains {
+    ids: FixedBitSet,
+    len: u32,
+}
+
+impl CommonDomains {
+    /// The set of `ids`.
+    pub(super) fn new(ids: &[u32]) -> CommonDomains {
+        let size = ids.iter().max().map_or(0, |&m| m as usize + 1);
+        let mut set = FixedBitSet::with_capacity(size);
+        for &id in ids {
+            set.insert(id as usize);
+        }
+        let len = u32::try_from(set.count_ones(..)).unwrap_or(u32::MAX);
+        CommonDomains { ids: set, len }
+    }
+
+    fn contains(&self, id: u32) -> bool {
+        self.ids.contains(id as usize)
+    }
+}
 
 /// One topology group: a constraint shared by every pod with the same term (spec 4.1).
 #[derive(Debug)]
@@ -182,8 +207,11 @@ pub(super) struct Group {
     pub(super) nil_selector: bool,
     /// Spread groups: the interned node filter. `None` (affinity groups) always matches.
     pub(super) filter: Option<u32>,
-    /// Per interned domain id: the count, or [`ABSENT`] if the group does not know the domain.
-    counts: Vec<u32>,
+    /// Known domains with their own entry: (domain id, count), ascending by id.
+    entries: Vec<(u32, u32)>,
+    /// Domains also known, with count 0 unless `entries` has them.
+    common: Option<Arc<CommonDomains>>,
+    /// The number of known domains (`entries` ∪ `common`).
     known: u32,
     /// Domain ids with a count above zero, in the order they became non-empty.
     nonzero: Vec<u32>,
@@ -214,7 +242,8 @@ impl Group {
             selector: spec.selector,
             nil_selector: spec.nil_selector,
             filter: spec.filter,
-            counts: Vec::new(),
+            entries: Vec::new(),
+            common: None,
             known: 0,
             nonzero: Vec::new(),
         }
@@ -238,60 +267,142 @@ impl Group {
         self.nil_selector || self.selector.matches(labels)
     }
 
+    fn entry(&self, id: u32) -> Result<usize, usize> {
+        // Ids mostly arrive in increasing order: check the last entry first.
+        match self.entries.last() {
+            Some(&(last, _)) if last < id => Err(self.entries.len()),
+            _ => self.entries.binary_search_by_key(&id, |e| e.0),
+        }
+    }
+
+    fn in_common(&self, id: u32) -> bool {
+        self.common.as_ref().is_some_and(|c| c.contains(id))
+    }
+
     /// The count of a domain, `None` if the group does not know it.
     pub(super) fn count(&self, id: u32) -> Option<u32> {
-        match self.counts.get(id as usize) {
-            Some(&c) if c != ABSENT => Some(c),
-            _ => None,
+        match self.entry(id) {
+            Ok(i) => self.entries.get(i).map(|e| e.1),
+            Err(_) => self.in_common(id).then_some(0),
         }
     }
 
     /// Makes the domain known with count 0 (no-op if known).
     pub(super) fn register(&mut self, id: u32) {
-        let i = id as usize;
-        if self.counts.len() <= i {
-            self.counts.resize(i + 1, ABSENT);
-        }
-        if let Some(slot) = self.counts.get_mut(i)
-            && *slot == ABSENT
+        if let Err(i) = self.entry(id)
+            && !self.in_common(id)
         {
-            *slot = 0;
+            self.entries.insert(i, (id, 0));
             self.known += 1;
         }
+    }
+
+    /// [`register`](Self::register) for each of `ids` (any order, duplicates allowed), merged in
+    /// one pass.
+    pub(super) fn register_many(&mut self, mut ids: Vec<u32>) {
+        ids.sort_unstable();
+        ids.dedup();
+        let fresh: Vec<u32> = ids
+            .into_iter()
+            .filter(|&id| !self.in_common(id) && self.entry(id).is_err())
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        self.known += u32::try_from(fresh.len()).unwrap_or(0);
+        let mut merged = Vec::with_capacity(self.entries.len() + fresh.len());
+        let mut entries = self.entries.iter().copied().peekable();
+        for id in fresh {
+            while let Some(&e) = entries.peek().filter(|e| e.0 < id) {
+                merged.push(e);
+                entries.next();
+            }
+            merged.push((id, 0));
+        }
+        merged.extend(entries);
+        self.entries = merged;
+    }
+
+    /// Makes every domain of `common` known with count 0 (no-op for known ones).
+    pub(super) fn register_common(&mut self, common: &Arc<CommonDomains>) {
+        if let Some(current) = &self.common
+            && (Arc::ptr_eq(current, common) || current.ids == common.ids)
+        {
+            return;
+        }
+        self.materialize_common();
+        let overlap = self
+            .entries
+            .iter()
+            .filter(|(id, _)| common.contains(*id))
+            .count();
+        self.known = self.known - u32::try_from(overlap).unwrap_or(0) + common.len;
+        self.common = Some(Arc::clone(common));
+    }
+
+    /// Gives every common domain its own entry (count 0) and drops the shared set.
+    fn materialize_common(&mut self) {
+        let Some(common) = self.common.take() else {
+            return;
+        };
+        let mut merged = Vec::with_capacity(self.entries.len() + common.len as usize);
+        let mut entries = self.entries.iter().copied().peekable();
+        for id in common.ids.ones() {
+            let id = u32::try_from(id).unwrap_or(u32::MAX);
+            while let Some(&e) = entries.peek().filter(|e| e.0 < id) {
+                merged.push(e);
+                entries.next();
+            }
+            if entries.peek().is_some_and(|e| e.0 == id) {
+                continue;
+            }
+            merged.push((id, 0));
+        }
+        merged.extend(entries);
+        self.entries = merged;
     }
 
     /// Forgets the domain and its count.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(super) fn unregister(&mut self, id: u32) {
-        if let Some(slot) = self.counts.get_mut(id as usize)
-            && *slot != ABSENT
-        {
-            if *slot > 0 {
+        if self.in_common(id) {
+            self.materialize_common();
+        }
+        if let Ok(i) = self.entry(id) {
+            let (_, count) = self.entries.remove(i);
+            if count > 0 {
                 self.nonzero.retain(|&d| d != id);
             }
-            *slot = ABSENT;
             self.known -= 1;
         }
     }
 
     /// Counts one more pod in the domain (making it known if needed).
     pub(super) fn record(&mut self, id: u32) {
-        self.register(id);
-        if let Some(slot) = self.counts.get_mut(id as usize) {
-            if *slot == 0 {
+        let i = match self.entry(id) {
+            Ok(i) => i,
+            Err(i) => {
+                if !self.in_common(id) {
+                    self.known += 1;
+                }
+                self.entries.insert(i, (id, 0));
+                i
+            }
+        };
+        if let Some(slot) = self.entries.get_mut(i) {
+            if slot.1 == 0 {
                 self.nonzero.push(id);
             }
-            *slot = slot.saturating_add(1).min(ABSENT - 1);
+            slot.1 = slot.1.saturating_add(1).min(u32::MAX - 1);
         }
     }
 
     /// Known domains and their counts, in interning order.
-    pub(super) fn known_domains(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| **c != ABSENT)
-            .map(|(i, &c)| (i as u32, c))
+    pub(super) fn known_domains(&self) -> KnownDomains<'_> {
+        KnownDomains {
+            entries: &self.entries,
+            common: self.common.as_ref().map(|c| c.ids.ones().peekable()),
+        }
     }
 
     pub(super) fn known_len(&self) -> usize {
@@ -584,6 +695,43 @@ impl Group {
     }
 }
 
+/// The known domains of a group with their counts, ascending by id: its entries merged with the
+/// common domains it knows.
+pub(super) struct KnownDomains<'g> {
+    entries: &'g [(u32, u32)],
+    common: Option<std::iter::Peekable<fixedbitset::Ones<'g>>>,
+}
+
+impl Iterator for KnownDomains<'_> {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        let next_common = self
+            .common
+            .as_mut()
+            .and_then(|c| c.peek().copied())
+            .map(|id| u32::try_from(id).unwrap_or(u32::MAX));
+        match (self.entries.first().copied(), next_common) {
+            (Some(e), Some(c)) if c < e.0 => {
+                self.common.as_mut().and_then(|i| i.next());
+                Some((c, 0))
+            }
+            (Some(e), c) => {
+                if c == Some(e.0) {
+                    self.common.as_mut().and_then(|i| i.next());
+                }
+                self.entries = self.entries.get(1..).unwrap_or_default();
+                Some(e)
+            }
+            (None, Some(c)) => {
+                self.common.as_mut().and_then(|i| i.next());
+                Some((c, 0))
+            }
+            (None, None) => None,
+        }
+    }
+}
+
 /// The only raw value of a requirement, if it has exactly one (upstream
 /// `len(nodeDomains.Values()) == 1`, used by the hostname special cases).
 fn single_raw_value(r: &Requirement) -> Option<&str> {
@@ -592,5 +740,99 @@ fn single_raw_value(r: &Requirement) -> Option<&str> {
         values.next()
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod storage_tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::{CommonDomains, Group, GroupSpec, TopologyType};
+    use crate::scheduling::topology::selector::Selector;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Register(u32),
+        RegisterMany(Vec<u32>),
+        Record(u32),
+        Unregister(u32),
+        Common(Vec<u32>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..40).prop_map(Op::Register),
+            proptest::collection::vec(0u32..40, 0..20).prop_map(Op::RegisterMany),
+            (0u32..40).prop_map(Op::Record),
+            (0u32..40).prop_map(Op::Unregister),
+            proptest::collection::vec(0u32..40, 0..20).prop_map(Op::Common),
+        ]
+    }
+
+    fn group() -> Group {
+        Group::new(GroupSpec {
+            kind: TopologyType::PodAntiAffinity,
+            key: 0,
+            hostname: true,
+            max_skew: i32::MAX,
+            min_domains: None,
+            namespaces: Box::new([]),
+            selector: Selector::compile(None),
+            nil_selector: true,
+            filter: None,
+        })
+    }
+
+    proptest! {
+        /// Entries plus shared common domains behave exactly like one map of known domains.
+        #[test]
+        fn storage_matches_a_plain_map(ops in proptest::collection::vec(op(), 0..60)) {
+            let mut g = group();
+            let mut model: BTreeMap<u32, u32> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Register(id) => {
+                        g.register(id);
+                        model.entry(id).or_insert(0);
+                    }
+                    Op::RegisterMany(ids) => {
+                        for &id in &ids {
+                            model.entry(id).or_insert(0);
+                        }
+                        g.register_many(ids);
+                    }
+                    Op::Record(id) => {
+                        g.record(id);
+                        *model.entry(id).or_insert(0) += 1;
+                    }
+                    Op::Unregister(id) => {
+                        g.unregister(id);
+                        model.remove(&id);
+                    }
+                    Op::Common(ids) => {
+                        g.register_common(&Arc::new(CommonDomains::new(&ids)));
+                        for id in ids {
+                            model.entry(id).or_insert(0);
+                        }
+                    }
+                }
+                let known: Vec<(u32, u32)> = g.known_domains().collect();
+                let expected: Vec<(u32, u32)> = model.iter().map(|(&k, &v)| (k, v)).collect();
+                prop_assert_eq!(&known, &expected);
+                prop_assert_eq!(g.known_len(), model.len());
+                for id in 0..40 {
+                    prop_assert_eq!(g.count(id), model.get(&id).copied());
+                }
+                prop_assert_eq!(g.all_empty(), model.values().all(|&c| c == 0));
+                let mut nonzero = g.nonzero.clone();
+                nonzero.sort_unstable();
+                let expected_nonzero: Vec<u32> =
+                    model.iter().filter(|(_, c)| **c > 0).map(|(&k, _)| k).collect();
+                prop_assert_eq!(nonzero, expected_nonzero);
+            }
+        }
     }
 }

@@ -147,9 +147,9 @@ impl Env {
             policy: &policy,
             preference_policy: self.policy,
             universe: std::sync::Arc::new(self.universe),
-            nodes,
+            base: std::sync::Arc::new(TopologyBase::new(nodes.to_vec(), &self.namespaces, batch)),
+            removed: &[],
             batch_pods: batch,
-            namespace_labels: &self.namespaces,
         })
     }
 }

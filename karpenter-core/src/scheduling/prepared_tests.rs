@@ -1,0 +1,219 @@
+//! A prepared cluster with nodes left out solves exactly as a fresh solve over the cluster
+//! without them (the consolidation simulation's contract).
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use crate::labels;
+use crate::model::{
+    ClusterNode, LabelSelector, Pod, PodAffinity, PodAffinityTerm, PodPhase,
+    TopologySpreadConstraint, WhenUnsatisfiable,
+};
+use crate::resources::{Quantity, ResourceList, names};
+
+use super::solver::{Prepared, SolveRequest};
+use super::tests::{catalog, pool};
+use super::*;
+
+/// One existing node: (instance type index, zone index, marked for deletion, its pods' kinds).
+type NodeSpec = (usize, usize, bool, Vec<(u8, u8, i64)>);
+
+fn node_spec() -> impl Strategy<Value = NodeSpec> {
+    (
+        0usize..3,
+        0usize..2,
+        prop::bool::weighted(0.1),
+        prop::collection::vec((0u8..7, 0u8..3, 1i64..4), 0..4),
+    )
+}
+
+fn make_pod(name: &str, kind: u8, app: u8, cpu_quarters: i64, zone: &str) -> Pod {
+    let mut p = Pod::new("default", name);
+    p.uid = name.to_string();
+    let app = format!("app-{app}");
+    p.labels.insert("app".into(), app.clone());
+    let mut requests = ResourceList::new();
+    requests.insert(names::CPU, Quantity::from_milli(cpu_quarters * 250));
+    requests.insert(
+        names::MEMORY,
+        Quantity::from_bytes(cpu_quarters * 256 * 1024 * 1024),
+    );
+    p.requests = requests;
+    let selector = LabelSelector::from_labels([("app", app.as_str())]);
+    match kind {
+        1 => {
+            p.topology_spread_constraints = vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: labels::ZONE.to_string(),
+                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+                label_selector: Some(selector),
+                min_domains: None,
+                node_affinity_policy: None,
+                node_taints_policy: None,
+                match_label_keys: Vec::new(),
+            }];
+        }
+        2 => {
+            p.pod_anti_affinity = Some(PodAffinity {
+                required: vec![PodAffinityTerm {
+                    label_selector: Some(selector),
+                    topology_key: labels::HOSTNAME.to_string(),
+                    ..PodAffinityTerm::default()
+                }],
+                preferred: Vec::new(),
+            });
+        }
+        3 => {
+            p.node_selector
+                .insert(labels::ZONE.to_string(), zone.to_string());
+        }
+        5 => {
+            p.pod_anti_affinity = Some(PodAffinity {
+                required: vec![PodAffinityTerm {
+                    label_selector: Some(selector),
+                    topology_key: labels::ZONE.to_string(),
+                    ..PodAffinityTerm::default()
+                }],
+                preferred: Vec::new(),
+            });
+        }
+        4 => {
+            p.pod_affinity = Some(PodAffinity {
+                required: vec![PodAffinityTerm {
+                    label_selector: Some(selector),
+                    topology_key: labels::ZONE.to_string(),
+                    ..PodAffinityTerm::default()
+                }],
+                preferred: Vec::new(),
+            });
+        }
+        _ => {}
+    }
+    p
+}
+
+fn cluster(specs: &[NodeSpec]) -> Vec<ExistingNodeInput> {
+    let types = catalog();
+    specs
+        .iter()
+        .enumerate()
+        .map(|(n, (t, z, deleting, pods))| {
+            let it = &types[*t];
+            let zone = ["zone-a", "zone-b"][*z];
+            let name = format!("node-{n}");
+            let mut node = ClusterNode::new(name.clone());
+            for (k, v) in [
+                (labels::NODEPOOL, "default"),
+                (labels::INSTANCE_TYPE, it.name.as_str()),
+                (labels::ZONE, zone),
+                (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_ON_DEMAND),
+                (labels::ARCH, if *t == 3 { "arm64" } else { "amd64" }),
+                (labels::OS, "linux"),
+                (labels::HOSTNAME, name.as_str()),
+            ] {
+                node.labels.insert(k.to_string(), v.to_string());
+            }
+            node.capacity = it.capacity.clone();
+            node.allocatable = it.allocatable().clone();
+            node.managed = true;
+            node.initialized = true;
+            node.marked_for_deletion = *deleting;
+            let pods = pods
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, app, cpu))| {
+                    let suffix = if *cpu == 3 { "-stays" } else { "" };
+                    let mut p = make_pod(&format!("{name}-p{i}{suffix}"), *kind, *app, *cpu, zone);
+                    p.node_name = Some(name.clone());
+                    p.phase = PodPhase::Running;
+                    p
+                })
+                .collect();
+            ExistingNodeInput {
+                node,
+                pods,
+                volume_limits: Default::default(),
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn leaving_nodes_out_equals_a_fresh_solve_without_them(
+        specs in prop::collection::vec(node_spec(), 1..9),
+        removed_bits in prop::collection::vec(any::<bool>(), 9),
+        refusing_bits in prop::collection::vec(prop::bool::weighted(0.3), 9),
+        pending in prop::collection::vec((0u8..6, 0u8..3, 1i64..8), 0..3),
+        node_limit in prop::option::of(1i64..6),
+    ) {
+        let nodes = cluster(&specs);
+        let removed: Vec<bool> = (0..nodes.len()).map(|i| removed_bits[i]).collect();
+        let pending: Vec<Pod> = pending
+            .iter()
+            .enumerate()
+            .map(|(i, (kind, app, cpu))| make_pod(&format!("pending-{i}"), *kind, *app, *cpu, "zone-a"))
+            .collect();
+        let mut default_pool = pool("default");
+        if let Some(n) = node_limit {
+            default_pool.limits.insert(names::NODES, Quantity::from_milli(n * 1000));
+            default_pool.limits.insert(names::CPU, Quantity::from_milli(n * 8000));
+        }
+        let prepared_input = SchedulingInput {
+            node_pools: vec![default_pool],
+            pods: pending.clone(),
+            ..SchedulingInput::default()
+        };
+        let mut batch = pending.clone();
+        let mut displaced = BTreeSet::new();
+        for (n, node) in nodes.iter().enumerate() {
+            if removed[n] {
+                // Pods named `…-stays` are not rescheduled (DaemonSet pods of a candidate).
+                for p in node.pods.iter().filter(|p| !p.name.ends_with("-stays")) {
+                    displaced.insert(p.key());
+                    batch.push(p.clone());
+                }
+            }
+        }
+        let refusing: BTreeSet<String> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| refusing_bits[*n])
+            .map(|(_, node)| node.node.name.clone())
+            .collect();
+        let options = SchedulerOptions::default();
+
+        let refs: Vec<ExistingNodeRef<'_>> = nodes.iter().map(ExistingNodeRef::from).collect();
+        let prepared = Prepared::new(&prepared_input, refs, &options, &pending);
+        let ours = prepared.solve(&SolveRequest {
+            pods: &batch,
+            removed: &removed,
+            refusing: Some(&refusing),
+            displaced: Some(&displaced),
+        });
+
+        let fresh_input = SchedulingInput {
+            node_pools: prepared_input.node_pools.clone(),
+            existing_nodes: nodes
+                .iter()
+                .enumerate()
+                .filter(|(n, _)| !removed[*n])
+                .map(|(_, node)| node.clone())
+                .collect(),
+            pods: batch.clone(),
+            consolidation: Some(ConsolidationSimulation {
+                nodes_refusing_displaced_pods: refusing.clone(),
+                displaced_pods: displaced.clone(),
+            }),
+            ..SchedulingInput::default()
+        };
+        let fresh = solve(&fresh_input, &options);
+        prop_assert_eq!(format!("{:#?}", ours.new_node_claims), format!("{:#?}", fresh.new_node_claims));
+        prop_assert_eq!(&ours.existing_nodes, &fresh.existing_nodes);
+        prop_assert_eq!(&ours.pod_errors, &fresh.pod_errors);
+        prop_assert_eq!(format!("{:?}", ours.metrics), format!("{:?}", fresh.metrics));
+    }
+}
