@@ -25,6 +25,7 @@ use jiff::SignedDuration;
 
 use crate::api::DisruptionReason;
 use crate::model::Timestamp;
+use crate::state::ClusterSnapshot;
 use crate::taints::Taint;
 
 use super::{
@@ -380,6 +381,44 @@ pub fn rollback_steps(command: &Command) -> Vec<Step> {
     steps
 }
 
+/// The cleanup of stale disruption marks that opens every disruption pass (spec 2.1 step 3):
+/// a node that is neither part of a queued command (`queued` holds the queued provider ids)
+/// nor being deleted must not keep the disrupted taint or a `DisruptionReason` condition left
+/// over from an earlier command (for instance one whose controller restarted mid-way). Returns
+/// [`Step::RemoveTaint`] for each such Node still carrying the taint and
+/// [`Step::ClearDisruptionReason`] for each such initialized NodeClaim still carrying the
+/// condition, in snapshot order. Nothing for nodes that are queued or being deleted.
+pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>) -> Vec<Step> {
+    let taint_key = disrupted_taint().key;
+    let mut steps = Vec::new();
+    for node in &snapshot.nodes {
+        if node.is_deleting() || queued.contains(node.provider_id()) {
+            continue;
+        }
+        if let Some(n) = &node.node
+            && !n.marked_for_deletion
+            && n.taints.iter().any(|t| t.key == taint_key)
+        {
+            steps.push(Step::RemoveTaint {
+                node_name: n.name.clone(),
+            });
+        }
+        if node.initialized()
+            && let Some(claim) = &node.node_claim
+            && crate::api::find_condition(
+                &claim.status.conditions,
+                super::conditions::DISRUPTION_REASON,
+            )
+            .is_some()
+        {
+            steps.push(Step::ClearDisruptionReason {
+                claim_name: claim.name().to_string(),
+            });
+        }
+    }
+    steps
+}
+
 fn deletion_metrics(command: &Command) -> Vec<Metric> {
     let reason = command.reason.as_str().to_lowercase();
     let mut out = Vec::new();
@@ -672,6 +711,71 @@ mod tests {
         let secs: Vec<i64> = (0..6).map(|f| backoff(f).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 10, 10]);
         assert_eq!(backoff(u32::MAX), QUEUE_MAX_DELAY);
+    }
+
+    fn tainted_node(name: &str, initialized: bool, reason: bool) -> crate::state::StateNode {
+        use crate::api::{
+            Condition, ConditionStatus, NodeClaim, NodeClaimSpec, NodeClassReference,
+        };
+        let mut node = crate::model::ClusterNode::new(name);
+        node.taints.push(disrupted_taint());
+        if initialized {
+            node.labels
+                .insert(crate::labels::INITIALIZED.into(), "true".into());
+        }
+        let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
+        let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
+        claim.status.provider_id = Some(format!("fake:///{name}"));
+        if reason {
+            claim.status.conditions.push(Condition {
+                type_: super::super::conditions::DISRUPTION_REASON.into(),
+                status: ConditionStatus::True,
+                reason: Some("Underutilized".into()),
+                message: None,
+                last_transition_time: None,
+                observed_generation: None,
+            });
+        }
+        crate::state::StateNode {
+            node: Some(node),
+            node_claim: Some(claim),
+            pods: Vec::new(),
+            marked_for_deletion: false,
+            nominated_until: None,
+            ready: true,
+            volume_limits: Default::default(),
+        }
+    }
+
+    #[test]
+    fn stale_marks_are_cleaned_on_idle_nodes_only() {
+        let mut deleting = tainted_node("deleting", true, true);
+        deleting.marked_for_deletion = true;
+        let snapshot = ClusterSnapshot {
+            nodes: vec![
+                std::sync::Arc::new(tainted_node("idle", true, true)),
+                std::sync::Arc::new(tainted_node("queued", true, true)),
+                std::sync::Arc::new(deleting),
+                // Uninitialized: the taint goes, the condition is left alone.
+                std::sync::Arc::new(tainted_node("young", false, true)),
+            ],
+            ..ClusterSnapshot::default()
+        };
+        let queued = BTreeSet::from(["fake:///queued".to_string()]);
+        assert_eq!(
+            stale_mark_cleanup(&snapshot, &queued),
+            [
+                Step::RemoveTaint {
+                    node_name: "idle".into()
+                },
+                Step::ClearDisruptionReason {
+                    claim_name: "idle".into()
+                },
+                Step::RemoveTaint {
+                    node_name: "young".into()
+                },
+            ]
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod api;
 mod disruption_buffer_scenarios;
 mod disruption_candidates;
 mod disruption_methods;
+mod disruption_remaining_scenarios;
 mod disruption_scenarios;
 mod disruption_validation_scenarios;
 mod lifecycle;
