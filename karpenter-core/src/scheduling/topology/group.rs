@@ -190,6 +190,160 @@ impl CommonDomains {
     }
 }
 
+/// Slot of a domain a dense [`Counts`] does not hold.
+const ABSENT: u32 = u32::MAX;
+
+/// The domains a group knows by its own entry, with their counts: sparse (sorted `(id, count)`
+/// pairs) while few, dense (one slot per interned id, O(1) look-ups on the hot path) once they
+/// are many compared with the ids in play.
+#[derive(Debug, Clone)]
+enum Counts {
+    Sparse(Vec<(u32, u32)>),
+    Dense(Vec<u32>),
+}
+
+impl Counts {
+    /// Entries before a sparse set turns dense when ids stay within `DENSITY` times as many.
+    const DENSE_AFTER: usize = 16;
+    const DENSITY: usize = 4;
+
+    fn get(&self, id: u32) -> Option<u32> {
+        match self {
+            Counts::Sparse(v) => match v.last() {
+                Some(&(last, _)) if last < id => None,
+                _ => v
+                    .binary_search_by_key(&id, |e| e.0)
+                    .ok()
+                    .and_then(|i| v.get(i))
+                    .map(|e| e.1),
+            },
+            Counts::Dense(slots) => slots.get(id as usize).copied().filter(|&c| c != ABSENT),
+        }
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut u32> {
+        match self {
+            Counts::Sparse(v) => match v.binary_search_by_key(&id, |e| e.0) {
+                Ok(i) => v.get_mut(i).map(|e| &mut e.1),
+                Err(_) => None,
+            },
+            Counts::Dense(slots) => slots.get_mut(id as usize).filter(|c| **c != ABSENT),
+        }
+    }
+
+    /// Adds `id` (absent) with `count`.
+    fn insert(&mut self, id: u32, count: u32) {
+        match self {
+            Counts::Sparse(v) => {
+                let i = match v.last() {
+                    Some(&(last, _)) if last < id => v.len(),
+                    _ => v.binary_search_by_key(&id, |e| e.0).unwrap_or_else(|i| i),
+                };
+                v.insert(i, (id, count));
+            }
+            Counts::Dense(slots) => {
+                let i = id as usize;
+                if slots.len() <= i {
+                    slots.resize(i + 1, ABSENT);
+                }
+                if let Some(slot) = slots.get_mut(i) {
+                    *slot = count;
+                }
+            }
+        }
+        self.maybe_densify();
+    }
+
+    /// Adds every id of `ids` (ascending, deduplicated, all absent) with count 0.
+    fn insert_all(&mut self, ids: &[u32]) {
+        match self {
+            Counts::Sparse(v) => {
+                let mut merged = Vec::with_capacity(v.len() + ids.len());
+                let mut old = v.iter().copied().peekable();
+                for &id in ids {
+                    while let Some(&e) = old.peek().filter(|e| e.0 < id) {
+                        merged.push(e);
+                        old.next();
+                    }
+                    merged.push((id, 0));
+                }
+                merged.extend(old);
+                *v = merged;
+            }
+            Counts::Dense(slots) => {
+                for &id in ids {
+                    let i = id as usize;
+                    if slots.len() <= i {
+                        slots.resize(i + 1, ABSENT);
+                    }
+                    if let Some(slot) = slots.get_mut(i) {
+                        *slot = 0;
+                    }
+                }
+            }
+        }
+        self.maybe_densify();
+    }
+
+    fn remove(&mut self, id: u32) -> Option<u32> {
+        match self {
+            Counts::Sparse(v) => {
+                let i = v.binary_search_by_key(&id, |e| e.0).ok()?;
+                Some(v.remove(i).1)
+            }
+            Counts::Dense(slots) => {
+                let slot = slots.get_mut(id as usize).filter(|c| **c != ABSENT)?;
+                let c = *slot;
+                *slot = ABSENT;
+                Some(c)
+            }
+        }
+    }
+
+    fn maybe_densify(&mut self) {
+        if let Counts::Sparse(v) = self
+            && v.len() >= Self::DENSE_AFTER
+            && let Some(&(max, _)) = v.last()
+            && (max as usize) < v.len() * Self::DENSITY
+        {
+            let mut slots = vec![ABSENT; max as usize + 1];
+            for &(id, c) in v.iter() {
+                if let Some(slot) = slots.get_mut(id as usize) {
+                    *slot = c;
+                }
+            }
+            *self = Counts::Dense(slots);
+        }
+    }
+
+    /// The entries, ascending by id.
+    fn iter(&self) -> CountsIter<'_> {
+        match self {
+            Counts::Sparse(v) => CountsIter::Sparse(v.iter()),
+            Counts::Dense(slots) => CountsIter::Dense(slots.iter().enumerate()),
+        }
+    }
+}
+
+/// [`Counts::iter`].
+enum CountsIter<'c> {
+    Sparse(std::slice::Iter<'c, (u32, u32)>),
+    Dense(std::iter::Enumerate<std::slice::Iter<'c, u32>>),
+}
+
+impl Iterator for CountsIter<'_> {
+    type Item = (u32, u32);
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        match self {
+            CountsIter::Sparse(i) => i.next().copied(),
+            CountsIter::Dense(i) => i
+                .find(|(_, c)| **c != ABSENT)
+                .map(|(id, &c)| (u32::try_from(id).unwrap_or(u32::MAX), c)),
+        }
+    }
+}
+
 /// One topology group: a constraint shared by every pod with the same term (spec 4.1).
 #[derive(Debug)]
 pub(super) struct Group {
@@ -207,8 +361,8 @@ pub(super) struct Group {
     pub(super) nil_selector: bool,
     /// Spread groups: the interned node filter. `None` (affinity groups) always matches.
     pub(super) filter: Option<u32>,
-    /// Known domains with their own entry: (domain id, count), ascending by id.
-    entries: Vec<(u32, u32)>,
+    /// Known domains with their own entry, with their counts.
+    entries: Counts,
     /// Domains also known, with count 0 unless `entries` has them.
     common: Option<Arc<CommonDomains>>,
     /// The number of known domains (`entries` ∪ `common`).
@@ -242,7 +396,7 @@ impl Group {
             selector: spec.selector,
             nil_selector: spec.nil_selector,
             filter: spec.filter,
-            entries: Vec::new(),
+            entries: Counts::Sparse(Vec::new()),
             common: None,
             known: 0,
             nonzero: Vec::new(),
@@ -267,32 +421,22 @@ impl Group {
         self.nil_selector || self.selector.matches(labels)
     }
 
-    fn entry(&self, id: u32) -> Result<usize, usize> {
-        // Ids mostly arrive in increasing order: check the last entry first.
-        match self.entries.last() {
-            Some(&(last, _)) if last < id => Err(self.entries.len()),
-            _ => self.entries.binary_search_by_key(&id, |e| e.0),
-        }
-    }
-
     fn in_common(&self, id: u32) -> bool {
         self.common.as_ref().is_some_and(|c| c.contains(id))
     }
 
     /// The count of a domain, `None` if the group does not know it.
     pub(super) fn count(&self, id: u32) -> Option<u32> {
-        match self.entry(id) {
-            Ok(i) => self.entries.get(i).map(|e| e.1),
-            Err(_) => self.in_common(id).then_some(0),
+        match self.entries.get(id) {
+            Some(c) => Some(c),
+            None => self.in_common(id).then_some(0),
         }
     }
 
     /// Makes the domain known with count 0 (no-op if known).
     pub(super) fn register(&mut self, id: u32) {
-        if let Err(i) = self.entry(id)
-            && !self.in_common(id)
-        {
-            self.entries.insert(i, (id, 0));
+        if self.entries.get(id).is_none() && !self.in_common(id) {
+            self.entries.insert(id, 0);
             self.known += 1;
         }
     }
@@ -302,25 +446,12 @@ impl Group {
     pub(super) fn register_many(&mut self, mut ids: Vec<u32>) {
         ids.sort_unstable();
         ids.dedup();
-        let fresh: Vec<u32> = ids
-            .into_iter()
-            .filter(|&id| !self.in_common(id) && self.entry(id).is_err())
-            .collect();
-        if fresh.is_empty() {
+        ids.retain(|&id| !self.in_common(id) && self.entries.get(id).is_none());
+        if ids.is_empty() {
             return;
         }
-        self.known += u32::try_from(fresh.len()).unwrap_or(0);
-        let mut merged = Vec::with_capacity(self.entries.len() + fresh.len());
-        let mut entries = self.entries.iter().copied().peekable();
-        for id in fresh {
-            while let Some(&e) = entries.peek().filter(|e| e.0 < id) {
-                merged.push(e);
-                entries.next();
-            }
-            merged.push((id, 0));
-        }
-        merged.extend(entries);
-        self.entries = merged;
+        self.known += u32::try_from(ids.len()).unwrap_or(0);
+        self.entries.insert_all(&ids);
     }
 
     /// Makes every domain of `common` known with count 0 (no-op for known ones).
@@ -345,21 +476,13 @@ impl Group {
         let Some(common) = self.common.take() else {
             return;
         };
-        let mut merged = Vec::with_capacity(self.entries.len() + common.len as usize);
-        let mut entries = self.entries.iter().copied().peekable();
-        for id in common.ids.ones() {
-            let id = u32::try_from(id).unwrap_or(u32::MAX);
-            while let Some(&e) = entries.peek().filter(|e| e.0 < id) {
-                merged.push(e);
-                entries.next();
-            }
-            if entries.peek().is_some_and(|e| e.0 == id) {
-                continue;
-            }
-            merged.push((id, 0));
-        }
-        merged.extend(entries);
-        self.entries = merged;
+        let missing: Vec<u32> = common
+            .ids
+            .ones()
+            .map(|id| u32::try_from(id).unwrap_or(u32::MAX))
+            .filter(|&id| self.entries.get(id).is_none())
+            .collect();
+        self.entries.insert_all(&missing);
     }
 
     /// Forgets the domain and its count.
@@ -368,8 +491,7 @@ impl Group {
         if self.in_common(id) {
             self.materialize_common();
         }
-        if let Ok(i) = self.entry(id) {
-            let (_, count) = self.entries.remove(i);
+        if let Some(count) = self.entries.remove(id) {
             if count > 0 {
                 self.nonzero.retain(|&d| d != id);
             }
@@ -379,28 +501,24 @@ impl Group {
 
     /// Counts one more pod in the domain (making it known if needed).
     pub(super) fn record(&mut self, id: u32) {
-        let i = match self.entry(id) {
-            Ok(i) => i,
-            Err(i) => {
-                if !self.in_common(id) {
-                    self.known += 1;
-                }
-                self.entries.insert(i, (id, 0));
-                i
-            }
-        };
-        if let Some(slot) = self.entries.get_mut(i) {
-            if slot.1 == 0 {
+        if let Some(slot) = self.entries.get_mut(id) {
+            if *slot == 0 {
                 self.nonzero.push(id);
             }
-            slot.1 = slot.1.saturating_add(1).min(u32::MAX - 1);
+            *slot = slot.saturating_add(1).min(ABSENT - 1);
+            return;
         }
+        if !self.in_common(id) {
+            self.known += 1;
+        }
+        self.entries.insert(id, 1);
+        self.nonzero.push(id);
     }
 
     /// Known domains and their counts, in interning order.
     pub(super) fn known_domains(&self) -> KnownDomains<'_> {
         KnownDomains {
-            entries: &self.entries,
+            entries: self.entries.iter().peekable(),
             common: self.common.as_ref().map(|c| c.ids.ones().peekable()),
         }
     }
@@ -698,7 +816,7 @@ impl Group {
 /// The known domains of a group with their counts, ascending by id: its entries merged with the
 /// common domains it knows.
 pub(super) struct KnownDomains<'g> {
-    entries: &'g [(u32, u32)],
+    entries: std::iter::Peekable<CountsIter<'g>>,
     common: Option<std::iter::Peekable<fixedbitset::Ones<'g>>>,
 }
 
@@ -711,7 +829,7 @@ impl Iterator for KnownDomains<'_> {
             .as_mut()
             .and_then(|c| c.peek().copied())
             .map(|id| u32::try_from(id).unwrap_or(u32::MAX));
-        match (self.entries.first().copied(), next_common) {
+        match (self.entries.peek().copied(), next_common) {
             (Some(e), Some(c)) if c < e.0 => {
                 self.common.as_mut().and_then(|i| i.next());
                 Some((c, 0))
@@ -720,8 +838,7 @@ impl Iterator for KnownDomains<'_> {
                 if c == Some(e.0) {
                     self.common.as_mut().and_then(|i| i.next());
                 }
-                self.entries = self.entries.get(1..).unwrap_or_default();
-                Some(e)
+                self.entries.next()
             }
             (None, Some(c)) => {
                 self.common.as_mut().and_then(|i| i.next());
@@ -789,7 +906,7 @@ mod storage_tests {
     proptest! {
         /// Entries plus shared common domains behave exactly like one map of known domains.
         #[test]
-        fn storage_matches_a_plain_map(ops in proptest::collection::vec(op(), 0..60)) {
+        fn storage_matches_a_plain_map(ops in proptest::collection::vec(op(), 0..120)) {
             let mut g = group();
             let mut model: BTreeMap<u32, u32> = BTreeMap::new();
             for op in ops {
