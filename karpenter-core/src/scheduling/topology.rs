@@ -191,10 +191,10 @@ const ERROR_SAMPLE: usize = 25;
 struct GroupIdentity {
     kind: TopologyType,
     key: u32,
-    namespaces: Box<[String]>,
+    namespaces: std::sync::Arc<[String]>,
     max_skew: i32,
     filter: Option<u32>,
-    selector: Option<SelectorKey>,
+    selector: Option<std::sync::Arc<SelectorKey>>,
 }
 
 /// A group of either table.
@@ -252,11 +252,11 @@ struct InverseTerm<'a> {
 #[derive(Debug)]
 struct InverseProto {
     key: String,
-    namespaces: Box<[String]>,
+    namespaces: std::sync::Arc<[String]>,
     /// The namespaces came from a `namespaceSelector` (they depend on the known namespaces).
     namespace_selector: bool,
-    selector: Selector,
-    selector_key: Option<SelectorKey>,
+    selector: std::sync::Arc<Selector>,
+    selector_key: Option<std::sync::Arc<SelectorKey>>,
     nil_selector: bool,
 }
 
@@ -304,7 +304,11 @@ impl<'a> TopologyBase<'a> {
             inverse_terms: Vec::new(),
             prototypes: Vec::new(),
         };
-        type ProtoKey = (String, Box<[String]>, Option<SelectorKey>);
+        type ProtoKey = (
+            String,
+            std::sync::Arc<[String]>,
+            Option<std::sync::Arc<SelectorKey>>,
+        );
         let mut proto_ids: FxHashMap<ProtoKey, u32> = FxHashMap::default();
         for (i, n) in base.nodes.iter().enumerate() {
             for p in n.pods {
@@ -329,7 +333,10 @@ impl<'a> TopologyBase<'a> {
                 for term in &anti.required {
                     let namespaces =
                         term_namespaces(&base.namespaces, &BTreeMap::new(), &p.namespace, term);
-                    let selector_key = term.label_selector.as_ref().map(SelectorKey::of);
+                    let selector_key = term
+                        .label_selector
+                        .as_ref()
+                        .map(|s| std::sync::Arc::new(SelectorKey::of(s)));
                     let key: ProtoKey = (term.topology_key.clone(), namespaces, selector_key);
                     let next = index(base.prototypes.len());
                     let proto = *proto_ids.entry(key.clone()).or_insert(next);
@@ -338,7 +345,9 @@ impl<'a> TopologyBase<'a> {
                             key: key.0,
                             namespaces: key.1,
                             namespace_selector: term.namespace_selector.is_some(),
-                            selector: Selector::compile(term.label_selector.as_ref()),
+                            selector: std::sync::Arc::new(Selector::compile(
+                                term.label_selector.as_ref(),
+                            )),
                             selector_key: key.2,
                             nil_selector: term.label_selector.is_none(),
                         });
@@ -376,7 +385,7 @@ fn term_namespaces(
     extra: &BTreeMap<String, BTreeMap<String, String>>,
     pod_namespace: &str,
     term: &PodAffinityTerm,
-) -> Box<[String]> {
+) -> std::sync::Arc<[String]> {
     let mut out: Vec<String> = match &term.namespace_selector {
         None if term.namespaces.is_empty() => vec![pod_namespace.to_owned()],
         None => term.namespaces.clone(),
@@ -393,7 +402,7 @@ fn term_namespaces(
     };
     out.sort();
     out.dedup();
-    out.into_boxed_slice()
+    out.into()
 }
 
 /// A group a pod owns, and whether it selects the pod itself.
@@ -636,7 +645,7 @@ impl<'a> Topology<'a> {
                 OwnedTerm {
                     kind: TopologyType::Spread,
                     key: &tsc.topology_key,
-                    namespaces: Box::new([pod.namespace.clone()]),
+                    namespaces: std::sync::Arc::from([pod.namespace.clone()]),
                     selector: selector.as_deref(),
                     max_skew: tsc.max_skew,
                     min_domains: tsc.min_domains,
@@ -1074,7 +1083,11 @@ impl<'a> Topology<'a> {
     }
 
     /// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated.
-    fn term_namespaces(&self, pod_namespace: &str, term: &PodAffinityTerm) -> Box<[String]> {
+    fn term_namespaces(
+        &self,
+        pod_namespace: &str,
+        term: &PodAffinityTerm,
+    ) -> std::sync::Arc<[String]> {
         term_namespaces(
             &self.base.namespaces,
             &self.extra_namespaces,
@@ -1094,7 +1107,9 @@ impl<'a> Topology<'a> {
             namespaces: term.namespaces,
             max_skew: term.max_skew,
             filter,
-            selector: term.selector.map(SelectorKey::of),
+            selector: term
+                .selector
+                .map(|s| std::sync::Arc::new(SelectorKey::of(s))),
         };
         if let Some(&gid) = self.group_ids.get(&identity) {
             return gid;
@@ -1110,7 +1125,7 @@ impl<'a> Topology<'a> {
             max_skew: term.max_skew,
             min_domains: term.min_domains,
             namespaces: identity.namespaces.clone(),
-            selector: Selector::compile(term.selector),
+            selector: std::sync::Arc::new(Selector::compile(term.selector)),
             nil_selector: term.selector.is_none(),
             filter,
         });
@@ -1136,7 +1151,10 @@ impl<'a> Topology<'a> {
             namespaces,
             max_skew: i32::MAX,
             filter: None,
-            selector: term.label_selector.as_ref().map(SelectorKey::of),
+            selector: term
+                .label_selector
+                .as_ref()
+                .map(|s| std::sync::Arc::new(SelectorKey::of(s))),
         };
         if let Some(&gid) = self.inverse_ids.get(&identity) {
             return gid;
@@ -1148,7 +1166,7 @@ impl<'a> Topology<'a> {
             max_skew: i32::MAX,
             min_domains: None,
             namespaces: identity.namespaces.clone(),
-            selector: Selector::compile(term.label_selector.as_ref()),
+            selector: std::sync::Arc::new(Selector::compile(term.label_selector.as_ref())),
             nil_selector: term.label_selector.is_none(),
             filter: None,
         });
@@ -1236,7 +1254,7 @@ impl<'a> Topology<'a> {
         }
         // A pod the selector counts carries its first `matchLabels` pair: only those pods are
         // visited (in the same order as a full scan, so domains are interned identically).
-        let first_pair: Option<(String, String)> = match &group.selector {
+        let first_pair: Option<(String, String)> = match &*group.selector {
             Selector::Match(s) if !group.nil_selector => s
                 .match_labels
                 .iter()
@@ -1360,7 +1378,7 @@ impl<'a> Topology<'a> {
 struct OwnedTerm<'a> {
     kind: TopologyType,
     key: &'a str,
-    namespaces: Box<[String]>,
+    namespaces: std::sync::Arc<[String]>,
     selector: Option<&'a LabelSelector>,
     max_skew: i32,
     min_domains: Option<i32>,

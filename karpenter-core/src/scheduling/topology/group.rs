@@ -355,8 +355,8 @@ pub(super) struct Group {
     pub(super) max_skew: i32,
     pub(super) min_domains: Option<i32>,
     /// Sorted, deduplicated.
-    pub(super) namespaces: Box<[String]>,
-    pub(super) selector: Selector,
+    pub(super) namespaces: Arc<[String]>,
+    pub(super) selector: Arc<Selector>,
     /// The raw selector was nil: counting existing pods then matches everything (upstream quirk).
     pub(super) nil_selector: bool,
     /// Spread groups: the interned node filter. `None` (affinity groups) always matches.
@@ -378,8 +378,8 @@ pub(super) struct GroupSpec {
     pub(super) hostname: bool,
     pub(super) max_skew: i32,
     pub(super) min_domains: Option<i32>,
-    pub(super) namespaces: Box<[String]>,
-    pub(super) selector: Selector,
+    pub(super) namespaces: Arc<[String]>,
+    pub(super) selector: Arc<Selector>,
     pub(super) nil_selector: bool,
     pub(super) filter: Option<u32>,
 }
@@ -896,8 +896,8 @@ mod storage_tests {
             hostname: true,
             max_skew: i32::MAX,
             min_domains: None,
-            namespaces: Box::new([]),
-            selector: Selector::compile(None),
+            namespaces: Arc::from([]),
+            selector: Arc::new(Selector::compile(None)),
             nil_selector: true,
             filter: None,
         })
