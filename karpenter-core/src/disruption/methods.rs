@@ -11,7 +11,8 @@
 //! - no 15 s validation wait: a pure planner has no clock to wait on; the controller re-validates
 //!   against a newer snapshot with the same functions;
 //! - multi-node consolidation searches every candidate, not the first 100, unless
-//!   [`DisruptionOptions::multi_node_candidate_limit`] says otherwise, and has no time-out;
+//!   [`DisruptionOptions::multi_node_candidate_limit`] says otherwise, and runs to the end
+//!   unless the caller passes a [`TimeBudget`] ([`DisruptionOptions::multi_node_time_budget`]);
 //! - single-node consolidation evaluates every candidate unless the caller passes a
 //!   [`TimeBudget`] ([`DisruptionOptions::single_node_time_budget`]); the NodePools it did not
 //!   reach are data the caller carries to the next pass, not state kept here;
@@ -84,6 +85,11 @@ pub struct DisruptionOptions {
     /// The caller's time budget for single-node consolidation (upstream: a 3-minute deadline).
     /// Default [`TimeBudget::Unlimited`]: every candidate is evaluated.
     pub single_node_time_budget: TimeBudget,
+    /// The caller's time budget for multi-node consolidation (upstream: a 1-minute deadline),
+    /// asked before each trial of the binary search (`considered` = trials done). When it runs
+    /// out, the largest valid prefix found so far is the command, if any. Default
+    /// [`TimeBudget::Unlimited`]: the search runs to the end.
+    pub multi_node_time_budget: TimeBudget,
     /// NodePools whose single-node candidates an earlier pass did not reach before its time
     /// budget ran out (upstream's `PreviouslyUnseenNodePools`): their candidates are evaluated
     /// first. The caller keeps this between passes from [`PassOutcome::unseen_node_pools`].
@@ -254,6 +260,9 @@ pub struct PassOutcome {
     /// drift and drift `drifted`; multi- and single-node consolidation `underutilized`, each
     /// method overwriting the gauge of its reason when it runs).
     pub eligible_nodes: BTreeMap<Method, usize>,
+    /// Whether multi-node consolidation ran out of its time budget in this pass (upstream
+    /// counts `voluntary_disruption_consolidation_timeouts_total{consolidation_type="multi"}`).
+    pub multi_node_timed_out: bool,
 }
 
 impl PassOutcome {
@@ -923,7 +932,14 @@ fn multi_node(
         },
     );
     let mut best: Option<Command> = None;
+    let mut trials = 0usize;
     while lo <= hi {
+        if options.multi_node_time_budget.exhausted(trials) {
+            // Upstream returns the last valid command found before the deadline, if any.
+            out.multi_node_timed_out = true;
+            break;
+        }
+        trials += 1;
         let mid = (lo + hi) / 2;
         let prefix = &kept[..=mid];
         let valid = match compute_consolidation(sims.get(), prefix, options) {

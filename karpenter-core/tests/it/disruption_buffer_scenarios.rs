@@ -1059,10 +1059,48 @@ fn metrics_should_fire_metrics_for_multi_node_replace_disruption() {
     assert_eq!(cmd.candidates.len(), 3);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Not ported, with the reason
-// ---------------------------------------------------------------------------------------------
-//
-// - §9.1 Describe "Metrics" "should stop multi-node consolidation after context deadline is
-//   reached": multi-node consolidation has no time-out in our planner (a deliberate difference,
-//   see `disruption::methods`); the caller's `TimeBudget` bounds single-node consolidation only.
+/// Upstream gives multi-node consolidation an already-expired context: no trial runs, nothing is
+/// tainted. Here the caller's budget says time is up before the first trial: no command from
+/// multi-node consolidation, and the pass reports the time-out. With the budget unlimited the
+/// same cluster does consolidate (so the budget is what stopped it).
+#[test]
+fn metrics_should_stop_multi_node_consolidation_after_context_deadline_is_reached() {
+    let cluster = || {
+        metrics_cluster(
+            [1, 1, 2]
+                .into_iter()
+                .enumerate()
+                .map(|(i, pods)| node(&format!("node-{i}"), "default", &it("xlarge"), pods, "1"))
+                .collect(),
+        )
+    };
+    let expired = DisruptionOptions {
+        multi_node_time_budget: TimeBudget::Candidates(0),
+        ..opts()
+    };
+    let p = multi_node_pass(&cluster(), now(), &expired);
+    assert!(p.commands.is_empty(), "{:?}", p.commands);
+    assert!(p.multi_node_timed_out);
+
+    // A deadline probe that has already passed behaves the same.
+    let probe = DisruptionOptions {
+        multi_node_time_budget: TimeBudget::Deadline(Arc::new(|| true)),
+        ..opts()
+    };
+    let p = multi_node_pass(&cluster(), now(), &probe);
+    assert!(p.commands.is_empty());
+    assert!(p.multi_node_timed_out);
+
+    // Time for one trial only: the search stops after it, keeping what it found.
+    let one = DisruptionOptions {
+        multi_node_time_budget: TimeBudget::Candidates(1),
+        ..opts()
+    };
+    let p = multi_node_pass(&cluster(), now(), &one);
+    assert!(p.multi_node_timed_out);
+    assert!(p.commands.len() <= 1);
+
+    let p = multi_node_pass(&cluster(), now(), &opts());
+    assert!(!p.multi_node_timed_out);
+    assert_eq!(only(&p).method, Method::MultiNode);
+}
