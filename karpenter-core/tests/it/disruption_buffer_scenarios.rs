@@ -326,6 +326,24 @@ fn emptiness_buffer_pod_protection_should_disrupt_a_node_once_buffer_pods_are_cl
     assert_eq!(names(cmd), ["node-0"]);
 }
 
+/// Upstream's validation re-runs emptiness's own filter after the 15 s wait: a node that gained
+/// buffer pods meanwhile is no longer disrupted (ours: `validation::validate` against the newer
+/// snapshot).
+#[test]
+fn emptiness_validation_rejects_a_node_that_gained_buffer_pods_during_the_wait() {
+    let s = emptiness_cluster(vec![empty_node("node-0")]);
+    let p = pass(&s);
+    let cmd = only(&p).clone();
+    assert_eq!(cmd.method, Method::Emptiness);
+    let later = now() + karpenter_core::disruption::validation::COMMAND_VALIDATION_DELAY;
+    assert!(karpenter_core::disruption::validation::validate(&cmd, &s, later, &opts()).is_ok());
+    let s = with_buffer_counts(s, &[("node-0", 1)]);
+    assert!(
+        karpenter_core::disruption::validation::validate(&cmd, &s, later, &opts()).is_err(),
+        "the node now hosts buffer pods"
+    );
+}
+
 #[test]
 fn emptiness_buffer_pod_protection_should_only_protect_the_specific_node_with_buffer_pods_not_others()
  {
