@@ -217,3 +217,44 @@ proptest! {
         prop_assert_eq!(format!("{:?}", ours.metrics), format!("{:?}", fresh.metrics));
     }
 }
+
+/// A solve of pods with a resource nothing prepared has seen falls back to preparing again with
+/// it, and agrees with a fresh solve.
+#[test]
+fn unregistered_resources_fall_back_to_a_fresh_preparation() {
+    let nodes = cluster(&[(1, 0, false, vec![(0, 0, 1)])]);
+    let input = SchedulingInput {
+        node_pools: vec![pool("default")],
+        ..SchedulingInput::default()
+    };
+    let mut gpu_pod = make_pod("gpu", 0, 0, 1, "zone-a");
+    gpu_pod
+        .requests
+        .insert("example.com/gpu", Quantity::from_milli(1000));
+    let batch = vec![gpu_pod, make_pod("plain", 0, 1, 1, "zone-a")];
+    let options = SchedulerOptions::default();
+    let refs: Vec<ExistingNodeRef<'_>> = nodes.iter().map(ExistingNodeRef::from).collect();
+    let prepared = Prepared::new(&input, refs, &options, &[]);
+    let ours = prepared.solve(&SolveRequest {
+        pods: &batch,
+        removed: &[],
+        refusing: None,
+        displaced: None,
+    });
+    let fresh = solve(
+        &SchedulingInput {
+            existing_nodes: nodes.clone(),
+            pods: batch.clone(),
+            ..input.clone()
+        },
+        &options,
+    );
+    // No instance type offers the resource: the pod fails, the same way in both.
+    assert!(ours.pod_errors.contains_key("default/gpu"), "{:?}", ours.pod_errors);
+    assert_eq!(ours.pod_errors, fresh.pod_errors);
+    assert_eq!(ours.existing_nodes, fresh.existing_nodes);
+    assert_eq!(
+        format!("{:?}", ours.new_node_claims),
+        format!("{:?}", fresh.new_node_claims)
+    );
+}
