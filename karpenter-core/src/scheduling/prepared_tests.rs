@@ -250,7 +250,11 @@ fn unregistered_resources_fall_back_to_a_fresh_preparation() {
         &options,
     );
     // No instance type offers the resource: the pod fails, the same way in both.
-    assert!(ours.pod_errors.contains_key("default/gpu"), "{:?}", ours.pod_errors);
+    assert!(
+        ours.pod_errors.contains_key("default/gpu"),
+        "{:?}",
+        ours.pod_errors
+    );
     assert_eq!(ours.pod_errors, fresh.pod_errors);
     assert_eq!(ours.existing_nodes, fresh.existing_nodes);
     assert_eq!(
