@@ -2608,3 +2608,142 @@ fn single_node_consolidation_first_candidate_in_order_is_the_one_consolidated() 
 // single-node time-outs and filterOutSameInstanceType/minValues. (Consolidation Context
 // "Events" is ported above as the underlying decision: the node is no consolidation
 // candidate.)
+
+// ---------------------------------------------------------------------------------------------
+// Property: a pass never disrupts more nodes of a NodePool, for a reason, than its budgets allow
+// ---------------------------------------------------------------------------------------------
+
+mod budget_property {
+    use super::*;
+    use proptest::prelude::*;
+
+    const NODES: [&str; 8] = ["0", "1", "2", "3", "10%", "34%", "50%", "100%"];
+
+    /// (nodes value index, reasons: None or a non-empty subset as three flags).
+    type BudgetDraw = (usize, Option<(bool, bool, bool)>);
+    /// (when-empty policy, budgets).
+    type PoolDraw = (bool, Vec<BudgetDraw>);
+    /// (pool index, kind, marked for deletion).
+    type NodeDraw = (usize, u8, bool);
+
+    fn budget() -> impl Strategy<Value = BudgetDraw> {
+        (
+            0..NODES.len(),
+            proptest::option::of((any::<bool>(), any::<bool>(), any::<bool>())),
+        )
+    }
+
+    fn reasons(flags: (bool, bool, bool)) -> Vec<DisruptionReason> {
+        let mut out = Vec::new();
+        if flags.0 {
+            out.push(DisruptionReason::Empty);
+        }
+        if flags.1 {
+            out.push(DisruptionReason::Drifted);
+        }
+        if flags.2 || out.is_empty() {
+            out.push(DisruptionReason::Underutilized);
+        }
+        out
+    }
+
+    fn cluster(pools: &[PoolDraw], nodes: &[NodeDraw]) -> ClusterSnapshot {
+        let pool_states = pools
+            .iter()
+            .enumerate()
+            .map(|(i, (when_empty, budgets))| {
+                let policy = if *when_empty {
+                    ConsolidationPolicy::WhenEmpty
+                } else {
+                    ConsolidationPolicy::WhenEmptyOrUnderutilized
+                };
+                let mut p = pool(&format!("pool-{i}"), policy, "100%");
+                p.node_pool.spec.disruption.budgets = Some(
+                    budgets
+                        .iter()
+                        .map(|(n, r)| Budget {
+                            nodes: NODES[*n].to_string(),
+                            schedule: None,
+                            duration: None,
+                            reasons: r.map(reasons),
+                        })
+                        .collect(),
+                );
+                p
+            })
+            .collect();
+        let state_nodes = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (p, kind, marked))| {
+                let name = format!("node-{i:02}");
+                let pool = format!("pool-{}", p % pools.len());
+                let mut n = match kind {
+                    0 => node(&name, &pool, &it("small"), 0, "0"),
+                    1 => node(&name, &pool, &it("large"), 1, "250m"),
+                    2 => node(&name, &pool, &it("medium"), 3, "1"),
+                    3 => drifted_at(node(&name, &pool, &it("small"), 0, "0"), CREATED),
+                    _ => drifted_at(node(&name, &pool, &it("large"), 1, "500m"), CREATED),
+                };
+                n.marked_for_deletion = *marked;
+                n
+            })
+            .collect();
+        snapshot(pool_states, state_nodes)
+    }
+
+    fn reason_of(method: Method) -> Option<DisruptionReason> {
+        match method {
+            Method::Emptiness => Some(DisruptionReason::Empty),
+            Method::Drift => Some(DisruptionReason::Drifted),
+            Method::MultiNode | Method::SingleNode => Some(DisruptionReason::Underutilized),
+            Method::StaticDrift | Method::Expiration => None,
+        }
+    }
+
+    fn check(s: &ClusterSnapshot) -> Result<(), TestCaseError> {
+        let p = pass(s);
+        for cmd in &p.commands {
+            let Some(reason) = reason_of(cmd.method) else {
+                continue;
+            };
+            let remaining = BudgetMapping::build(s, reason, now()).remaining();
+            let mut per_pool: BTreeMap<&str, usize> = BTreeMap::new();
+            for c in &cmd.candidates {
+                *per_pool.entry(c.node_pool.as_str()).or_default() += 1;
+            }
+            for (pool, count) in per_pool {
+                let allowed = remaining.get(pool).copied().unwrap_or(0);
+                prop_assert!(
+                    count <= allowed,
+                    "{:?} disrupts {} nodes of {} for {:?}, budgets allow {}",
+                    cmd.method,
+                    count,
+                    pool,
+                    reason,
+                    allowed
+                );
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn a_pass_never_exceeds_the_budgets(
+            pools in proptest::collection::vec(
+                (any::<bool>(), proptest::collection::vec(budget(), 1..3)),
+                1..4,
+            ),
+            nodes in proptest::collection::vec((0usize..3, 0u8..5, prop::bool::weighted(0.15)), 0..14),
+        ) {
+            // As drawn (emptiness and drift act first), then with only non-empty, undrifted
+            // nodes (so that consolidation acts).
+            check(&cluster(&pools, &nodes))?;
+            let busy: Vec<NodeDraw> = nodes.iter().map(|&(p, k, m)| (p, 1 + k % 2, m)).collect();
+            check(&cluster(&pools, &busy))?;
+        }
+    }
+}
