@@ -931,7 +931,9 @@ fn multi_node(
             max_parallel
         },
     );
-    let mut best: Option<Command> = None;
+    // The best valid trial: (prefix end, replacements, savings, simulation). Its candidates are
+    // copied once, at the end.
+    let mut best: Option<(usize, Vec<NewNodeClaim>, f64, Results)> = None;
     let mut trials = 0usize;
     while lo <= hi {
         if options.multi_node_time_budget.exhausted(trials) {
@@ -949,14 +951,7 @@ fn multi_node(
                     .is_none_or(|r| filter_out_same_instance_type(r, prefix, policy));
                 let saving = savings(prefix, &replacements, policy);
                 if ok && balanced_approves(snapshot, &totals, prefix, saving) {
-                    best = Some(Command {
-                        method: Method::MultiNode,
-                        reason: Reason::Underutilized,
-                        candidates: prefix.to_vec(),
-                        replacements,
-                        savings_per_hour: saving,
-                        simulation: Some(sim.results),
-                    });
+                    best = Some((mid, replacements, saving, sim.results));
                     true
                 } else {
                     false
@@ -973,7 +968,14 @@ fn multi_node(
         }
     }
     match best {
-        Some(cmd) => out.commands.push(cmd),
+        Some((end, replacements, saving, results)) => out.commands.push(Command {
+            method: Method::MultiNode,
+            reason: Reason::Underutilized,
+            candidates: kept[..=end].to_vec(),
+            replacements,
+            savings_per_hour: saving,
+            simulation: Some(results),
+        }),
         None if !constrained => {
             out.consolidated.insert(Method::MultiNode);
         }
