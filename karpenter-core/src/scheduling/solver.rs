@@ -614,6 +614,8 @@ struct Solver<'a> {
     nodes_limit: Vec<Option<i64>>,
     existing: Vec<Arc<ExistingNode>>,
     existing_meta: Vec<ExistingMeta>,
+    /// The existing nodes' remaining CPU (resource index 0), to skip full nodes.
+    existing_cpu: dense::MaxTree,
     claims: Vec<Claim>,
     claim_order: BTreeSet<(usize, usize)>,
     topology: Topology<'a>,
@@ -678,7 +680,12 @@ impl<'a> Solver<'a> {
             });
             existing.push(node.clone());
         }
+        let cpu: Vec<i64> = existing
+            .iter()
+            .map(|n| n.remaining.first().copied().unwrap_or(0))
+            .collect();
         Solver {
+            existing_cpu: dense::MaxTree::new(&cpu),
             options,
             policy,
             input: prepared.input,
@@ -858,8 +865,16 @@ impl<'a> Solver<'a> {
                 })
             };
             let mut chosen = None;
-            // 1. Existing nodes, in order.
-            for (n, (node, meta)) in self.existing.iter().zip(&self.existing_meta).enumerate() {
+            // 1. Existing nodes, in order; those without the pod's CPU left are skipped (they
+            // would fail the resource check).
+            let cpu_needed = st.requests.first().copied().unwrap_or(0);
+            let mut from = 0;
+            while let Some(n) = self.existing_cpu.first_at_least(from, cpu_needed) {
+                from = n + 1;
+                let (Some(node), Some(meta)) = (self.existing.get(n), self.existing_meta.get(n))
+                else {
+                    break;
+                };
                 let keys = meta
                     .topology_keys
                     .as_ref()
@@ -1009,6 +1024,8 @@ impl<'a> Solver<'a> {
         };
         let node = Arc::make_mut(node);
         dense::sub_assign(&mut node.remaining, &st.requests);
+        self.existing_cpu
+            .set(n, node.remaining.first().copied().unwrap_or(0));
         node.host_ports.add(&st.key, &st.pod.host_ports);
         node.volumes.add(&st.volumes.usage);
         node.pods.push(idx);
