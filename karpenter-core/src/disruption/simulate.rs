@@ -23,6 +23,10 @@ pub enum SimulationError {
     /// A candidate is already being deleted (upstream `errCandidateDeleting`); callers skip it.
     #[error("candidate {0} is already being deleted")]
     CandidateDeleting(String),
+    /// A candidate names no node of the snapshot the simulator was prepared over (it comes from
+    /// another snapshot).
+    #[error("candidate {0} is not a node of the simulated snapshot")]
+    UnknownCandidate(String),
 }
 
 /// The outcome of a simulation.
@@ -267,10 +271,13 @@ impl Simulator<'_> {
         let mut pods = ctx.input.pods.clone();
         let mut displaced = BTreeSet::new();
         for c in candidates {
-            if let Some(&i) = ctx.positions.get(c.name())
-                && let Some(r) = removed.get_mut(i)
+            match ctx
+                .positions
+                .get(c.name())
+                .and_then(|&i| removed.get_mut(i))
             {
-                *r = true;
+                Some(r) => *r = true,
+                None => return Err(SimulationError::UnknownCandidate(c.name().to_string())),
             }
             for p in &c.reschedulable_pods {
                 if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {

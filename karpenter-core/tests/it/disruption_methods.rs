@@ -472,3 +472,47 @@ fn static_drift_waits_for_scale_down_budgets_and_node_limits() {
     });
     assert_eq!(pass.commands.len(), 1);
 }
+
+/// A simulator prepared over one snapshot refuses candidates of another (their node is not in
+/// it): the simulation would otherwise move their pods while keeping the node. With candidates
+/// of its own snapshot, the same simulator runs.
+#[test]
+fn simulator_rejects_candidates_from_another_snapshot() {
+    use karpenter_core::disruption::consolidation_candidates_of;
+    use karpenter_core::disruption::simulate::{SimulationContext, SimulationError};
+
+    let guide = guide_cluster("100%");
+    let candidates = consolidation_candidates_of(&guide, now());
+    let first = candidates
+        .first()
+        .expect("the guide's nodes are candidates");
+    let other = snapshot(
+        vec![node_pool(
+            "default",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            "100%",
+        )],
+        Vec::new(),
+    );
+    let options = DisruptionOptions::default();
+    let context = SimulationContext::new(&other, &options.scheduler, now());
+    let err = context
+        .simulator()
+        .simulate(&[first], true)
+        .expect_err("not a node of this snapshot");
+    assert_eq!(
+        err,
+        SimulationError::UnknownCandidate(first.name().to_string())
+    );
+
+    let context = SimulationContext::new(&guide, &options.scheduler, now());
+    let sim = context
+        .simulator()
+        .simulate(&[first], true)
+        .expect("a node of this snapshot");
+    assert!(
+        sim.all_non_pending_scheduled(),
+        "{:?}",
+        sim.displaced_errors
+    );
+}
