@@ -67,20 +67,51 @@ pub fn cluster_node(node: &StateNode) -> ClusterNode {
     if let Some(claim) = &node.node_claim {
         out.managed = true;
         out.startup_taints = claim.spec.startup_taints.clone();
+        if node.node.is_some() && !node.initialized() {
+            // Spec 6.3: before initialization, resources the Node does not report yet (zero)
+            // come from the NodeClaim's status.
+            fill_unreported(&mut out.capacity, &claim.status.capacity);
+            fill_unreported(&mut out.allocatable, &claim.status.allocatable);
+        }
     }
     out.initialized = node.initialized();
     out.marked_for_deletion = node.is_deleting();
     out
 }
 
+/// Sets every resource of `reported` that is zero or absent to its value in `fallback`.
+fn fill_unreported(
+    reported: &mut crate::resources::ResourceList,
+    fallback: &crate::resources::ResourceList,
+) {
+    for (name, q) in fallback.iter() {
+        if reported.get_or_zero(name).is_zero() && !q.is_zero() {
+            reported.insert(name, q);
+        }
+    }
+}
+
+/// Whether a Node reports every resource its NodeClaim's status has (nothing to fall back on).
+fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
+    let covered = |reported: &crate::resources::ResourceList,
+                   fallback: &crate::resources::ResourceList| {
+        fallback
+            .iter()
+            .all(|(name, q)| q.is_zero() || !reported.get_or_zero(name).is_zero())
+    };
+    covered(&node.capacity, &claim.status.capacity)
+        && covered(&node.allocatable, &claim.status.allocatable)
+}
+
 /// [`cluster_node`] without the copy when the stored Node already reads as it would (the usual
 /// case: a registered node whose flags are up to date).
 fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
     if let Some(n) = &node.node {
-        let claim_agrees = node
-            .node_claim
-            .as_ref()
-            .is_none_or(|c| n.managed && n.startup_taints == c.spec.startup_taints);
+        let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
+            n.managed
+                && n.startup_taints == c.spec.startup_taints
+                && (node.initialized() || reports_all(n, c))
+        });
         if claim_agrees
             && n.initialized == node.initialized()
             && n.marked_for_deletion == node.is_deleting()
