@@ -448,37 +448,27 @@ fn compute_consolidation(
         return Ok(Some((vec![replacement], sim)));
     }
     filter_by_price(&mut replacement, candidate_price, policy)?;
-    // Prefer spot when both spot and on-demand remain possible (§2.6 step 9).
-    if let Some(ct) = replacement.requirements.get(labels::CAPACITY_TYPE).cloned()
-        && ct.has(labels::CAPACITY_TYPE_SPOT)
-        && ct.has(labels::CAPACITY_TYPE_ON_DEMAND)
-    {
-        let mut narrowed = Requirement::new(
+    // Prefer spot when both spot and on-demand remain possible (§2.6 step 9). A replacement
+    // without a capacity-type requirement admits both (upstream reads it as `Exists`), whatever
+    // its instance types offer.
+    match replacement.requirements.get(labels::CAPACITY_TYPE).cloned() {
+        Some(ct) => {
+            if ct.has(labels::CAPACITY_TYPE_SPOT) && ct.has(labels::CAPACITY_TYPE_ON_DEMAND) {
+                let mut narrowed = Requirement::new(
+                    labels::CAPACITY_TYPE,
+                    Operator::In,
+                    [labels::CAPACITY_TYPE_SPOT],
+                );
+                narrowed.set_min_values(ct.min_values());
+                replacement.requirements.remove(labels::CAPACITY_TYPE);
+                replacement.requirements.add(narrowed);
+            }
+        }
+        None => replacement.requirements.add(Requirement::new(
             labels::CAPACITY_TYPE,
             Operator::In,
             [labels::CAPACITY_TYPE_SPOT],
-        );
-        narrowed.set_min_values(ct.min_values());
-        replacement.requirements.remove(labels::CAPACITY_TYPE);
-        replacement.requirements.add(narrowed);
-    } else if !replacement.requirements.has(labels::CAPACITY_TYPE) {
-        let offers_both = |ct: &str| {
-            replacement.instance_types.iter().any(|it| {
-                it.available_offerings().any(|o| {
-                    o.capacity_type == ct
-                        && replacement
-                            .requirements
-                            .is_compatible(o.requirements(), Some(policy))
-                })
-            })
-        };
-        if offers_both(labels::CAPACITY_TYPE_SPOT) && offers_both(labels::CAPACITY_TYPE_ON_DEMAND) {
-            replacement.requirements.add(Requirement::new(
-                labels::CAPACITY_TYPE,
-                Operator::In,
-                [labels::CAPACITY_TYPE_SPOT],
-            ));
-        }
+        )),
     }
     Ok(Some((vec![replacement], sim)))
 }
