@@ -37,8 +37,8 @@ use crate::state::{ClusterSnapshot, StateNode};
 
 use super::budgets::BudgetMapping;
 use super::candidates::{
-    Candidate, DisruptionClass, check_buffer_pods, get_candidates, interleave_by_node_pool,
-    sort_by_savings_ratio, sort_for_drift,
+    Candidate, DisruptionClass, check_buffer_pods, current_price, get_candidates,
+    interleave_by_node_pool, sort_by_savings_ratio, sort_for_drift,
 };
 use super::cost::{eviction_cost, is_under_consolidate_after};
 use super::simulate::{Simulation, SimulationContext, Simulator, condition_true};
@@ -553,8 +553,22 @@ fn balanced_totals(
 ) -> BTreeMap<String, PoolTotals> {
     let mut totals: BTreeMap<String, PoolTotals> = BTreeMap::new();
     let by_name: BTreeMap<&str, &Candidate> = candidates.iter().map(|c| (c.name(), c)).collect();
+    // `TotalCost`: the pool's tracked cost (upstream's ClusterCost: every NodeClaim of the pool
+    // with its instance-type, zone and capacity-type labels, at its offering's price) when
+    // positive, else the summed prices of the pool's candidates.
+    let tracked = tracked_pool_costs(snapshot);
+    let mut candidate_cost: BTreeMap<&str, f64> = BTreeMap::new();
     for c in candidates {
-        totals.entry(c.node_pool.clone()).or_default().cost += c.price;
+        *candidate_cost.entry(c.node_pool.as_str()).or_default() += c.price;
+    }
+    for (pool, fallback) in candidate_cost {
+        let cost = tracked.get(pool).copied().filter(|c| *c > 0.0);
+        totals.entry(pool.to_string()).or_default().cost = cost.unwrap_or(fallback);
+    }
+    for (pool, cost) in tracked {
+        if cost > 0.0 {
+            totals.entry(pool.to_string()).or_default().cost = cost;
+        }
     }
     for node in &snapshot.nodes {
         let Some(pool) = node.nodepool() else {
@@ -574,6 +588,31 @@ fn balanced_totals(
         totals.entry(pool.to_string()).or_default().disruption += cost;
     }
     totals
+}
+
+/// Upstream's ClusterCost per NodePool: the summed price of every NodeClaim labelled with the
+/// pool, an instance type, a zone and a capacity type, priced at the offering of the pool's
+/// instance type with that zone and capacity type (0 when there is none).
+fn tracked_pool_costs(snapshot: &ClusterSnapshot) -> BTreeMap<&str, f64> {
+    let mut costs: BTreeMap<&str, f64> = BTreeMap::new();
+    for node in &snapshot.nodes {
+        if node.node_claim.is_none() {
+            continue;
+        }
+        let (Some(pool), Some(it), Some(zone), Some(ct)) = (
+            node.nodepool(),
+            node.instance_type(),
+            node.zone(),
+            node.capacity_type(),
+        ) else {
+            continue;
+        };
+        let instance_type = snapshot
+            .node_pool(pool)
+            .and_then(|p| p.instance_types.iter().find(|t| t.name == it));
+        *costs.entry(pool).or_default() += current_price(instance_type.map(Arc::as_ref), zone, ct);
+    }
+    costs
 }
 
 fn is_balanced(snapshot: &ClusterSnapshot, pool: &str) -> bool {

@@ -211,7 +211,6 @@ fn step_9_narrows_a_replacement_without_capacity_type_requirement_to_spot() {
 /// nodes): deleting A saves 0.1 of 0.9 (11 %) for 2 of 6 disruption units (33 %), score 0.33 <
 /// 0.5, so nothing is done. Counting only the candidates' prices (0.1) would approve it.
 #[test]
-#[ignore = "BUG: fixed in the next commit"]
 fn balanced_total_cost_counts_every_node_claim_of_the_pool() {
     let types = vec![
         instance_type("small", 2, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.1)]),
@@ -236,4 +235,32 @@ fn balanced_total_cost_counts_every_node_claim_of_the_pool() {
             .map(|c| (c.method, c.candidates.len()))
             .collect::<Vec<_>>()
     );
+}
+
+/// §2.8, the approving side of the same totals: with every node a candidate, deleting the two
+/// big nodes (their pods fit on the small one) saves 0.8 of 0.9 for 4 of 6 disruption units,
+/// score 1.33 ≥ 0.5.
+#[test]
+fn balanced_approves_a_move_whose_score_reaches_the_threshold() {
+    let types = vec![
+        instance_type("small", 2, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.1)]),
+        instance_type("big", 8, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.4)]),
+    ];
+    let (small, big) = (types[0].clone(), types[1].clone());
+    let od = labels::CAPACITY_TYPE_ON_DEMAND;
+    let s = snapshot(
+        vec![node_pool("bal", ConsolidationPolicy::Balanced, types)],
+        vec![
+            node("node-a", "bal", &small, od, 1, "500m"),
+            node("node-b", "bal", &big, od, 1, "500m"),
+            node("node-c", "bal", &big, od, 1, "500m"),
+        ],
+    );
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert_eq!(pass.commands.len(), 1);
+    let cmd = &pass.commands[0];
+    assert_eq!(cmd.method, Method::MultiNode);
+    let names: Vec<&str> = cmd.candidates.iter().map(|c| c.name()).collect();
+    assert_eq!(names, ["node-b", "node-c"]);
+    assert!(cmd.replacements.is_empty());
 }
