@@ -31,7 +31,7 @@ use crate::api::{
 use crate::labels::{self, LabelPolicy};
 use crate::lifecycle::expiration::{ExpirationDecision, expiration_decision};
 use crate::model::{ClusterNode, InstanceType, Pod, Timestamp};
-use crate::requirements::{Operator, Requirement};
+use crate::requirements::{Operator, Requirement, Requirements};
 use crate::scheduling::{NewNodeClaim, Results, SchedulerOptions};
 use crate::state::{ClusterSnapshot, StateNode};
 
@@ -493,7 +493,18 @@ fn filter_by_price(
 }
 
 /// Multi-node: drop replacement options priced at or above the cheapest candidate of the same
-/// instance type ([A, A, small] → delete one A instead of buying another A).
+/// instance type ([A, A, small] → delete one A instead of buying another A), as upstream's
+/// `filterOutSameInstanceType` (§2.7):
+///
+/// - a candidate's type is priced at its cheapest offering compatible with the node's labels
+///   (available or not), the cheapest over the candidates of that type; a type none of whose
+///   candidates has such an offering is priced 0 (upstream reads a missing map entry), which
+///   drops every option;
+/// - the limit is the lowest such price among the types the replacement may launch as, unbounded
+///   when it shares no type with the candidates;
+/// - the options are always re-filtered against the limit with the replacement's current
+///   (possibly spot-narrowed) requirements, so an option without any compatible available
+///   offering is dropped even when no type is shared; minValues must stay satisfiable.
 fn filter_out_same_instance_type(
     replacement: &mut NewNodeClaim,
     candidates: &[Candidate],
@@ -504,21 +515,37 @@ fn filter_out_same_instance_type(
         .iter()
         .map(|it| it.name.as_str())
         .collect();
-    // A candidate's price is that of the offering its own labels select (its zone and
-    // capacity type), as upstream prices it, not what the replacement could buy.
-    let max_price = candidates
-        .iter()
-        .filter(|c| {
-            c.instance_type
-                .as_ref()
-                .is_some_and(|it| names.contains(it.name.as_str()))
-                && c.price > 0.0
-        })
-        .map(|c| c.price)
-        .min_by(f64::total_cmp);
-    let Some(max_price) = max_price else {
-        return true;
-    };
+    let mut price_by_type: BTreeMap<&str, Option<f64>> = BTreeMap::new();
+    for c in candidates {
+        let Some(it) = c
+            .instance_type
+            .as_ref()
+            .filter(|it| names.contains(it.name.as_str()))
+        else {
+            continue;
+        };
+        let node_labels = Requirements::from_labels(
+            c.node
+                .labels()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let cheapest = it
+            .offerings
+            .iter()
+            .filter(|o| node_labels.is_compatible(o.requirements(), Some(policy)))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp);
+        let entry = price_by_type.entry(it.name.as_str()).or_insert(None);
+        if let Some(p) = cheapest {
+            *entry = Some(entry.map_or(p, |e| e.min(p)));
+        }
+    }
+    let max_price = price_by_type
+        .values()
+        .map(|p| p.unwrap_or(0.0))
+        .min_by(f64::total_cmp)
+        .unwrap_or(f64::INFINITY);
     let reqs = replacement.requirements.clone();
     replacement.instance_types.retain(|it| {
         it.worst_launch_price(&reqs, policy)

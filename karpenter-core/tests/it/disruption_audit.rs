@@ -264,3 +264,104 @@ fn balanced_approves_a_move_whose_score_reaches_the_threshold() {
     assert_eq!(names, ["node-b", "node-c"]);
     assert!(cmd.replacements.is_empty());
 }
+
+/// Both capacity types, on-demand at `price`, spot at 40 %.
+fn od_and_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
+    instance_type(
+        name,
+        cpu,
+        &[
+            (labels::CAPACITY_TYPE_ON_DEMAND, price),
+            (labels::CAPACITY_TYPE_SPOT, price * 0.4),
+        ],
+    )
+}
+
+fn multi_node_summary(
+    pass: &karpenter_core::disruption::PassOutcome,
+) -> Vec<(Method, Vec<&str>, usize)> {
+    pass.commands
+        .iter()
+        .map(|c| {
+            (
+                c.method,
+                c.candidates.iter().map(|c| c.name()).collect(),
+                c.replacements.len(),
+            )
+        })
+        .collect()
+}
+
+/// §2.7 `filterOutSameInstanceType`: a candidate whose instance type is among the replacement's
+/// options but has no offering compatible with the node's labels (here its zone is not offered
+/// any more) prices that type at 0 — upstream's missing map entry — so every option is dropped and
+/// the trial is invalid. Multi-node consolidation then keeps the largest valid prefix: deleting
+/// A and B onto C, not replacing all three with a `small` node.
+#[test]
+fn same_instance_type_without_a_compatible_offering_invalidates_the_trial() {
+    let types = vec![od_and_spot("small", 2, 0.1), od_and_spot("big", 8, 0.4)];
+    let (small, big) = (types[0].clone(), types[1].clone());
+    let od = labels::CAPACITY_TYPE_ON_DEMAND;
+    let mut c = node("node-c", "p", &small, od, 1, "500m");
+    for labels_of in [
+        c.node.as_mut().map(|n| &mut n.labels),
+        c.node_claim.as_mut().map(|nc| &mut nc.metadata.labels),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        labels_of.insert(labels::ZONE.to_string(), "us-east-1b".to_string());
+    }
+    let s = snapshot(
+        vec![node_pool(
+            "p",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            types,
+        )],
+        vec![
+            node("node-a", "p", &big, od, 1, "500m"),
+            node("node-b", "p", &big, od, 1, "500m"),
+            c,
+        ],
+    );
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert_eq!(
+        multi_node_summary(&pass),
+        [(Method::MultiNode, vec!["node-a", "node-b"], 0)]
+    );
+}
+
+/// §2.7 `filterOutSameInstanceType` always re-filters the replacement's options by price, with no
+/// limit when no candidate shares a type: an option without any offering compatible with the
+/// replacement's (spot-narrowed, §2.6 step 9) requirements has no launch price and is dropped.
+/// With on-demand-only types and no capacity-type requirement, replacing A and B by one `small`
+/// is therefore not a valid multi-node move; single-node consolidation deletes A onto B instead.
+/// (The candidates' own type, `big`, is no longer available, so it is not an option and no
+/// candidate shares a type with the replacement.)
+#[test]
+fn multi_node_drops_options_without_a_launch_price_under_the_narrowed_requirements() {
+    let small = instance_type("small", 2, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.1)]);
+    let mut big = (*instance_type("big", 8, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.4)])).clone();
+    for o in &mut big.offerings {
+        o.available = false;
+    }
+    let big = Arc::new(big);
+    let types = vec![small, big.clone()];
+    let od = labels::CAPACITY_TYPE_ON_DEMAND;
+    let s = snapshot(
+        vec![node_pool(
+            "p",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            types,
+        )],
+        vec![
+            node("node-a", "p", &big, od, 1, "500m"),
+            node("node-b", "p", &big, od, 1, "500m"),
+        ],
+    );
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert_eq!(
+        multi_node_summary(&pass),
+        [(Method::SingleNode, vec!["node-a"], 0)]
+    );
+}
