@@ -603,11 +603,12 @@ fn balanced_totals(
         };
         let cost = match by_name.get(node.name()) {
             Some(c) => c.reschedule_disruption_cost,
+            // Upstream's incrementally tracked cost: cluster state drops terminal pods.
             None => {
                 1.0 + node
                     .pods
                     .iter()
-                    .filter(|p| !p.is_daemonset_pod())
+                    .filter(|p| !p.is_daemonset_pod() && !p.is_terminal())
                     .map(|p| eviction_cost(p).max(0.0))
                     .sum::<f64>()
             }

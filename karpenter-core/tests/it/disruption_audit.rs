@@ -365,3 +365,31 @@ fn multi_node_drops_options_without_a_launch_price_under_the_narrowed_requiremen
         [(Method::SingleNode, vec!["node-a"], 0)]
     );
 }
+
+/// §2.8: the disruption cost upstream tracks for a node that is not a candidate counts the pods
+/// cluster state tracks on it — not terminal (`Succeeded`/`Failed`) pods, which it drops. Here B
+/// (not a candidate) has one running pod and four completed ones: the pool's total is 2 + 2 = 4,
+/// so deleting A (0.1 of 0.5 saved, 2 of 4 disruption) scores 0.4 < 0.5 and nothing is done.
+/// Counting the completed pods would give a total of 8 and approve it.
+#[test]
+fn balanced_total_disruption_ignores_terminal_pods_of_non_candidates() {
+    let types = vec![
+        instance_type("small", 2, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.1)]),
+        instance_type("big", 8, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.4)]),
+    ];
+    let (small, big) = (types[0].clone(), types[1].clone());
+    let od = labels::CAPACITY_TYPE_ON_DEMAND;
+    let mut b = do_not_disrupt(node("node-b", "bal", &big, od, 1, "500m"));
+    for i in 0..4 {
+        let mut done = Pod::new("default", format!("job-{i}"));
+        done.node_name = Some("node-b".to_string());
+        done.phase = PodPhase::Succeeded;
+        b.pods.push(done);
+    }
+    let s = snapshot(
+        vec![node_pool("bal", ConsolidationPolicy::Balanced, types)],
+        vec![node("node-a", "bal", &small, od, 1, "500m"), b],
+    );
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert_eq!(multi_node_summary(&pass), []);
+}
