@@ -618,20 +618,18 @@ fn balanced_totals(
     totals
 }
 
-/// Upstream's ClusterCost per NodePool: the summed price of every NodeClaim labelled with the
-/// pool, an instance type, a zone and a capacity type, priced at the offering of the pool's
+/// Upstream's ClusterCost per NodePool: the summed price of every NodeClaim whose own labels name
+/// the pool, an instance type, a zone and a capacity type, priced at the offering of the pool's
 /// instance type with that zone and capacity type (0 when there is none).
 fn tracked_pool_costs(snapshot: &ClusterSnapshot) -> BTreeMap<&str, f64> {
     let mut costs: BTreeMap<&str, f64> = BTreeMap::new();
-    for node in &snapshot.nodes {
-        if node.node_claim.is_none() {
-            continue;
-        }
+    for claim in snapshot.nodes.iter().filter_map(|n| n.node_claim.as_ref()) {
+        let label = |key: &str| claim.metadata.labels.get(key).map(String::as_str);
         let (Some(pool), Some(it), Some(zone), Some(ct)) = (
-            node.nodepool(),
-            node.instance_type(),
-            node.zone(),
-            node.capacity_type(),
+            label(labels::NODEPOOL),
+            label(labels::INSTANCE_TYPE),
+            label(labels::ZONE),
+            label(labels::CAPACITY_TYPE),
         ) else {
             continue;
         };
