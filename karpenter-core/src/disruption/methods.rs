@@ -2,8 +2,8 @@
 //! controller's passes forward on a snapshot.
 //!
 //! [`run_pass`] is one pass of upstream's controller: the methods in production order —
-//! emptiness, drift, multi-node consolidation, single-node consolidation — and the first one that
-//! produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
+//! emptiness, static drift, drift, multi-node consolidation, single-node consolidation — and the
+//! first one that produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
 //! command (candidates removed, replacements and moved pods added), until nothing more would be
 //! done; expired NodeClaims (§2.5, not a method: no budgets, no simulation) come first.
 //!
