@@ -37,7 +37,8 @@ const PRIORITY_SCALE: f64 = 33_554_432.0;
 /// `controller.kubernetes.io/pod-deletion-cost` annotation divided by 2^27 when it parses as a
 /// number, plus `spec.priority` divided by 2^25 when set, clamped to `[-10, 10]`.
 ///
-/// An annotation that does not parse is ignored (upstream logs it). Deviation: upstream's
+/// An annotation that does not parse as Go's `strconv.ParseFloat` would (surrounding whitespace,
+/// a finite value out of range) is ignored (upstream logs it). Deviation: upstream's
 /// `ParseFloat` accepts `NaN`, which would make the cost `NaN`; a value that parses to `NaN` is
 /// ignored here like any other unparsable value, so costs are always finite and comparable.
 /// (`±Inf` parse and clamp to `±10`, as upstream.)
@@ -46,8 +47,7 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
     if let Some(deletion_cost) = pod
         .annotations
         .get(POD_DELETION_COST_ANNOTATION)
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|v| !v.is_nan())
+        .and_then(|v| parse_deletion_cost(v))
     {
         cost += deletion_cost / DELETION_COST_SCALE;
     }
@@ -55,6 +55,21 @@ pub fn eviction_cost(pod: &Pod) -> f64 {
         cost += f64::from(priority) / PRIORITY_SCALE;
     }
     cost.clamp(-MAX_EVICTION_COST, MAX_EVICTION_COST)
+}
+
+/// The pod-deletion-cost annotation as Go's `strconv.ParseFloat` reads it: no surrounding
+/// whitespace, and a finite literal beyond `f64`'s range is an error (`ErrRange`), not an
+/// infinity; only an explicit `Inf`/`Infinity` (any case, optional sign) is infinite. `NaN` is
+/// rejected too (see [`eviction_cost`]).
+fn parse_deletion_cost(text: &str) -> Option<f64> {
+    let value: f64 = text.parse().ok().filter(|v: &f64| !v.is_nan())?;
+    if value.is_infinite() {
+        let unsigned = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
+        if unsigned != "inf" && unsigned != "infinity" {
+            return None;
+        }
+    }
+    Some(value)
 }
 
 /// The summed [`eviction_cost`] of `pods` (upstream's `ReschedulingCost`); negative costs count.
@@ -204,6 +219,14 @@ mod tests {
         // Unparsable (and NaN) annotations are ignored.
         assert_eq!(eviction_cost(&pod_with(Some("lots"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("NaN"), None)), 1.0);
+        // As Go's ParseFloat (spec 1.7): surrounding whitespace is a parse error, and so is a
+        // finite literal out of range (ErrRange), while an explicit infinity clamps.
+        assert_eq!(eviction_cost(&pod_with(Some(" 134217728"), None)), 1.0);
+        assert_eq!(eviction_cost(&pod_with(Some("134217728\n"), None)), 1.0);
+        assert_eq!(eviction_cost(&pod_with(Some("1e400"), None)), 1.0);
+        assert_eq!(eviction_cost(&pod_with(Some("-1e400"), None)), 1.0);
+        assert_eq!(eviction_cost(&pod_with(Some("-infinity"), None)), -10.0);
+        assert_eq!(eviction_cost(&pod_with(Some("+Inf"), None)), 10.0);
         assert_eq!(
             eviction_cost(&pod_with(Some("1.5e8"), None)),
             1.0 + 1.5e8 / 2f64.powi(27)

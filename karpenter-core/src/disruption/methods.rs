@@ -2,8 +2,8 @@
 //! controller's passes forward on a snapshot.
 //!
 //! [`run_pass`] is one pass of upstream's controller: the methods in production order —
-//! emptiness, drift, multi-node consolidation, single-node consolidation — and the first one that
-//! produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
+//! emptiness, static drift, drift, multi-node consolidation, single-node consolidation — and the
+//! first one that produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
 //! command (candidates removed, replacements and moved pods added), until nothing more would be
 //! done; expired NodeClaims (§2.5, not a method: no budgets, no simulation) come first.
 //!
@@ -31,14 +31,14 @@ use crate::api::{
 use crate::labels::{self, LabelPolicy};
 use crate::lifecycle::expiration::{ExpirationDecision, expiration_decision};
 use crate::model::{ClusterNode, InstanceType, Pod, Timestamp};
-use crate::requirements::{Operator, Requirement};
+use crate::requirements::{Operator, Requirement, Requirements};
 use crate::scheduling::{NewNodeClaim, Results, SchedulerOptions};
 use crate::state::{ClusterSnapshot, StateNode};
 
 use super::budgets::BudgetMapping;
 use super::candidates::{
-    Candidate, DisruptionClass, check_buffer_pods, get_candidates, interleave_by_node_pool,
-    sort_by_savings_ratio, sort_for_drift,
+    Candidate, DisruptionClass, check_buffer_pods, current_price, get_candidates,
+    interleave_by_node_pool, sort_by_savings_ratio, sort_for_drift,
 };
 use super::cost::{eviction_cost, is_under_consolidate_after};
 use super::simulate::{Simulation, SimulationContext, Simulator, condition_true};
@@ -448,37 +448,27 @@ fn compute_consolidation(
         return Ok(Some((vec![replacement], sim)));
     }
     filter_by_price(&mut replacement, candidate_price, policy)?;
-    // Prefer spot when both spot and on-demand remain possible (§2.6 step 9).
-    if let Some(ct) = replacement.requirements.get(labels::CAPACITY_TYPE).cloned()
-        && ct.has(labels::CAPACITY_TYPE_SPOT)
-        && ct.has(labels::CAPACITY_TYPE_ON_DEMAND)
-    {
-        let mut narrowed = Requirement::new(
+    // Prefer spot when both spot and on-demand remain possible (§2.6 step 9). A replacement
+    // without a capacity-type requirement admits both (upstream reads it as `Exists`), whatever
+    // its instance types offer.
+    match replacement.requirements.get(labels::CAPACITY_TYPE).cloned() {
+        Some(ct) => {
+            if ct.has(labels::CAPACITY_TYPE_SPOT) && ct.has(labels::CAPACITY_TYPE_ON_DEMAND) {
+                let mut narrowed = Requirement::new(
+                    labels::CAPACITY_TYPE,
+                    Operator::In,
+                    [labels::CAPACITY_TYPE_SPOT],
+                );
+                narrowed.set_min_values(ct.min_values());
+                replacement.requirements.remove(labels::CAPACITY_TYPE);
+                replacement.requirements.add(narrowed);
+            }
+        }
+        None => replacement.requirements.add(Requirement::new(
             labels::CAPACITY_TYPE,
             Operator::In,
             [labels::CAPACITY_TYPE_SPOT],
-        );
-        narrowed.set_min_values(ct.min_values());
-        replacement.requirements.remove(labels::CAPACITY_TYPE);
-        replacement.requirements.add(narrowed);
-    } else if !replacement.requirements.has(labels::CAPACITY_TYPE) {
-        let offers_both = |ct: &str| {
-            replacement.instance_types.iter().any(|it| {
-                it.available_offerings().any(|o| {
-                    o.capacity_type == ct
-                        && replacement
-                            .requirements
-                            .is_compatible(o.requirements(), Some(policy))
-                })
-            })
-        };
-        if offers_both(labels::CAPACITY_TYPE_SPOT) && offers_both(labels::CAPACITY_TYPE_ON_DEMAND) {
-            replacement.requirements.add(Requirement::new(
-                labels::CAPACITY_TYPE,
-                Operator::In,
-                [labels::CAPACITY_TYPE_SPOT],
-            ));
-        }
+        )),
     }
     Ok(Some((vec![replacement], sim)))
 }
@@ -503,7 +493,18 @@ fn filter_by_price(
 }
 
 /// Multi-node: drop replacement options priced at or above the cheapest candidate of the same
-/// instance type ([A, A, small] → delete one A instead of buying another A).
+/// instance type ([A, A, small] → delete one A instead of buying another A), as upstream's
+/// `filterOutSameInstanceType` (§2.7):
+///
+/// - a candidate's type is priced at its cheapest offering compatible with the node's labels
+///   (available or not), the cheapest over the candidates of that type; a type none of whose
+///   candidates has such an offering is priced 0 (upstream reads a missing map entry), which
+///   drops every option;
+/// - the limit is the lowest such price among the types the replacement may launch as, unbounded
+///   when it shares no type with the candidates;
+/// - the options are always re-filtered against the limit with the replacement's current
+///   (possibly spot-narrowed) requirements, so an option without any compatible available
+///   offering is dropped even when no type is shared; minValues must stay satisfiable.
 fn filter_out_same_instance_type(
     replacement: &mut NewNodeClaim,
     candidates: &[Candidate],
@@ -514,21 +515,37 @@ fn filter_out_same_instance_type(
         .iter()
         .map(|it| it.name.as_str())
         .collect();
-    // A candidate's price is that of the offering its own labels select (its zone and
-    // capacity type), as upstream prices it, not what the replacement could buy.
-    let max_price = candidates
-        .iter()
-        .filter(|c| {
-            c.instance_type
-                .as_ref()
-                .is_some_and(|it| names.contains(it.name.as_str()))
-                && c.price > 0.0
-        })
-        .map(|c| c.price)
-        .min_by(f64::total_cmp);
-    let Some(max_price) = max_price else {
-        return true;
-    };
+    let mut price_by_type: BTreeMap<&str, Option<f64>> = BTreeMap::new();
+    for c in candidates {
+        let Some(it) = c
+            .instance_type
+            .as_ref()
+            .filter(|it| names.contains(it.name.as_str()))
+        else {
+            continue;
+        };
+        let node_labels = Requirements::from_labels(
+            c.node
+                .labels()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let cheapest = it
+            .offerings
+            .iter()
+            .filter(|o| node_labels.is_compatible(o.requirements(), Some(policy)))
+            .map(|o| o.price)
+            .min_by(f64::total_cmp);
+        let entry = price_by_type.entry(it.name.as_str()).or_insert(None);
+        if let Some(p) = cheapest {
+            *entry = Some(entry.map_or(p, |e| e.min(p)));
+        }
+    }
+    let max_price = price_by_type
+        .values()
+        .map(|p| p.unwrap_or(0.0))
+        .min_by(f64::total_cmp)
+        .unwrap_or(f64::INFINITY);
     let reqs = replacement.requirements.clone();
     replacement.instance_types.retain(|it| {
         it.worst_launch_price(&reqs, policy)
@@ -563,8 +580,22 @@ fn balanced_totals(
 ) -> BTreeMap<String, PoolTotals> {
     let mut totals: BTreeMap<String, PoolTotals> = BTreeMap::new();
     let by_name: BTreeMap<&str, &Candidate> = candidates.iter().map(|c| (c.name(), c)).collect();
+    // `TotalCost`: the pool's tracked cost (upstream's ClusterCost: every NodeClaim of the pool
+    // with its instance-type, zone and capacity-type labels, at its offering's price) when
+    // positive, else the summed prices of the pool's candidates.
+    let tracked = tracked_pool_costs(snapshot);
+    let mut candidate_cost: BTreeMap<&str, f64> = BTreeMap::new();
     for c in candidates {
-        totals.entry(c.node_pool.clone()).or_default().cost += c.price;
+        *candidate_cost.entry(c.node_pool.as_str()).or_default() += c.price;
+    }
+    for (pool, fallback) in candidate_cost {
+        let cost = tracked.get(pool).copied().filter(|c| *c > 0.0);
+        totals.entry(pool.to_string()).or_default().cost = cost.unwrap_or(fallback);
+    }
+    for (pool, cost) in tracked {
+        if cost > 0.0 {
+            totals.entry(pool.to_string()).or_default().cost = cost;
+        }
     }
     for node in &snapshot.nodes {
         let Some(pool) = node.nodepool() else {
@@ -572,11 +603,12 @@ fn balanced_totals(
         };
         let cost = match by_name.get(node.name()) {
             Some(c) => c.reschedule_disruption_cost,
+            // Upstream's incrementally tracked cost: cluster state drops terminal pods.
             None => {
                 1.0 + node
                     .pods
                     .iter()
-                    .filter(|p| !p.is_daemonset_pod())
+                    .filter(|p| !p.is_daemonset_pod() && !p.is_terminal())
                     .map(|p| eviction_cost(p).max(0.0))
                     .sum::<f64>()
             }
@@ -584,6 +616,29 @@ fn balanced_totals(
         totals.entry(pool.to_string()).or_default().disruption += cost;
     }
     totals
+}
+
+/// Upstream's ClusterCost per NodePool: the summed price of every NodeClaim whose own labels name
+/// the pool, an instance type, a zone and a capacity type, priced at the offering of the pool's
+/// instance type with that zone and capacity type (0 when there is none).
+fn tracked_pool_costs(snapshot: &ClusterSnapshot) -> BTreeMap<&str, f64> {
+    let mut costs: BTreeMap<&str, f64> = BTreeMap::new();
+    for claim in snapshot.nodes.iter().filter_map(|n| n.node_claim.as_ref()) {
+        let label = |key: &str| claim.metadata.labels.get(key).map(String::as_str);
+        let (Some(pool), Some(it), Some(zone), Some(ct)) = (
+            label(labels::NODEPOOL),
+            label(labels::INSTANCE_TYPE),
+            label(labels::ZONE),
+            label(labels::CAPACITY_TYPE),
+        ) else {
+            continue;
+        };
+        let instance_type = snapshot
+            .node_pool(pool)
+            .and_then(|p| p.instance_types.iter().find(|t| t.name == it));
+        *costs.entry(pool).or_default() += current_price(instance_type.map(Arc::as_ref), zone, ct);
+    }
+    costs
 }
 
 fn is_balanced(snapshot: &ClusterSnapshot, pool: &str) -> bool {

@@ -1,6 +1,7 @@
 //! The integration-test binary of `karpenter-core` (one binary, one module per area).
 
 mod api;
+mod disruption_audit;
 mod disruption_buffer_scenarios;
 mod disruption_candidates;
 mod disruption_methods;
