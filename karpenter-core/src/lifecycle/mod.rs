@@ -445,6 +445,12 @@ pub mod metric_names {
     /// `{nodepool, capacity_type, zone}`.
     pub const NODECLAIMS_TERMINATED_TOTAL: &str = "karpenter_nodeclaims_terminated_total";
     /// `{decision, reason, consolidation_type}`.
+    pub const VOLUNTARY_DISRUPTION_DECISIONS_TOTAL: &str =
+        "karpenter_voluntary_disruption_decisions_total";
+    /// `{nodepool, decision, reason, consolidation_type}`.
+    pub const VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL_TOTAL: &str =
+        "karpenter_voluntary_disruption_decisions_by_nodepool_total";
+    /// `{decision, reason, consolidation_type}`.
     pub const QUEUE_FAILURES_TOTAL: &str = "karpenter_voluntary_disruption_queue_failures_total";
     /// `{condition, nodepool, capacity_type, image_id}`.
     pub const NODECLAIMS_UNHEALTHY_DISRUPTED_TOTAL: &str =
