@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | condition bookkeeping (`Launched`/`Registered`/`Initialized` → `Ready`) | [`conditions`] | operatorpkg `status.ConditionSet` |
 //! | launch, registration, initialization, liveness, registration health | [`nodeclaim`] | `nodeclaim.lifecycle` |
+//! | `Consolidatable` condition, `lastPodEventTime` | [`consolidatable`] | `nodeclaim.disruption` (consolidation), `nodeclaim.podevents` |
 //! | NodeClaim finalization, node drain | [`termination`] | `nodeclaim.lifecycle` (finalize), `node.termination` |
 //! | expiration | [`expiration`] | `nodeclaim.expiration` |
 //! | garbage collection | [`gc`] | `nodeclaim.garbagecollection` |
@@ -24,6 +25,7 @@
 //! them (an unparsable time reads as absent).
 
 pub mod conditions;
+pub mod consolidatable;
 pub mod drift;
 pub mod expiration;
 pub mod gc;

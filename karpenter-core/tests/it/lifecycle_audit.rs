@@ -101,3 +101,133 @@ fn starting_a_command_counts_decisions() {
         .collect();
     assert_eq!(pools, ["pool-a", "pool-c"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// §6.4 Consolidatable condition and pod events
+
+use jiff::SignedDuration;
+use karpenter_core::api::{
+    Condition, ConditionStatus, NillableDuration, NodeClaim, NodeClaimSpec, NodeClaimTemplate,
+    NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec, find_condition,
+};
+use karpenter_core::labels;
+use karpenter_core::lifecycle::conditions::{CONSOLIDATABLE, INITIALIZED};
+use karpenter_core::lifecycle::consolidatable::{
+    POD_EVENT_DEDUPE, consolidatable_update, record_pod_event,
+};
+use karpenter_core::lifecycle::format_time;
+use karpenter_core::model::{OwnerReference, Pod};
+
+fn after(d: SignedDuration) -> Timestamp {
+    t0() + d
+}
+
+fn secs(n: i64) -> SignedDuration {
+    SignedDuration::from_secs(n)
+}
+
+fn pool(consolidate_after: &str) -> NodePool {
+    let spec = NodeClaimTemplateSpec::new(NodeClassReference::new("g", "K", "c"));
+    let template = NodeClaimTemplate {
+        metadata: Default::default(),
+        spec,
+    };
+    let mut np = NodePool::new("default", NodePoolSpec::new(template));
+    np.spec.disruption.consolidate_after =
+        Some(NillableDuration::parse(consolidate_after).unwrap());
+    np
+}
+
+fn initialized_claim(at: Timestamp) -> NodeClaim {
+    let mut c = NodeClaim::new(
+        "nc",
+        NodeClaimSpec::new(NodeClassReference::new("g", "K", "c")),
+    );
+    c.metadata
+        .labels
+        .insert(labels::NODEPOOL.into(), "default".into());
+    c.status.conditions.push(Condition {
+        type_: INITIALIZED.into(),
+        status: ConditionStatus::True,
+        reason: Some(INITIALIZED.into()),
+        message: None,
+        last_transition_time: Some(format_time(at)),
+        observed_generation: None,
+    });
+    c
+}
+
+fn consolidatable_status(c: &NodeClaim) -> Option<ConditionStatus> {
+    find_condition(&c.status.conditions, CONSOLIDATABLE).map(|c| c.status)
+}
+
+/// §6.4: `Consolidatable=True` once the consolidateAfter window since the last pod event (or
+/// initialization) has passed; removed (with a requeue at the window's end) inside it, for
+/// uninitialized claims and with `consolidateAfter: Never`; not evaluated for static pools.
+#[test]
+fn consolidatable_condition_follows_consolidate_after() {
+    let np = pool("10m");
+    let mut c = initialized_claim(t0());
+    // Inside the window: no condition, look again when it ends.
+    let u = consolidatable_update(&np, &c, after(secs(60)));
+    assert_eq!(consolidatable_status(&u.claim), None);
+    assert_eq!(u.requeue_at, Some(after(secs(600))));
+    // After it: True.
+    let u = consolidatable_update(&np, &c, after(secs(600)));
+    assert_eq!(consolidatable_status(&u.claim), Some(ConditionStatus::True));
+    assert!(u.changed);
+    assert_eq!(u.requeue_at, None);
+    // A pod event restarts the window and removes the condition.
+    let mut with_event = u.claim.clone();
+    with_event.status.last_pod_event_time = Some(format_time(after(secs(700))));
+    let u2 = consolidatable_update(&np, &with_event, after(secs(710)));
+    assert_eq!(consolidatable_status(&u2.claim), None);
+    assert_eq!(u2.requeue_at, Some(after(secs(1300))));
+    // consolidateAfter: Never removes it.
+    let u3 = consolidatable_update(&pool("Never"), &u.claim, after(secs(9000)));
+    assert_eq!(consolidatable_status(&u3.claim), None);
+    assert_eq!(u3.requeue_at, None);
+    // Not initialized: removed.
+    c.status.conditions.clear();
+    let mut stale = c.clone();
+    stale.status.conditions.push(Condition {
+        type_: CONSOLIDATABLE.into(),
+        status: ConditionStatus::True,
+        reason: None,
+        message: None,
+        last_transition_time: Some(format_time(t0())),
+        observed_generation: None,
+    });
+    let u4 = consolidatable_update(&np, &stale, after(secs(9000)));
+    assert_eq!(consolidatable_status(&u4.claim), None);
+    assert!(u4.changed);
+    // Static pools are skipped altogether.
+    let mut static_pool = pool("0s");
+    static_pool.spec.replicas = Some(3);
+    let u5 = consolidatable_update(&static_pool, &initialized_claim(t0()), after(secs(60)));
+    assert!(!u5.changed);
+    assert_eq!(consolidatable_status(&u5.claim), None);
+}
+
+/// §6.4: `lastPodEventTime` is written for non-DaemonSet pods, at most once per 10 s.
+#[test]
+fn pod_events_are_deduplicated_for_ten_seconds() {
+    assert_eq!(POD_EVENT_DEDUPE, secs(10));
+    let c = initialized_claim(t0());
+    let pod = Pod::new("default", "app");
+    let written = record_pod_event(&c, &pod, after(secs(5))).expect("first event is written");
+    assert_eq!(
+        written.status.last_pod_event_time.as_deref(),
+        Some(format_time(after(secs(5)))).as_deref()
+    );
+    assert!(record_pod_event(&written, &pod, after(secs(14))).is_none());
+    assert!(record_pod_event(&written, &pod, after(secs(15))).is_some());
+    let mut ds = pod.clone();
+    ds.owner = Some(OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "DaemonSet".into(),
+        name: "d".into(),
+        controller: true,
+    });
+    assert!(record_pod_event(&c, &ds, after(secs(60))).is_none());
+}
