@@ -2,6 +2,9 @@
 //!
 //! - [`finalize_claim`]: the next step of a deleting NodeClaim's finalizer (termination
 //!   timestamp annotation → delete Nodes → delete the instance → remove the finalizer).
+//! - [`finalize_without_drain`] and [`terminating_node_update`]: the steps of a terminating
+//!   Node before its drain (a gone, not-Ready Node skips it; the disrupted taint and the
+//!   load-balancer exclusion label).
 //! - [`drain_plan`]: which pods of a draining Node to force-delete, which to evict (one
 //!   priority tier at a time) and which are still waited for; [`drained_decision`] applies
 //!   `MinDrainTime`; [`volume_detachment_decision`] the volume-attachment wait.
@@ -37,9 +40,9 @@ use crate::model::{Pod, Timestamp};
 
 use super::conditions::{self, ConditionSet, INSTANCE_TERMINATING, REGISTERED};
 use super::{
-    Event, Metric, Node, ObjectKind, TERMINATION_FINALIZER, TERMINATION_TIMESTAMP_ANNOTATION, add,
-    claim_deletion_time, disrupted_taint, event_reasons, format_time, metric_names, parse_time,
-    since,
+    Event, Metric, Node, NodeUpdate, ObjectKind, TERMINATION_FINALIZER,
+    TERMINATION_TIMESTAMP_ANNOTATION, add, claim_deletion_time, disrupted_taint, event_reasons,
+    format_time, metric_names, parse_time, since,
 };
 
 /// A drain stays `Drained=Unknown` at least this long before it may complete.
@@ -211,6 +214,39 @@ pub fn finalize_claim(
             ],
         )],
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node termination: before the drain
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a terminating Node's finalizer is removed at once, without drain (spec 6.6 step 2):
+/// the Node is not `Ready=True` and the cloud provider's `Get` of its provider id reported the
+/// instance not found (`instance_not_found`).
+pub fn finalize_without_drain(node: &Node, instance_not_found: bool) -> bool {
+    !node.is_ready() && instance_not_found
+}
+
+/// The change a terminating Node gets before its drain (spec 6.6 step 4): the disrupted taint
+/// `karpenter.sh/disrupted:NoSchedule` (a taint with the same key but another value or effect
+/// is replaced) and the label `node.kubernetes.io/exclude-from-external-load-balancers=karpenter`.
+/// `None` when the Node already has both.
+pub fn terminating_node_update(node: &Node) -> Option<NodeUpdate> {
+    let taint = disrupted_taint();
+    let mut next = node.clone();
+    if !next
+        .taints
+        .iter()
+        .any(|t| t.key == taint.key && t.value == taint.value && t.effect == taint.effect)
+    {
+        next.taints.retain(|t| t.key != taint.key);
+        next.taints.push(taint);
+    }
+    next.labels.insert(
+        EXCLUDE_FROM_LOAD_BALANCERS_LABEL.to_string(),
+        "karpenter".to_string(),
+    );
+    NodeUpdate::diff(node, &next)
 }
 
 // ---------------------------------------------------------------------------------------------

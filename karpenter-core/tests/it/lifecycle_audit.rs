@@ -231,3 +231,57 @@ fn pod_events_are_deduplicated_for_ten_seconds() {
     });
     assert!(record_pod_event(&c, &ds, after(secs(60))).is_none());
 }
+
+// ---------------------------------------------------------------------------------------------
+// §6.6 Node termination
+
+use karpenter_core::lifecycle::termination::{
+    EXCLUDE_FROM_LOAD_BALANCERS_LABEL, finalize_without_drain, terminating_node_update,
+};
+use karpenter_core::lifecycle::{Node, NodeCondition, TERMINATION_FINALIZER, disrupted_taint};
+use karpenter_core::taints::{Taint, TaintEffect};
+
+/// §6.6 step 4: the terminating Node gets `karpenter.sh/disrupted:NoSchedule` (replacing a
+/// taint with the same key but another value or effect) and the label
+/// `node.kubernetes.io/exclude-from-external-load-balancers=karpenter`; nothing when both are
+/// there.
+#[test]
+fn terminating_node_is_tainted_and_excluded_from_load_balancers() {
+    let mut node = Node::new("n", "test:///n");
+    node.taints.push(Taint::new(
+        labels::DISRUPTED_TAINT_KEY,
+        "x",
+        TaintEffect::NoExecute,
+    ));
+    node.taints
+        .push(Taint::new("other", "", TaintEffect::NoSchedule));
+    let update = terminating_node_update(&node).expect("node changes");
+    update.apply(&mut node);
+    assert_eq!(
+        node.taints,
+        [
+            Taint::new("other", "", TaintEffect::NoSchedule),
+            disrupted_taint()
+        ]
+    );
+    assert_eq!(
+        node.labels
+            .get(EXCLUDE_FROM_LOAD_BALANCERS_LABEL)
+            .map(String::as_str),
+        Some("karpenter")
+    );
+    assert_eq!(terminating_node_update(&node), None);
+}
+
+/// §6.6 step 2: a Node that is not Ready and whose instance the cloud provider no longer
+/// knows loses its finalizer without any drain.
+#[test]
+fn gone_not_ready_node_is_finalized_without_drain() {
+    let mut node = Node::new("n", "test:///n");
+    node.finalizers.push(TERMINATION_FINALIZER.into());
+    assert!(finalize_without_drain(&node, true));
+    assert!(!finalize_without_drain(&node, false));
+    node.conditions
+        .push(NodeCondition::new("Ready", ConditionStatus::True, t0()));
+    assert!(!finalize_without_drain(&node, true));
+}
