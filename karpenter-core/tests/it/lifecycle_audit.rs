@@ -285,3 +285,49 @@ fn gone_not_ready_node_is_finalized_without_drain() {
         .push(NodeCondition::new("Ready", ConditionStatus::True, t0()));
     assert!(!finalize_without_drain(&node, true));
 }
+
+// ---------------------------------------------------------------------------------------------
+// §8 repair, §2.5 expiration: pods_disruption_initiated_total
+
+use karpenter_core::lifecycle::expiration::{ExpirationDecision, expiration_decision_with_pods};
+use karpenter_core::lifecycle::repair::repair_actions_with_pods;
+
+fn registered_claim() -> NodeClaim {
+    let mut c = initialized_claim(t0());
+    c.metadata
+        .labels
+        .insert(labels::CAPACITY_TYPE.into(), "spot".into());
+    c
+}
+
+/// §8: repair counts `pods_disruption_initiated_total` by the node's reschedulable pods.
+#[test]
+fn repair_counts_initiated_pod_disruptions() {
+    let actions = repair_actions_with_pods(&registered_claim(), "Ready", 4, t0());
+    let pods = actions
+        .metrics
+        .iter()
+        .find(|m| m.name == metric_names::PODS_DISRUPTION_INITIATED_TOTAL)
+        .expect("pods metric");
+    assert_eq!(pods.op, MetricOp::Add(4.0));
+    assert_eq!(pods.labels["reason"], "unhealthy");
+}
+
+/// §2.5: expiration counts `pods_disruption_initiated_total` by the node's reschedulable pods.
+#[test]
+fn expiration_counts_initiated_pod_disruptions() {
+    let mut c = registered_claim();
+    c.metadata.creation_timestamp = Some(format_time(t0()));
+    c.spec.expire_after = Some(NillableDuration::parse("1h").unwrap());
+    let ExpirationDecision::Expire { metrics } =
+        expiration_decision_with_pods(&c, 2, after(secs(3600)))
+    else {
+        panic!("expired");
+    };
+    let pods = metrics
+        .iter()
+        .find(|m| m.name == metric_names::PODS_DISRUPTION_INITIATED_TOTAL)
+        .expect("pods metric");
+    assert_eq!(pods.op, MetricOp::Add(2.0));
+    assert_eq!(pods.labels["reason"], "expired");
+}
