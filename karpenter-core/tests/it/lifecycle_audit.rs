@@ -331,3 +331,141 @@ fn expiration_counts_initiated_pod_disruptions() {
     assert_eq!(pods.op, MetricOp::Add(2.0));
     assert_eq!(pods.labels["reason"], "expired");
 }
+
+// ---------------------------------------------------------------------------------------------
+// §6.3 Cluster-state view of an uninitialized node
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use karpenter_core::api::{NodeClaimTemplate as Template, NodeClaimTemplateSpec as TemplateSpec};
+use karpenter_core::disruption::simulate::SimulationContext;
+use karpenter_core::model::{ClusterNode, InstanceType, Offering, Overhead, PodPhase};
+use karpenter_core::requirements::{Operator, Requirement, Requirements};
+use karpenter_core::resources::{Quantity, ResourceList};
+use karpenter_core::scheduling::SchedulerOptions;
+use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
+
+fn four_cpu() -> Arc<InstanceType> {
+    let mut reqs = Requirements::new();
+    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
+    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+    let capacity: ResourceList = [
+        ("cpu", Quantity::parse("4").unwrap()),
+        ("memory", Quantity::parse("16Gi").unwrap()),
+        ("pods", Quantity::parse("110").unwrap()),
+    ]
+    .into_iter()
+    .collect();
+    Arc::new(InstanceType::new(
+        "medium",
+        reqs,
+        vec![Offering::new(
+            "zone-a",
+            labels::CAPACITY_TYPE_ON_DEMAND,
+            0.2,
+        )],
+        capacity,
+        Overhead::default(),
+    ))
+}
+
+fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
+    let mut node_labels = BTreeMap::new();
+    for (k, v) in [
+        (labels::NODEPOOL, "default"),
+        (labels::INSTANCE_TYPE, it.name.as_str()),
+        (labels::ZONE, "zone-a"),
+        (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_ON_DEMAND),
+        (labels::ARCH, "amd64"),
+        (labels::OS, "linux"),
+        (labels::HOSTNAME, name),
+        (labels::REGISTERED, "true"),
+    ] {
+        node_labels.insert(k.to_string(), v.to_string());
+    }
+    if initialized {
+        node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
+    }
+    let mut n = ClusterNode::new(name);
+    n.labels = node_labels.clone();
+    n.capacity = it.capacity.clone();
+    n.allocatable = it.allocatable().clone();
+    n.managed = true;
+    n.initialized = initialized;
+    let mut claim = NodeClaim::new(
+        name,
+        NodeClaimSpec::new(NodeClassReference::new("g", "K", "c")),
+    );
+    claim.metadata.labels = node_labels;
+    claim.metadata.creation_timestamp = Some(format_time(t0()));
+    claim.status.provider_id = Some(format!("test:///{name}"));
+    claim.status.capacity = it.capacity.clone();
+    claim.status.allocatable = it.allocatable().clone();
+    StateNode {
+        node: Some(n),
+        node_claim: Some(claim),
+        pods: Vec::new(),
+        marked_for_deletion: false,
+        nominated_until: None,
+        ready: true,
+        volume_limits: Default::default(),
+    }
+}
+
+/// §6.3: before initialization a state node's capacity and allocatable fall back to the
+/// NodeClaim's status values where the Node reports zero, so a deleting node's pods can be
+/// simulated onto a node whose kubelet has not reported its resources yet. The simulation reads
+/// the Node's allocatable only (`disruption::simulate::cluster_node`) and launches a new
+/// NodeClaim instead.
+#[test]
+#[ignore = "BUG (simulate.rs, not editable here): uninitialized nodes do not fall back to the NodeClaim's capacity/allocatable (spec 6.3)"]
+fn uninitialized_node_falls_back_to_the_claims_allocatable() {
+    let it = four_cpu();
+    let mut deleting = state_node("deleting", &it, true);
+    let mut p = Pod::new("default", "moving");
+    p.requests = [("cpu", Quantity::parse("2").unwrap())]
+        .into_iter()
+        .collect();
+    p.node_name = Some("deleting".into());
+    p.phase = PodPhase::Running;
+    p.owner = Some(OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "rs".into(),
+        controller: true,
+    });
+    deleting.pods.push(p);
+    deleting.marked_for_deletion = true;
+    let mut fresh = state_node("fresh", &it, false);
+    if let Some(n) = fresh.node.as_mut() {
+        // The kubelet has not reported allocatable resources yet.
+        n.allocatable = ResourceList::new();
+        n.capacity = ResourceList::new();
+    }
+    let template = Template {
+        metadata: Default::default(),
+        spec: TemplateSpec::new(NodeClassReference::new("g", "K", "c")),
+    };
+    let snapshot = ClusterSnapshot {
+        node_pools: vec![NodePoolState {
+            node_pool: NodePool::new("default", NodePoolSpec::new(template)),
+            instance_types: vec![it.clone()],
+            ready: true,
+        }],
+        nodes: vec![Arc::new(deleting), Arc::new(fresh)],
+        ..ClusterSnapshot::default()
+    };
+    let options = SchedulerOptions::default();
+    let context = SimulationContext::new(&snapshot, &options, t0());
+    let sim = context.simulator().simulate(&[], false).expect("runs");
+    assert!(
+        sim.all_non_pending_scheduled(),
+        "{:?}",
+        sim.displaced_errors
+    );
+    assert!(
+        sim.results.new_node_claims.is_empty(),
+        "the pod fits the uninitialized node by its NodeClaim's allocatable"
+    );
+}
