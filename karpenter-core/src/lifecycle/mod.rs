@@ -444,6 +444,10 @@ pub mod metric_names {
     pub const NODES_CREATED_TOTAL: &str = "karpenter_nodes_created_total";
     /// `{nodepool}`.
     pub const NODES_DRAINED_TOTAL: &str = "karpenter_nodes_drained_total";
+    /// `{reason}`: pods evicted by drain.
+    pub const PODS_DRAINED_TOTAL: &str = "karpenter_pods_drained_total";
+    /// `{code}`: eviction API calls by response code.
+    pub const PODS_EVICTION_REQUESTS_TOTAL: &str = "karpenter_pods_eviction_requests_total";
     /// `{nodepool, capacity_type, zone}`.
     pub const NODECLAIMS_TERMINATED_TOTAL: &str = "karpenter_nodeclaims_terminated_total";
     /// `{decision, reason, consolidation_type}`.

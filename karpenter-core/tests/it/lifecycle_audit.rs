@@ -469,3 +469,66 @@ fn uninitialized_node_falls_back_to_the_claims_allocatable() {
         "the pod fits the uninitialized node by its NodeClaim's allocatable"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// §6.6 Eviction queue
+
+use karpenter_core::lifecycle::termination::{
+    EvictionResponse, eviction_backoff, eviction_decision,
+};
+
+/// §6.6 eviction queue: 404 and 409 end the pod's eviction; 429 (a PDB) and the multiple-PDB
+/// error publish `FailedDraining` and retry with a backoff from 100 ms to 10 s; a success
+/// publishes `Evicted` and counts `pods_drained_total{reason}` (the NodeClaim's
+/// `DisruptionReason`, else "Forceful Termination").
+#[test]
+fn eviction_responses() {
+    let ok = eviction_decision(
+        "default/app",
+        "node-a",
+        &EvictionResponse::Evicted,
+        "Drifted",
+        0,
+    );
+    assert!(ok.done);
+    assert_eq!(ok.retry_after, None);
+    assert_eq!(ok.events.len(), 1);
+    assert_eq!(ok.events[0].reason, "Evicted");
+    let drained = ok
+        .metrics
+        .iter()
+        .find(|m| m.name == metric_names::PODS_DRAINED_TOTAL)
+        .expect("pods_drained_total");
+    assert_eq!(drained.labels["reason"], "Drifted");
+
+    for gone in [EvictionResponse::NotFound, EvictionResponse::Conflict] {
+        let d = eviction_decision("default/app", "node-a", &gone, "Drifted", 3);
+        assert!(d.done);
+        assert!(d.events.is_empty());
+        assert!(
+            d.metrics
+                .iter()
+                .all(|m| m.name != metric_names::PODS_DRAINED_TOTAL)
+        );
+    }
+
+    let pdb = EvictionResponse::TooManyRequests {
+        message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+    };
+    let d = eviction_decision("default/app", "node-a", &pdb, "Drifted", 0);
+    assert!(!d.done);
+    assert_eq!(d.retry_after, Some(SignedDuration::from_millis(100)));
+    assert_eq!(d.events[0].reason, "FailedDraining");
+    let multi = EvictionResponse::MultiplePdbs {
+        message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.".into(),
+    };
+    let d = eviction_decision("default/app", "node-a", &multi, "Drifted", 2);
+    assert!(!d.done);
+    assert_eq!(d.retry_after, Some(SignedDuration::from_millis(400)));
+    assert_eq!(d.events[0].reason, "FailedDraining");
+
+    assert_eq!(eviction_backoff(0), SignedDuration::from_millis(100));
+    assert_eq!(eviction_backoff(6), SignedDuration::from_millis(6400));
+    assert_eq!(eviction_backoff(7), SignedDuration::from_secs(10));
+    assert_eq!(eviction_backoff(u32::MAX), SignedDuration::from_secs(10));
+}
