@@ -532,3 +532,65 @@ fn eviction_responses() {
     assert_eq!(eviction_backoff(7), SignedDuration::from_secs(10));
     assert_eq!(eviction_backoff(u32::MAX), SignedDuration::from_secs(10));
 }
+
+// ---------------------------------------------------------------------------------------------
+// §7 Requirements drift
+
+use karpenter_core::lifecycle::drift::is_requirements_drifted;
+use karpenter_core::requirements::NodeSelectorRequirement;
+
+/// §7: requirements drift iff the NodeClaim's labels are not strictly compatible with the
+/// NodePool's requirements: an `In` key the NodeClaim lacks drifts it, a `NotIn` or
+/// `DoesNotExist` key it lacks does not, and `minValues` (a constraint on the NodeClaim's
+/// instance-type choices, not on one node's labels) does not make a matching node drift.
+#[test]
+fn requirements_drift_rules() {
+    let claim_with = |pairs: &[(&str, &str)]| {
+        let mut c = NodeClaim::new(
+            "nc",
+            NodeClaimSpec::new(NodeClassReference::new("g", "K", "c")),
+        );
+        for (k, v) in pairs {
+            c.metadata.labels.insert(k.to_string(), v.to_string());
+        }
+        c
+    };
+    let pool_with = |reqs: Vec<NodeSelectorRequirement>| {
+        let mut spec = NodeClaimTemplateSpec::new(NodeClassReference::new("g", "K", "c"));
+        spec.requirements = Some(reqs);
+        NodePool::new(
+            "default",
+            NodePoolSpec::new(NodeClaimTemplate {
+                metadata: Default::default(),
+                spec,
+            }),
+        )
+    };
+    let mut types =
+        NodeSelectorRequirement::new(labels::INSTANCE_TYPE, Operator::In, ["a", "b", "c"]);
+    types.min_values = Some(2);
+    let np = pool_with(vec![types]);
+    assert!(!is_requirements_drifted(
+        &np,
+        &claim_with(&[(labels::INSTANCE_TYPE, "a")])
+    ));
+    assert!(is_requirements_drifted(
+        &np,
+        &claim_with(&[(labels::INSTANCE_TYPE, "d")])
+    ));
+
+    let np = pool_with(vec![NodeSelectorRequirement::new(
+        "team",
+        Operator::In,
+        ["x"],
+    )]);
+    assert!(is_requirements_drifted(&np, &claim_with(&[])));
+    assert!(!is_requirements_drifted(&np, &claim_with(&[("team", "x")])));
+
+    let np = pool_with(vec![
+        NodeSelectorRequirement::new("team", Operator::NotIn, ["x"]),
+        NodeSelectorRequirement::new("gpu", Operator::DoesNotExist, Vec::<String>::new()),
+    ]);
+    assert!(!is_requirements_drifted(&np, &claim_with(&[])));
+    assert!(is_requirements_drifted(&np, &claim_with(&[("gpu", "1")])));
+}
