@@ -129,6 +129,94 @@ pub struct Command {
 }
 
 impl Command {
+    /// The queue command of a planned disruption command (spec 4.2, 4.3), `None` for
+    /// expiration (not a queued method). `replacements` names the replacement NodeClaims the
+    /// controller creates (one per planned replacement). The command carries:
+    ///
+    /// - `method`: the consolidation type, `empty`, `multi` or `single`, `""` for drift;
+    /// - `consolidation_policy`: for consolidation commands the snake_case
+    ///   `consolidationPolicy` of the first candidate's NodePool, `""` for drift;
+    /// - per candidate its provider id, Node and NodeClaim names, NodePool, capacity type,
+    ///   termination mode and number of reschedulable pods;
+    /// - `nominated_nodes` (step 7): the existing nodes the command's simulation placed pods
+    ///   on, CapacityBuffer virtual pods (`snapshot.buffer_pods`) not counted, in result order.
+    pub fn from_decision(
+        id: impl Into<String>,
+        decision: &crate::disruption::Command,
+        snapshot: &ClusterSnapshot,
+        replacements: Vec<String>,
+        created_at: Timestamp,
+    ) -> Option<Command> {
+        use crate::disruption::{Method, Reason};
+        let reason = match decision.reason {
+            Reason::Empty => DisruptionReason::Empty,
+            Reason::Underutilized => DisruptionReason::Underutilized,
+            Reason::Drifted => DisruptionReason::Drifted,
+            Reason::Expired => return None,
+        };
+        let method = match decision.method {
+            Method::Emptiness => "empty",
+            Method::MultiNode => "multi",
+            Method::SingleNode => "single",
+            Method::Drift | Method::StaticDrift => "",
+            Method::Expiration => return None,
+        };
+        let consolidation_policy = if method.is_empty() {
+            String::new()
+        } else {
+            decision
+                .candidates
+                .first()
+                .and_then(|c| snapshot.node_pool(&c.node_pool))
+                .map(|p| {
+                    use crate::api::ConsolidationPolicy as P;
+                    match p.node_pool.spec.disruption.effective_consolidation_policy() {
+                        P::WhenEmpty => "when_empty",
+                        P::WhenEmptyOrUnderutilized => "when_empty_or_underutilized",
+                        P::Balanced => "balanced",
+                    }
+                    .to_string()
+                })
+                .unwrap_or_default()
+        };
+        let candidates = decision
+            .candidates
+            .iter()
+            .map(|c| {
+                let claim = c.node_claim();
+                let mut cc = CommandCandidate::new(
+                    c.provider_id(),
+                    c.name(),
+                    claim.map_or("", |n| n.name()),
+                );
+                cc.nodepool = c.node_pool.clone();
+                cc.capacity_type = c.capacity_type.clone();
+                cc.termination_mode = claim.map_or(TerminationMode::Graceful, TerminationMode::of);
+                cc.reschedulable_pods = c.reschedulable_pods.len();
+                cc
+            })
+            .collect();
+        let buffer: BTreeSet<String> = snapshot.buffer_pods.iter().map(|p| p.key()).collect();
+        let nominated_nodes = decision
+            .simulation
+            .iter()
+            .flat_map(|r| &r.existing_nodes)
+            .filter(|n| n.pods.iter().any(|p| !buffer.contains(p)))
+            .map(|n| n.name.clone())
+            .collect();
+        Some(Command {
+            id: id.into(),
+            method: method.to_string(),
+            reason,
+            consolidation_policy,
+            candidates,
+            replacements,
+            nominated_nodes,
+            created_at,
+            initialized: BTreeSet::new(),
+        })
+    }
+
     /// `delete` without replacements, else `replace` (metric label).
     pub fn decision(&self) -> &'static str {
         if self.replacements.is_empty() {

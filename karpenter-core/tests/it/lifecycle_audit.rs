@@ -594,3 +594,108 @@ fn requirements_drift_rules() {
     assert!(!is_requirements_drifted(&np, &claim_with(&[])));
     assert!(is_requirements_drifted(&np, &claim_with(&[("gpu", "1")])));
 }
+
+// ---------------------------------------------------------------------------------------------
+// §4.2 / §4.3 From a planned command to a queued one
+
+use karpenter_core::api::ConsolidationPolicy;
+use karpenter_core::disruption::candidates::{DisruptionClass, PdbLimits, new_candidate};
+use karpenter_core::disruption::methods::{self as planned, Method, Reason};
+use karpenter_core::lifecycle::TerminationMode;
+use karpenter_core::scheduling::{ExistingNodeResult, Results};
+
+/// §4.2 step 7 and §4.3 labels: the queued command nominates the existing nodes the
+/// simulation put real (non-buffer) pods on, labels consolidation commands with the snake_case
+/// consolidation policy of the candidates' NodePool (drift: ""), and carries each candidate's
+/// capacity type, termination mode and reschedulable pods.
+#[test]
+fn queued_command_from_a_planned_one() {
+    let it = four_cpu();
+    let mut candidate_node = state_node("old", &it, true);
+    if let Some(c) = candidate_node.node_claim.as_mut() {
+        c.spec.termination_grace_period = Some(karpenter_core::api::Duration::parse("1h").unwrap());
+    }
+    let template = Template {
+        metadata: Default::default(),
+        spec: TemplateSpec::new(NodeClassReference::new("g", "K", "c")),
+    };
+    let mut np = NodePool::new("default", NodePoolSpec::new(template));
+    np.spec.disruption.consolidation_policy = Some(ConsolidationPolicy::WhenEmptyOrUnderutilized);
+    let mut buffer = Pod::new("default", "buffer-0");
+    buffer.phase = PodPhase::Pending;
+    let snapshot = ClusterSnapshot {
+        node_pools: vec![NodePoolState {
+            node_pool: np,
+            instance_types: vec![it.clone()],
+            ready: true,
+        }],
+        nodes: vec![
+            Arc::new(candidate_node),
+            Arc::new(state_node("receiver", &it, true)),
+            Arc::new(state_node("buffer-only", &it, true)),
+        ],
+        buffer_pods: vec![buffer],
+        ..ClusterSnapshot::default()
+    };
+    let pdbs = PdbLimits::new(&snapshot.pdbs);
+    let candidate = new_candidate(
+        &snapshot,
+        &snapshot.nodes[0],
+        &pdbs,
+        DisruptionClass::Graceful,
+        &|_| false,
+        t0(),
+    )
+    .expect("a candidate");
+    let simulation = Results {
+        existing_nodes: vec![
+            ExistingNodeResult {
+                name: "receiver".into(),
+                pods: vec!["default/moved".into()],
+            },
+            ExistingNodeResult {
+                name: "buffer-only".into(),
+                pods: vec!["default/buffer-0".into()],
+            },
+        ],
+        ..Results::default()
+    };
+    let decision = planned::Command {
+        method: Method::SingleNode,
+        reason: Reason::Underutilized,
+        candidates: vec![candidate],
+        replacements: Vec::new(),
+        savings_per_hour: 0.2,
+        simulation: Some(simulation),
+    };
+    let cmd = Command::from_decision("c1", &decision, &snapshot, Vec::new(), t0())
+        .expect("a queue command");
+    assert_eq!(cmd.method, "single");
+    assert_eq!(cmd.reason, DisruptionReason::Underutilized);
+    assert_eq!(cmd.consolidation_policy, "when_empty_or_underutilized");
+    assert_eq!(cmd.nominated_nodes, ["receiver"]);
+    let c = &cmd.candidates[0];
+    assert_eq!(c.provider_id, "test:///old");
+    assert_eq!(c.node_name, "old");
+    assert_eq!(c.claim_name, "old");
+    assert_eq!(c.nodepool, "default");
+    assert_eq!(c.capacity_type, labels::CAPACITY_TYPE_ON_DEMAND);
+    assert_eq!(c.termination_mode, TerminationMode::Eventual);
+
+    let drift = planned::Command {
+        method: Method::Drift,
+        reason: Reason::Drifted,
+        simulation: None,
+        ..decision.clone()
+    };
+    let cmd = Command::from_decision("c2", &drift, &snapshot, Vec::new(), t0()).unwrap();
+    assert_eq!(cmd.method, "");
+    assert_eq!(cmd.consolidation_policy, "");
+    assert_eq!(cmd.reason, DisruptionReason::Drifted);
+    let expired = planned::Command {
+        method: Method::Expiration,
+        reason: Reason::Expired,
+        ..drift
+    };
+    assert!(Command::from_decision("c3", &expired, &snapshot, Vec::new(), t0()).is_none());
+}
