@@ -414,7 +414,8 @@ pub enum DrainedDecision {
         /// Requeue interval (1 s).
         requeue_after: SignedDuration,
     },
-    /// Set `Drained=True`; count `nodes_drained_total`.
+    /// Set `Drained=True`; count `nodes_drained_total` (only on the transition: empty when
+    /// `Drained` was already `True`).
     Drained {
         /// The metric.
         metrics: Vec<Metric>,
@@ -445,7 +446,12 @@ pub fn drained_decision(
         };
     }
     let waited_enough = match drained {
-        Some(c) if c.status == ConditionStatus::True => true,
+        // Already drained: counted when it became so.
+        Some(c) if c.status == ConditionStatus::True => {
+            return DrainedDecision::Drained {
+                metrics: Vec::new(),
+            };
+        }
         Some(c) => conditions::age(c, now).is_some_and(|a| a >= MIN_DRAIN_TIME),
         None => false,
     };

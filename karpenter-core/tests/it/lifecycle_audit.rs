@@ -699,3 +699,34 @@ fn queued_command_from_a_planned_one() {
     };
     assert!(Command::from_decision("c3", &expired, &snapshot, Vec::new(), t0()).is_none());
 }
+
+// ---------------------------------------------------------------------------------------------
+// §6.6 Drained counted once
+
+use karpenter_core::lifecycle::conditions::{ConditionSet, DRAINED};
+use karpenter_core::lifecycle::termination::{DrainedDecision, drain_plan, drained_decision};
+
+/// §6.6 step 5: `nodes_drained_total` counts the transition to `Drained=True`; a later pass
+/// over a node already drained (the finalizer is still waiting for volumes or the instance)
+/// does not count it again.
+#[test]
+fn nodes_drained_total_counts_the_transition_once() {
+    let done = drain_plan("n1", &[], None, t0());
+    let mut c = initialized_claim(t0());
+    ConditionSet::for_nodeclaim(&mut c, t0()).set_unknown_with_reason(DRAINED, "Draining", "");
+    let draining = find_condition(&c.status.conditions, DRAINED);
+    let DrainedDecision::Drained { metrics } =
+        drained_decision("n1", &done, draining, "default", after(secs(5)))
+    else {
+        panic!("drained");
+    };
+    assert_eq!(metrics.len(), 1);
+    ConditionSet::for_nodeclaim(&mut c, after(secs(5))).set_true(DRAINED);
+    let drained = find_condition(&c.status.conditions, DRAINED);
+    let DrainedDecision::Drained { metrics } =
+        drained_decision("n1", &done, drained, "default", after(secs(6)))
+    else {
+        panic!("still drained");
+    };
+    assert!(metrics.is_empty(), "{metrics:?}");
+}
