@@ -19,14 +19,26 @@ pub enum ExpirationDecision {
     RequeueAt(Timestamp),
     /// Expired: delete the claim and update the metrics (reason `expired`).
     Expire {
-        /// `nodeclaims_disrupted_total{reason="expired"}`.
+        /// `nodeclaims_disrupted_total{reason="expired"}` and, when the node has
+        /// reschedulable pods, `pods_disruption_initiated_total`.
         metrics: Vec<Metric>,
     },
 }
 
 /// Decides expiration of a managed NodeClaim: expired when `now ≥ creationTimestamp +
-/// expireAfter` (`expireAfter` defaults to `720h`, as the CRD does).
+/// expireAfter` (`expireAfter` defaults to `720h`, as the CRD does). The metrics count no
+/// reschedulable pods; see [`expiration_decision_with_pods`].
 pub fn expiration_decision(claim: &NodeClaim, now: Timestamp) -> ExpirationDecision {
+    expiration_decision_with_pods(claim, 0, now)
+}
+
+/// [`expiration_decision`], counting the node's `reschedulable_pods` in
+/// `pods_disruption_initiated_total{reason="expired"}` (spec 2.5).
+pub fn expiration_decision_with_pods(
+    claim: &NodeClaim,
+    reschedulable_pods: usize,
+    now: Timestamp,
+) -> ExpirationDecision {
     if claim_is_deleting(claim) {
         return ExpirationDecision::Skip;
     }
@@ -37,7 +49,7 @@ pub fn expiration_decision(claim: &NodeClaim, now: Timestamp) -> ExpirationDecis
     let expires_at = add(created, d.as_signed_duration());
     if now >= expires_at {
         ExpirationDecision::Expire {
-            metrics: disrupted_metrics(claim, metric_reasons::EXPIRED, "", 0),
+            metrics: disrupted_metrics(claim, metric_reasons::EXPIRED, "", reschedulable_pods),
         }
     } else {
         ExpirationDecision::RequeueAt(expires_at)

@@ -13,6 +13,7 @@
 //! |---|---|---|
 //! | condition bookkeeping (`Launched`/`Registered`/`Initialized` → `Ready`) | [`conditions`] | operatorpkg `status.ConditionSet` |
 //! | launch, registration, initialization, liveness, registration health | [`nodeclaim`] | `nodeclaim.lifecycle` |
+//! | `Consolidatable` condition, `lastPodEventTime` | [`consolidatable`] | `nodeclaim.disruption` (consolidation), `nodeclaim.podevents` |
 //! | NodeClaim finalization, node drain | [`termination`] | `nodeclaim.lifecycle` (finalize), `node.termination` |
 //! | expiration | [`expiration`] | `nodeclaim.expiration` |
 //! | garbage collection | [`gc`] | `nodeclaim.garbagecollection` |
@@ -24,6 +25,7 @@
 //! them (an unparsable time reads as absent).
 
 pub mod conditions;
+pub mod consolidatable;
 pub mod drift;
 pub mod expiration;
 pub mod gc;
@@ -442,8 +444,18 @@ pub mod metric_names {
     pub const NODES_CREATED_TOTAL: &str = "karpenter_nodes_created_total";
     /// `{nodepool}`.
     pub const NODES_DRAINED_TOTAL: &str = "karpenter_nodes_drained_total";
+    /// `{reason}`: pods evicted by drain.
+    pub const PODS_DRAINED_TOTAL: &str = "karpenter_pods_drained_total";
+    /// `{code}`: eviction API calls by response code.
+    pub const PODS_EVICTION_REQUESTS_TOTAL: &str = "karpenter_pods_eviction_requests_total";
     /// `{nodepool, capacity_type, zone}`.
     pub const NODECLAIMS_TERMINATED_TOTAL: &str = "karpenter_nodeclaims_terminated_total";
+    /// `{decision, reason, consolidation_type}`.
+    pub const VOLUNTARY_DISRUPTION_DECISIONS_TOTAL: &str =
+        "karpenter_voluntary_disruption_decisions_total";
+    /// `{nodepool, decision, reason, consolidation_type}`.
+    pub const VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL_TOTAL: &str =
+        "karpenter_voluntary_disruption_decisions_by_nodepool_total";
     /// `{decision, reason, consolidation_type}`.
     pub const QUEUE_FAILURES_TOTAL: &str = "karpenter_voluntary_disruption_queue_failures_total";
     /// `{condition, nodepool, capacity_type, image_id}`.

@@ -129,6 +129,94 @@ pub struct Command {
 }
 
 impl Command {
+    /// The queue command of a planned disruption command (spec 4.2, 4.3), `None` for
+    /// expiration (not a queued method). `replacements` names the replacement NodeClaims the
+    /// controller creates (one per planned replacement). The command carries:
+    ///
+    /// - `method`: the consolidation type, `empty`, `multi` or `single`, `""` for drift;
+    /// - `consolidation_policy`: for consolidation commands the snake_case
+    ///   `consolidationPolicy` of the first candidate's NodePool, `""` for drift;
+    /// - per candidate its provider id, Node and NodeClaim names, NodePool, capacity type,
+    ///   termination mode and number of reschedulable pods;
+    /// - `nominated_nodes` (step 7): the existing nodes the command's simulation placed pods
+    ///   on, CapacityBuffer virtual pods (`snapshot.buffer_pods`) not counted, in result order.
+    pub fn from_decision(
+        id: impl Into<String>,
+        decision: &crate::disruption::Command,
+        snapshot: &ClusterSnapshot,
+        replacements: Vec<String>,
+        created_at: Timestamp,
+    ) -> Option<Command> {
+        use crate::disruption::{Method, Reason};
+        let reason = match decision.reason {
+            Reason::Empty => DisruptionReason::Empty,
+            Reason::Underutilized => DisruptionReason::Underutilized,
+            Reason::Drifted => DisruptionReason::Drifted,
+            Reason::Expired => return None,
+        };
+        let method = match decision.method {
+            Method::Emptiness => "empty",
+            Method::MultiNode => "multi",
+            Method::SingleNode => "single",
+            Method::Drift | Method::StaticDrift => "",
+            Method::Expiration => return None,
+        };
+        let consolidation_policy = if method.is_empty() {
+            String::new()
+        } else {
+            decision
+                .candidates
+                .first()
+                .and_then(|c| snapshot.node_pool(&c.node_pool))
+                .map(|p| {
+                    use crate::api::ConsolidationPolicy as P;
+                    match p.node_pool.spec.disruption.effective_consolidation_policy() {
+                        P::WhenEmpty => "when_empty",
+                        P::WhenEmptyOrUnderutilized => "when_empty_or_underutilized",
+                        P::Balanced => "balanced",
+                    }
+                    .to_string()
+                })
+                .unwrap_or_default()
+        };
+        let candidates = decision
+            .candidates
+            .iter()
+            .map(|c| {
+                let claim = c.node_claim();
+                let mut cc = CommandCandidate::new(
+                    c.provider_id(),
+                    c.name(),
+                    claim.map_or("", |n| n.name()),
+                );
+                cc.nodepool = c.node_pool.clone();
+                cc.capacity_type = c.capacity_type.clone();
+                cc.termination_mode = claim.map_or(TerminationMode::Graceful, TerminationMode::of);
+                cc.reschedulable_pods = c.reschedulable_pods.len();
+                cc
+            })
+            .collect();
+        let buffer: BTreeSet<String> = snapshot.buffer_pods.iter().map(|p| p.key()).collect();
+        let nominated_nodes = decision
+            .simulation
+            .iter()
+            .flat_map(|r| &r.existing_nodes)
+            .filter(|n| n.pods.iter().any(|p| !buffer.contains(p)))
+            .map(|n| n.name.clone())
+            .collect();
+        Some(Command {
+            id: id.into(),
+            method: method.to_string(),
+            reason,
+            consolidation_policy,
+            candidates,
+            replacements,
+            nominated_nodes,
+            created_at,
+            initialized: BTreeSet::new(),
+        })
+    }
+
     /// `delete` without replacements, else `replace` (metric label).
     pub fn decision(&self) -> &'static str {
         if self.replacements.is_empty() {
@@ -225,6 +313,12 @@ pub enum QueueError {
     /// The command has no candidates.
     #[error("command has no candidates")]
     NoCandidates,
+    /// No command with this id is queued.
+    #[error("no queued command {id}")]
+    NotQueued {
+        /// The command id.
+        id: String,
+    },
 }
 
 /// The steps that start a command, in order: per candidate taint the Node and set
@@ -417,6 +511,43 @@ pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>)
         }
     }
     steps
+}
+
+/// The metrics of a started command (spec 4.2 step 9):
+/// `voluntary_disruption_decisions_total{decision, reason, consolidation_type}` once, and
+/// `voluntary_disruption_decisions_by_nodepool_total{nodepool, decision, reason,
+/// consolidation_type}` once per distinct NodePool of its candidates (sorted by name). The
+/// reason is lowercase.
+pub fn start_metrics(command: &Command) -> Vec<Metric> {
+    let decision = command.decision().to_string();
+    let reason = command.reason.as_str().to_lowercase();
+    let mut out = vec![Metric::add(
+        metric_names::VOLUNTARY_DISRUPTION_DECISIONS_TOTAL,
+        1.0,
+        [
+            ("decision", decision.clone()),
+            ("reason", reason.clone()),
+            ("consolidation_type", command.method.clone()),
+        ],
+    )];
+    let pools: BTreeSet<&str> = command
+        .candidates
+        .iter()
+        .map(|c| c.nodepool.as_str())
+        .collect();
+    for pool in pools {
+        out.push(Metric::add(
+            metric_names::VOLUNTARY_DISRUPTION_DECISIONS_BY_NODEPOOL_TOTAL,
+            1.0,
+            [
+                ("nodepool", pool.to_string()),
+                ("decision", decision.clone()),
+                ("reason", reason.clone()),
+                ("consolidation_type", command.method.clone()),
+            ],
+        ));
+    }
+    out
 }
 
 fn deletion_metrics(command: &Command) -> Vec<Metric> {
@@ -644,7 +775,9 @@ impl CommandQueue {
     }
 
     /// Starts a command: checks its candidates are not queued, registers it and returns the
-    /// steps to run ([`start_steps`]). If running them fails, call [`CommandQueue::abort`].
+    /// steps to run ([`start_steps`]). Once the taint/condition steps ran, report which
+    /// candidates were marked with [`CommandQueue::after_marking`]; if a later step fails, call
+    /// [`CommandQueue::abort`].
     pub fn start(&mut self, command: Command) -> Result<Vec<Step>, QueueError> {
         check_start(&command, &self.queued_provider_ids())?;
         let steps = start_steps(&command);
@@ -659,6 +792,30 @@ impl CommandQueue {
     /// Removes a command without any rollback (its start failed).
     pub fn abort(&mut self, id: &str) -> Option<Command> {
         self.remove(id)
+    }
+
+    /// Applies [`after_marking`] to a queued command once its taint/condition steps ran
+    /// (spec 4.2 steps 4 and 8): `marked` are the provider ids marked successfully. A
+    /// delete-only command keeps only its marked candidates (the others leave the queue: they
+    /// are neither blocked from other commands nor deleted); a command that must abort leaves
+    /// the queue and the error is returned. `Ok` without change when every candidate was
+    /// marked; [`QueueError::NotQueued`] if no such command is queued.
+    pub fn after_marking(&mut self, id: &str, marked: &BTreeSet<String>) -> Result<(), QueueError> {
+        let Some(command) = self.commands.get(id) else {
+            return Err(QueueError::NotQueued { id: id.to_string() });
+        };
+        match after_marking(command, marked) {
+            Ok(kept) => {
+                let ids: BTreeSet<String> = kept.provider_ids().into_iter().collect();
+                self.provider_ids.retain(|p, c| c != id || ids.contains(p));
+                self.commands.insert(id.to_string(), kept);
+                Ok(())
+            }
+            Err(e) => {
+                self.remove(id);
+                Err(e)
+            }
+        }
     }
 
     fn remove(&mut self, id: &str) -> Option<Command> {

@@ -140,13 +140,26 @@ pub struct RepairActions {
     pub termination_timestamp: Option<String>,
     /// Delete the NodeClaim (it is not deleting yet).
     pub delete_claim: bool,
-    /// `nodeclaims_disrupted_total{reason="unhealthy"}` and
-    /// `nodeclaims_unhealthy_disrupted_total`.
+    /// `nodeclaims_disrupted_total{reason="unhealthy"}`, `pods_disruption_initiated_total`
+    /// (when the node has reschedulable pods) and `nodeclaims_unhealthy_disrupted_total`.
     pub metrics: Vec<Metric>,
 }
 
-/// The actions of a [`RepairDecision::Repair`] on the Node's NodeClaim.
+/// The actions of a [`RepairDecision::Repair`] on the Node's NodeClaim, for a node without
+/// reschedulable pods (see [`repair_actions_with_pods`]).
 pub fn repair_actions(claim: &NodeClaim, condition_type: &str, now: Timestamp) -> RepairActions {
+    repair_actions_with_pods(claim, condition_type, 0, now)
+}
+
+/// The actions of a [`RepairDecision::Repair`] on the Node's NodeClaim; `reschedulable_pods`
+/// (the node's pods that will be rescheduled) is counted in
+/// `pods_disruption_initiated_total{reason="unhealthy"}` (spec 8).
+pub fn repair_actions_with_pods(
+    claim: &NodeClaim,
+    condition_type: &str,
+    reschedulable_pods: usize,
+    now: Timestamp,
+) -> RepairActions {
     let existing = claim
         .metadata
         .annotations
@@ -157,7 +170,7 @@ pub fn repair_actions(claim: &NodeClaim, condition_type: &str, now: Timestamp) -
         _ => Some(format_time(now)),
     };
     let label = |k: &str| claim.metadata.labels.get(k).cloned().unwrap_or_default();
-    let mut metrics = disrupted_metrics(claim, metric_reasons::UNHEALTHY, "", 0);
+    let mut metrics = disrupted_metrics(claim, metric_reasons::UNHEALTHY, "", reschedulable_pods);
     metrics.push(Metric::add(
         metric_names::NODECLAIMS_UNHEALTHY_DISRUPTED_TOTAL,
         1.0,

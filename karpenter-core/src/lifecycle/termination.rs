@@ -2,9 +2,13 @@
 //!
 //! - [`finalize_claim`]: the next step of a deleting NodeClaim's finalizer (termination
 //!   timestamp annotation → delete Nodes → delete the instance → remove the finalizer).
+//! - [`finalize_without_drain`] and [`terminating_node_update`]: the steps of a terminating
+//!   Node before its drain (a gone, not-Ready Node skips it; the disrupted taint and the
+//!   load-balancer exclusion label).
 //! - [`drain_plan`]: which pods of a draining Node to force-delete, which to evict (one
 //!   priority tier at a time) and which are still waited for; [`drained_decision`] applies
-//!   `MinDrainTime`; [`volume_detachment_decision`] the volume-attachment wait.
+//!   `MinDrainTime`; [`volume_detachment_decision`] the volume-attachment wait;
+//!   [`eviction_decision`] the eviction queue's handling of an eviction response.
 //!
 //! ```
 //! use karpenter_core::lifecycle::termination::drain_plan;
@@ -37,9 +41,9 @@ use crate::model::{Pod, Timestamp};
 
 use super::conditions::{self, ConditionSet, INSTANCE_TERMINATING, REGISTERED};
 use super::{
-    Event, Metric, Node, ObjectKind, TERMINATION_FINALIZER, TERMINATION_TIMESTAMP_ANNOTATION, add,
-    claim_deletion_time, disrupted_taint, event_reasons, format_time, metric_names, parse_time,
-    since,
+    Event, Metric, Node, NodeUpdate, ObjectKind, TERMINATION_FINALIZER,
+    TERMINATION_TIMESTAMP_ANNOTATION, add, claim_deletion_time, disrupted_taint, event_reasons,
+    format_time, metric_names, parse_time, since,
 };
 
 /// A drain stays `Drained=Unknown` at least this long before it may complete.
@@ -214,6 +218,39 @@ pub fn finalize_claim(
 }
 
 // ---------------------------------------------------------------------------------------------
+// Node termination: before the drain
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a terminating Node's finalizer is removed at once, without drain (spec 6.6 step 2):
+/// the Node is not `Ready=True` and the cloud provider's `Get` of its provider id reported the
+/// instance not found (`instance_not_found`).
+pub fn finalize_without_drain(node: &Node, instance_not_found: bool) -> bool {
+    !node.is_ready() && instance_not_found
+}
+
+/// The change a terminating Node gets before its drain (spec 6.6 step 4): the disrupted taint
+/// `karpenter.sh/disrupted:NoSchedule` (a taint with the same key but another value or effect
+/// is replaced) and the label `node.kubernetes.io/exclude-from-external-load-balancers=karpenter`.
+/// `None` when the Node already has both.
+pub fn terminating_node_update(node: &Node) -> Option<NodeUpdate> {
+    let taint = disrupted_taint();
+    let mut next = node.clone();
+    if !next
+        .taints
+        .iter()
+        .any(|t| t.key == taint.key && t.value == taint.value && t.effect == taint.effect)
+    {
+        next.taints.retain(|t| t.key != taint.key);
+        next.taints.push(taint);
+    }
+    next.labels.insert(
+        EXCLUDE_FROM_LOAD_BALANCERS_LABEL.to_string(),
+        "karpenter".to_string(),
+    );
+    NodeUpdate::diff(node, &next)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Drain
 // ---------------------------------------------------------------------------------------------
 
@@ -377,7 +414,8 @@ pub enum DrainedDecision {
         /// Requeue interval (1 s).
         requeue_after: SignedDuration,
     },
-    /// Set `Drained=True`; count `nodes_drained_total`.
+    /// Set `Drained=True`; count `nodes_drained_total` (only on the transition: empty when
+    /// `Drained` was already `True`).
     Drained {
         /// The metric.
         metrics: Vec<Metric>,
@@ -408,7 +446,12 @@ pub fn drained_decision(
         };
     }
     let waited_enough = match drained {
-        Some(c) if c.status == ConditionStatus::True => true,
+        // Already drained: counted when it became so.
+        Some(c) if c.status == ConditionStatus::True => {
+            return DrainedDecision::Drained {
+                metrics: Vec::new(),
+            };
+        }
         Some(c) => conditions::age(c, now).is_some_and(|a| a >= MIN_DRAIN_TIME),
         None => false,
     };
@@ -453,6 +496,135 @@ pub fn volume_detachment_decision(
         VolumeDecision::GracePeriodElapsed
     } else {
         VolumeDecision::Waiting
+    }
+}
+
+/// The first retry delay of a pod whose eviction was refused.
+pub const EVICTION_BASE_DELAY: SignedDuration = SignedDuration::from_millis(100);
+/// The longest retry delay of a pod whose eviction was refused.
+pub const EVICTION_MAX_DELAY: SignedDuration = SignedDuration::from_secs(10);
+
+/// The eviction queue's per-pod retry delay after `failures` refused evictions: 100 ms ×
+/// 2^failures, at most 10 s.
+pub fn eviction_backoff(failures: u32) -> SignedDuration {
+    let ms = 100i64.checked_shl(failures.min(16)).unwrap_or(i64::MAX);
+    SignedDuration::from_millis(ms).min(EVICTION_MAX_DELAY)
+}
+
+/// What the eviction API answered for one pod (a controller maps its errors onto these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvictionResponse {
+    /// The eviction was accepted (200/201).
+    Evicted,
+    /// The pod is gone (404).
+    NotFound,
+    /// The pod's UID precondition failed: it was replaced (409).
+    Conflict,
+    /// A PodDisruptionBudget refuses the eviction (429).
+    TooManyRequests {
+        /// The API server's message.
+        message: String,
+    },
+    /// The pod is covered by more than one PodDisruptionBudget (500 with that message).
+    MultiplePdbs {
+        /// The API server's message.
+        message: String,
+    },
+    /// Any other error.
+    Other {
+        /// The HTTP status code (0 if none).
+        code: u16,
+        /// The error message.
+        message: String,
+    },
+}
+
+impl EvictionResponse {
+    /// The `code` label of `pods_eviction_requests_total`.
+    pub fn code(&self) -> u16 {
+        match self {
+            EvictionResponse::Evicted => 200,
+            EvictionResponse::NotFound => 404,
+            EvictionResponse::Conflict => 409,
+            EvictionResponse::TooManyRequests { .. } => 429,
+            EvictionResponse::MultiplePdbs { .. } => 500,
+            EvictionResponse::Other { code, .. } => *code,
+        }
+    }
+}
+
+/// What the eviction queue does after an eviction call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvictionDecision {
+    /// The pod leaves the eviction queue.
+    pub done: bool,
+    /// Evict again after this delay ([`eviction_backoff`]).
+    pub retry_after: Option<SignedDuration>,
+    /// `Evicted` (on the pod) or `FailedDraining` (on the node).
+    pub events: Vec<Event>,
+    /// `pods_eviction_requests_total{code}`, and `pods_drained_total{reason}` on success.
+    pub metrics: Vec<Metric>,
+}
+
+/// The eviction queue's handling of one response (spec 6.6 "Eviction queue"): 404 and 409 end
+/// the pod's eviction; 429 and the multiple-PDB error publish `FailedDraining` on the node and
+/// retry with [`eviction_backoff`]`(failures)`; other errors retry without an event; success
+/// publishes `Evicted` and counts `pods_drained_total{reason = drained_reason}` (see
+/// [`pods_drained_reason`]). `failures` counts the pod's earlier refused evictions.
+pub fn eviction_decision(
+    pod_key: &str,
+    node_name: &str,
+    response: &EvictionResponse,
+    drained_reason: &str,
+    failures: u32,
+) -> EvictionDecision {
+    let mut metrics = vec![Metric::add(
+        metric_names::PODS_EVICTION_REQUESTS_TOTAL,
+        1.0,
+        [("code", response.code().to_string())],
+    )];
+    let retry = |events: Vec<Event>, metrics: Vec<Metric>| EvictionDecision {
+        done: false,
+        retry_after: Some(eviction_backoff(failures)),
+        events,
+        metrics,
+    };
+    match response {
+        EvictionResponse::Evicted => {
+            metrics.push(Metric::add(
+                metric_names::PODS_DRAINED_TOTAL,
+                1.0,
+                [("reason", drained_reason.to_string())],
+            ));
+            EvictionDecision {
+                done: true,
+                retry_after: None,
+                events: vec![Event::normal(
+                    ObjectKind::Pod,
+                    pod_key,
+                    event_reasons::EVICTED,
+                    format!("Evicted pod: {drained_reason}"),
+                )],
+                metrics,
+            }
+        }
+        EvictionResponse::NotFound | EvictionResponse::Conflict => EvictionDecision {
+            done: true,
+            retry_after: None,
+            events: Vec::new(),
+            metrics,
+        },
+        EvictionResponse::TooManyRequests { message }
+        | EvictionResponse::MultiplePdbs { message } => {
+            let event = Event::warning(
+                ObjectKind::Node,
+                node_name,
+                event_reasons::FAILED_DRAINING,
+                format!("Failed to drain node, evicting pod {pod_key}: {message}"),
+            );
+            retry(vec![event], metrics)
+        }
+        EvictionResponse::Other { .. } => retry(Vec::new(), metrics),
     }
 }
 

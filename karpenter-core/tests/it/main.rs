@@ -9,3 +9,4 @@ mod disruption_remaining_scenarios;
 mod disruption_scenarios;
 mod disruption_validation_scenarios;
 mod lifecycle;
+mod lifecycle_audit;
