@@ -415,11 +415,9 @@ fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
 
 /// §6.3: before initialization a state node's capacity and allocatable fall back to the
 /// NodeClaim's status values where the Node reports zero, so a deleting node's pods can be
-/// simulated onto a node whose kubelet has not reported its resources yet. The simulation reads
-/// the Node's allocatable only (`disruption::simulate::cluster_node`) and launches a new
-/// NodeClaim instead.
+/// simulated onto a node whose kubelet has not reported its resources yet
+/// (`disruption::simulate::cluster_node`), instead of launching a new NodeClaim.
 #[test]
-#[ignore = "BUG (simulate.rs, not editable here): uninitialized nodes do not fall back to the NodeClaim's capacity/allocatable (spec 6.3)"]
 fn uninitialized_node_falls_back_to_the_claims_allocatable() {
     let it = four_cpu();
     let mut deleting = state_node("deleting", &it, true);
