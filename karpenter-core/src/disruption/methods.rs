@@ -16,6 +16,8 @@
 //! - single-node consolidation evaluates every candidate unless the caller passes a
 //!   [`TimeBudget`] ([`DisruptionOptions::single_node_time_budget`]); the NodePools it did not
 //!   reach are data the caller carries to the next pass, not state kept here;
+//! - a replacement that §2.6 step 9 narrows to spot while none of its options offers spot is
+//!   not issued (upstream issues it, the launch fails and the node stays: the same end state);
 //! - a NodeClaim without a `Consolidatable` condition (a hand-written or offline snapshot) is
 //!   judged by the rule the condition controller applies (§6.4): initialized and outside
 //!   `consolidateAfter`.
@@ -469,6 +471,22 @@ fn compute_consolidation(
             Operator::In,
             [labels::CAPACITY_TYPE_SPOT],
         )),
+    }
+    // Deliberate difference: when no option offers what the narrowed requirements allow,
+    // upstream still issues the command, its launch fails and the node stays (after a taint and
+    // a rollback). The end state is the same without the attempt.
+    let launchable = replacement.instance_types.iter().any(|it| {
+        it.available_offerings().any(|o| {
+            replacement
+                .requirements
+                .is_compatible(o.requirements(), Some(policy))
+        })
+    });
+    if !launchable {
+        return Err(
+            "replacement would not launch: narrowed to spot, but no cheaper option offers spot"
+                .into(),
+        );
     }
     Ok(Some((vec![replacement], sim)))
 }

@@ -166,15 +166,11 @@ fn do_not_disrupt(mut n: StateNode) -> StateNode {
 
 /// §2.6 step 9: the replacement's capacity-type requirement is read with upstream's
 /// `Requirements.Get`, which for a key without a requirement returns `Exists` — it admits both
-/// spot and on-demand, so the requirement is narrowed to spot, whatever the remaining instance
-/// types offer. (Here they offer only on-demand: upstream's launch then fails and the node is
-/// left alone, the behaviour the narrowing exists for.)
+/// spot and on-demand, so the requirement is narrowed to spot. With types that offer spot, the
+/// replacement is the cheapest type, narrowed to spot.
 #[test]
 fn step_9_narrows_a_replacement_without_capacity_type_requirement_to_spot() {
-    let od_only = |name: &str, cpu: u32, price: f64| {
-        instance_type(name, cpu, &[(labels::CAPACITY_TYPE_ON_DEMAND, price)])
-    };
-    let types = vec![od_only("small", 2, 0.1), od_only("big", 8, 0.4)];
+    let types = vec![od_and_spot("small", 2, 0.1), od_and_spot("big", 8, 0.4)];
     let big = types[1].clone();
     let s = snapshot(
         vec![node_pool(
@@ -203,6 +199,42 @@ fn step_9_narrows_a_replacement_without_capacity_type_requirement_to_spot() {
         .get(labels::CAPACITY_TYPE)
         .expect("capacity-type requirement added");
     assert_eq!(ct.single_value(), Some(labels::CAPACITY_TYPE_SPOT));
+}
+
+/// §2.6 step 9 with types that offer only on-demand: upstream narrows to spot all the same,
+/// launches, fails and leaves the node alone. We skip the doomed attempt (a documented
+/// difference): no command, and the node is reported blocked with the reason.
+#[test]
+fn step_9_narrowing_to_spot_without_spot_offerings_issues_nothing() {
+    let od_only = |name: &str, cpu: u32, price: f64| {
+        instance_type(name, cpu, &[(labels::CAPACITY_TYPE_ON_DEMAND, price)])
+    };
+    let types = vec![od_only("small", 2, 0.1), od_only("big", 8, 0.4)];
+    let big = types[1].clone();
+    let s = snapshot(
+        vec![node_pool(
+            "default",
+            ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            types,
+        )],
+        vec![node(
+            "node-a",
+            "default",
+            &big,
+            labels::CAPACITY_TYPE_ON_DEMAND,
+            1,
+            "500m",
+        )],
+    );
+    let pass = run_pass(&s, now(), &DisruptionOptions::default(), &|_| false);
+    assert!(pass.commands.is_empty(), "{:?}", pass.commands);
+    assert!(
+        pass.blocked
+            .iter()
+            .any(|(n, why)| n == "node-a" && why.contains("would not launch")),
+        "{:?}",
+        pass.blocked
+    );
 }
 
 /// §2.8: a Balanced pool's `TotalCost` is ClusterCost's tracked cost of the pool — every

@@ -1254,10 +1254,17 @@ fn consolidation_replace_can_replace_node_on_demand() {
             vec![Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price)],
         )
     };
+    // As upstream's assorted fake catalog: single-offering types, a spot one among them, which
+    // the replacement (narrowed to spot, §2.6 step 9) launches as.
     let types = vec![
         od("small", 2, 0.1),
         od("medium", 4, 0.2),
         od("xlarge", 16, 0.8),
+        itype(
+            "small-spot",
+            2,
+            vec![Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, 0.05)],
+        ),
     ];
     let current = find(&types, "xlarge");
     let s = snapshot(
@@ -2219,7 +2226,18 @@ fn zonal_catalog() -> Vec<Arc<InstanceType>> {
                 .collect(),
         )
     };
-    vec![mk("small", 2, 0.1), mk("xlarge", 16, 0.8)]
+    // Upstream's assorted fake catalog has single-offering types, spot ones among them: a
+    // replacement narrowed to spot (§2.6 step 9) launches as one of those. This one costs what
+    // `small` does, so it never makes replacing a `small` node worthwhile.
+    let spot_small = itype(
+        "small-spot",
+        2,
+        zones
+            .iter()
+            .map(|z| Offering::new(*z, labels::CAPACITY_TYPE_SPOT, 0.1))
+            .collect(),
+    );
+    vec![mk("small", 2, 0.1), mk("xlarge", 16, 0.8), spot_small]
 }
 
 fn spread(mut n: StateNode) -> StateNode {
