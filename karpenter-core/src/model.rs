@@ -387,14 +387,22 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// Whether the pod is owned by a DaemonSet.
+    /// Whether the pod is owned by a DaemonSet (`apps/v1`; a DaemonSet kind of another API
+    /// group, such as a third-party "advanced DaemonSet", is not one, as upstream).
     pub fn is_daemonset_pod(&self) -> bool {
-        self.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet")
+        self.is_owned_by("apps/v1", "DaemonSet")
     }
 
-    /// Whether the pod is a static (mirror) pod owned by a Node.
+    /// Whether the pod is a static (mirror) pod owned by a Node (`v1`).
     pub fn is_mirror_pod(&self) -> bool {
-        self.owner.as_ref().is_some_and(|o| o.kind == "Node")
+        self.is_owned_by("v1", "Node")
+    }
+
+    /// Whether the pod's owner has this apiVersion and kind.
+    pub fn is_owned_by(&self, api_version: &str, kind: &str) -> bool {
+        self.owner
+            .as_ref()
+            .is_some_and(|o| o.kind == kind && o.api_version == api_version)
     }
 
     /// Whether the pod has finished (Succeeded or Failed).

@@ -104,9 +104,9 @@ pub fn is_active(pod: &Pod) -> bool {
     !pod.is_terminal() && !pod.is_terminating()
 }
 
-/// Whether the pod's controlling owner is a StatefulSet.
+/// Whether the pod's controlling owner is a StatefulSet (`apps/v1`).
 pub fn is_owned_by_statefulset(pod: &Pod) -> bool {
-    pod.owner.as_ref().is_some_and(|o| o.kind == "StatefulSet")
+    pod.is_owned_by("apps/v1", "StatefulSet")
 }
 
 /// Whether the pod must be rescheduled elsewhere when its node goes away (upstream's

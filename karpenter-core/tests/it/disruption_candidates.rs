@@ -925,6 +925,18 @@ fn pod_classification() {
     assert!(!is_reschedulable(&mirror));
     assert!(!is_evictable(&mirror, now()));
 
+    // Owners are matched by group, version and kind (upstream `IsOwnedBy`): a DaemonSet of
+    // another API group (a third-party "advanced DaemonSet") owns an ordinary, reschedulable
+    // pod, and a terminating pod of such a StatefulSet is not kept reschedulable.
+    let mut other_ds = pod("kruise-ds", "n");
+    other_ds.owner = Some(owner("DaemonSet", "apps.kruise.io/v1alpha1"));
+    assert!(!other_ds.is_daemonset_pod());
+    assert!(is_reschedulable(&other_ds));
+    let mut other_sts = pod("kruise-sts", "n");
+    other_sts.owner = Some(owner("StatefulSet", "apps.kruise.io/v1beta1"));
+    other_sts.deletion_timestamp = Some(now());
+    assert!(!is_reschedulable(&other_sts));
+
     let mut terminating_sts = pod("sts", "n");
     terminating_sts.owner = Some(owner("StatefulSet", "apps/v1"));
     terminating_sts.deletion_timestamp = Some(now());
