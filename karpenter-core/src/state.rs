@@ -53,14 +53,39 @@ impl StateNode {
         }
     }
 
-    /// The labels: the Node's, else the NodeClaim's.
+    /// The labels that count (spec 1.2, upstream `StateNode.Labels`): the Node's once registered
+    /// (unmanaged nodes always are), the NodeClaim's before.
     pub fn labels(&self) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         match (&self.node, &self.node_claim) {
-            (Some(n), _) => &n.labels,
-            (None, Some(c)) => &c.metadata.labels,
+            (Some(n), _) if self.registered() => &n.labels,
+            (_, Some(c)) => &c.metadata.labels,
+            (Some(n), None) => &n.labels,
             (None, None) => &EMPTY,
         }
+    }
+
+    /// The annotations that count (spec 1.2): the Node's once registered, the NodeClaim's before.
+    pub fn annotations(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        match (&self.node, &self.node_claim) {
+            (Some(n), _) if self.registered() => &n.annotations,
+            (_, Some(c)) => &c.metadata.annotations,
+            (Some(n), None) => &n.annotations,
+            (None, None) => &EMPTY,
+        }
+    }
+
+    /// Whether the Node carries `karpenter.sh/registered=true` (unmanaged nodes count as
+    /// registered; a NodeClaim without a Node is not).
+    pub fn registered(&self) -> bool {
+        if !self.managed() {
+            return true;
+        }
+        self.node
+            .as_ref()
+            .and_then(|n| n.labels.get(labels::REGISTERED))
+            .is_some_and(|v| v == "true")
     }
 
     /// The NodePool label.

@@ -346,17 +346,15 @@ fn sentence_case(text: &str) -> String {
 /// Checks the node itself (upstream's `ValidateNodeDisruptable`), first failure wins: managed,
 /// has a Node, initialized, not deleting or marked, not nominated at `now`, no
 /// `karpenter.sh/do-not-disrupt: "true"` annotation on the Node (other values do not block),
-/// and a `karpenter.sh/nodepool` label.
-///
-/// Upstream reads the NodeClaim's annotations while the Node is unregistered; here the Node's
-/// annotations are read whenever there is a Node, like [`StateNode::labels`].
+/// and a `karpenter.sh/nodepool` label. Annotations and labels are the Node's once it is
+/// registered, the NodeClaim's before ([`StateNode::annotations`], [`StateNode::labels`]).
 pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(), CandidateError> {
     if node.node_claim.is_none() {
         return Err(CandidateError::NotManaged);
     }
-    let Some(k8s_node) = &node.node else {
+    if node.node.is_none() {
         return Err(CandidateError::NoNode);
-    };
+    }
     if !node.initialized() {
         return Err(CandidateError::NotInitialized);
     }
@@ -366,8 +364,8 @@ pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(),
     if node.is_nominated(now) {
         return Err(CandidateError::Nominated);
     }
-    if k8s_node
-        .annotations
+    if node
+        .annotations()
         .get(labels::DO_NOT_DISRUPT_ANNOTATION)
         .is_some_and(|v| v == "true")
     {

@@ -443,6 +443,39 @@ fn should_not_consider_candidates_that_have_do_not_disrupt_on_nodes() {
     accepted(&one_node(n), DisruptionClass::Graceful);
 }
 
+/// Spec 1.2: the do-not-disrupt annotation is read from the Node once it is registered, from the
+/// NodeClaim before (upstream `StateNode.Annotations`). An initialized Node without the
+/// `karpenter.sh/registered` label is not registered yet.
+#[test]
+fn do_not_disrupt_on_nodes_is_read_from_the_nodeclaim_until_the_node_registers() {
+    let unregistered = |on_node: bool| {
+        let mut n = managed_node("n", "default");
+        if let Some(node) = n.node.as_mut() {
+            node.labels.remove(labels::REGISTERED);
+            if on_node {
+                node.annotations.insert(
+                    labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+                    "true".to_string(),
+                );
+            }
+        }
+        if let Some(claim) = n.node_claim.as_mut()
+            && !on_node
+        {
+            claim.metadata.annotations.insert(
+                labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+                "true".to_string(),
+            );
+        }
+        n
+    };
+    assert_eq!(
+        rejection(&one_node(unregistered(false)), DisruptionClass::Graceful),
+        CandidateError::DoNotDisruptNode
+    );
+    accepted(&one_node(unregistered(true)), DisruptionClass::Graceful);
+}
+
 #[test]
 fn should_not_consider_candidates_that_have_multiple_pdbs_on_the_same_pod() {
     let mut first = pdb("pdb-1", false);
