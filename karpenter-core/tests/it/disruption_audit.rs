@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::disruption_scenarios::{CREATED, now, snapshot};
 use karpenter_core::api::{
     Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
     NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
@@ -12,19 +13,13 @@ use karpenter_core::api::{
 use karpenter_core::disruption::{DisruptionOptions, Method, run_pass};
 use karpenter_core::labels;
 use karpenter_core::model::{
-    ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase, Timestamp,
+    ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase,
 };
 use karpenter_core::requirements::{Operator, Requirement, Requirements};
 use karpenter_core::resources::{Quantity, ResourceList};
-use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
+use karpenter_core::state::{NodePoolState, StateNode};
 
-const NOW: &str = "2024-06-15T12:00:00Z";
-const CREATED: &str = "2024-06-01T00:00:00Z";
 const ZONE: &str = "us-east-1a";
-
-fn now() -> Timestamp {
-    NOW.parse().expect("valid timestamp")
-}
 
 fn rl(pairs: &[(&str, &str)]) -> ResourceList {
     pairs
@@ -143,14 +138,6 @@ fn node(name: &str, pool: &str, it: &InstanceType, ct: &str, pods: usize, cpu: &
         nominated_until: None,
         ready: true,
         volume_limits: Default::default(),
-    }
-}
-
-fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
     }
 }
 

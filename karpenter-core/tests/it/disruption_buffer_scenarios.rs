@@ -21,247 +21,28 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use karpenter_core::api::{
-    Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
-    NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
-    NodePoolSpec,
+use super::disruption_scenarios::{
+    CREATED, ZONE, catalog, disrupted, itype, names, node, now, only, option_names, opts, pass,
+    pass_with, pod, pool, pool_with, rl, s2s, set_condition, snapshot,
 };
+use karpenter_core::api::{ConditionStatus, ConsolidationPolicy, NillableDuration};
 use karpenter_core::disruption::{
-    Command, DisruptionOptions, Method, PassOutcome, Reason, TimeBudget, multi_node_pass, run_pass,
+    Command, DisruptionOptions, Method, PassOutcome, Reason, TimeBudget, multi_node_pass,
 };
 use karpenter_core::labels;
-use karpenter_core::model::{
-    ClusterNode, InstanceType, Offering, Overhead, OwnerReference, Pod, PodPhase, Timestamp,
-};
-use karpenter_core::requirements::{NodeSelectorRequirement, Operator, Requirement, Requirements};
-use karpenter_core::resources::{Quantity, ResourceList};
-use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
+use karpenter_core::model::{InstanceType, Offering, Pod, PodPhase};
+use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
+use karpenter_core::state::{ClusterSnapshot, StateNode};
 
 // ---------------------------------------------------------------------------------------------
 // Builders (copied from disruption_scenarios.rs)
 // ---------------------------------------------------------------------------------------------
-
-const NOW: &str = "2024-06-15T12:00:00Z";
-const CREATED: &str = "2024-06-01T00:00:00Z";
-const ZONE: &str = "test-zone-1";
-
-fn now() -> Timestamp {
-    NOW.parse().expect("valid timestamp")
-}
-
-fn q(s: &str) -> Quantity {
-    Quantity::parse(s).expect("valid quantity")
-}
-
-fn rl(pairs: &[(&str, &str)]) -> ResourceList {
-    pairs.iter().map(|(k, v)| (*k, q(v))).collect()
-}
-
-/// An instance type with `cpu` vCPU (4 GiB each, 110 pods), no overhead, and the given
-/// offerings.
-fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
-    let mut reqs = Requirements::new();
-    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
-    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
-    Arc::new(InstanceType::new(
-        name,
-        reqs,
-        offerings,
-        rl(&[
-            ("cpu", &cpu.to_string()),
-            ("memory", &format!("{}Gi", cpu * 4)),
-            ("pods", "110"),
-        ]),
-        Overhead::default(),
-    ))
-}
-
-/// On-demand at `price` and spot at 40 % of it, in `ZONE`.
-fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
-    itype(
-        name,
-        cpu,
-        vec![
-            Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price),
-            Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, price * 0.4),
-        ],
-    )
-}
-
-/// The default catalog: small (2 vCPU, $0.1), medium (4, $0.2), large (8, $0.4),
-/// xlarge (16, $0.8).
-fn catalog() -> Vec<Arc<InstanceType>> {
-    vec![
-        od_spot("small", 2, 0.1),
-        od_spot("medium", 4, 0.2),
-        od_spot("large", 8, 0.4),
-        od_spot("xlarge", 16, 0.8),
-    ]
-}
 
 fn it(name: &str) -> Arc<InstanceType> {
     catalog()
         .into_iter()
         .find(|t| t.name == name)
         .expect("known type")
-}
-
-fn pool_with(
-    name: &str,
-    policy: ConsolidationPolicy,
-    budget: &str,
-    types: Vec<Arc<InstanceType>>,
-) -> NodePoolState {
-    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
-    let mut spec = NodePoolSpec::new(NodeClaimTemplate {
-        metadata: Default::default(),
-        spec: NodeClaimTemplateSpec::new(class),
-    });
-    spec.disruption.consolidation_policy = Some(policy);
-    spec.disruption.consolidate_after = Some(NillableDuration::parse("0s").expect("duration"));
-    spec.disruption.budgets = Some(vec![Budget {
-        nodes: budget.to_string(),
-        schedule: None,
-        duration: None,
-        reasons: None,
-    }]);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types: types,
-        ready: true,
-    }
-}
-
-fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
-    pool_with(name, policy, budget, catalog())
-}
-
-fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status,
-        reason: None,
-        message: None,
-        last_transition_time: Some(at.to_string()),
-        observed_generation: None,
-    }
-}
-
-fn owner(kind: &str) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: kind.into(),
-        name: "owner".into(),
-        controller: true,
-    })
-}
-
-/// A running ReplicaSet pod bound to `node` requesting `cpu`.
-fn pod(node: &str, name: &str, cpu: &str) -> Pod {
-    let mut p = Pod::new("default", name);
-    p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
-    p.node_name = Some(node.to_string());
-    p.phase = PodPhase::Running;
-    p.owner = owner("ReplicaSet");
-    p.labels.insert("app".into(), "web".into());
-    p
-}
-
-/// An initialized, consolidatable on-demand node of `it` in pool `pool` (zone `ZONE`), holding
-/// `pods` pods of `cpu` each.
-fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
-    let mut node_labels = BTreeMap::new();
-    node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
-    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
-    node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
-    node_labels.insert(
-        labels::CAPACITY_TYPE.to_string(),
-        labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
-    );
-    node_labels.insert(labels::ARCH.to_string(), "amd64".to_string());
-    node_labels.insert(labels::OS.to_string(), "linux".to_string());
-    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
-    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
-    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
-    let mut n = ClusterNode::new(name);
-    n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
-    n.allocatable = it.allocatable().clone();
-    n.managed = true;
-    n.initialized = true;
-    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
-    let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
-    claim.metadata.labels = node_labels;
-    claim.metadata.creation_timestamp = Some(CREATED.to_string());
-    claim.status.provider_id = Some(format!("fake:///{name}"));
-    claim.status.node_name = Some(name.to_string());
-    claim.status.conditions = vec![
-        cond("Initialized", ConditionStatus::True, CREATED),
-        cond("Consolidatable", ConditionStatus::True, CREATED),
-    ];
-    let pods = (0..pods)
-        .map(|i| pod(name, &format!("{name}-pod-{i}"), cpu))
-        .collect();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods,
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
-}
-
-fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
-    }
-}
-
-fn opts() -> DisruptionOptions {
-    DisruptionOptions::default()
-}
-
-/// The consolidation suite's options: the SpotToSpot gate is on.
-fn s2s() -> DisruptionOptions {
-    DisruptionOptions {
-        spot_to_spot_consolidation: true,
-        ..DisruptionOptions::default()
-    }
-}
-
-fn pass(s: &ClusterSnapshot) -> PassOutcome {
-    run_pass(s, now(), &opts(), &|_| false)
-}
-
-fn pass_with(s: &ClusterSnapshot, o: &DisruptionOptions) -> PassOutcome {
-    run_pass(s, now(), o, &|_| false)
-}
-
-fn names(cmd: &Command) -> Vec<&str> {
-    cmd.candidates.iter().map(|c| c.name()).collect()
-}
-
-fn only(p: &PassOutcome) -> &Command {
-    assert_eq!(p.commands.len(), 1, "exactly one command: {:?}", p.blocked);
-    &p.commands[0]
-}
-
-fn disrupted(p: &PassOutcome) -> BTreeSet<String> {
-    p.commands
-        .iter()
-        .flat_map(|c| c.candidates.iter().map(|c| c.name().to_string()))
-        .collect()
-}
-
-fn option_names(cmd: &Command) -> Vec<String> {
-    cmd.replacements
-        .first()
-        .map(|r| r.instance_types.iter().map(|t| t.name.clone()).collect())
-        .unwrap_or_default()
 }
 
 /// What the caller's last provisioning pass reported: `(node, virtual pods placed on it)`.
@@ -834,14 +615,6 @@ fn consolidation_replace_should_handle_failing_filter_out_same_instance_type_cor
 //
 // Upstream's gauge `voluntary_disruption_eligible_nodes{reason}` is `PassOutcome::eligible_nodes`
 // here, per method that ran in the pass.
-
-/// Sets (or replaces) a NodeClaim condition.
-fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
-    if let Some(claim) = n.node_claim.as_mut() {
-        claim.status.conditions.retain(|c| c.type_ != type_);
-        claim.status.conditions.push(cond(type_, status, at));
-    }
-}
 
 /// The drift suite's node: drifted, `Consolidatable` cleared (modelled as False).
 fn drift_node(name: &str, it: &InstanceType, pods: usize) -> StateNode {

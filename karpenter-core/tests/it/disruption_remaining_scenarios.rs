@@ -8,32 +8,30 @@
 //! snapshot; provisioning is a scheduling simulation without candidates (it places the pending
 //! pods and the pods of deleting nodes, as upstream's provisioner does).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::disruption_scenarios::{
+    CREATED, NOW, catalog, names, node, now, only, opts, owner, rl, set_condition,
+    set_consolidate_after, set_label, snapshot,
+};
 use karpenter_core::api::{
     Budget, Condition, ConditionStatus, ConsolidationPolicy, DisruptionReason, NillableDuration,
-    NodeClaim, NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference,
-    NodePool, NodePoolSpec,
+    NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
 };
 use karpenter_core::disruption::candidates::{
     DisruptionClass, PdbLimits, disrupted_taint, new_candidate,
 };
 use karpenter_core::disruption::simulate::{SimulationContext, simulate_scheduling};
 use karpenter_core::disruption::{
-    Command, DisruptionOptions, Method, PassOutcome, Reason, consolidation_candidates_of,
-    multi_node_pass, run_pass,
+    Command, Method, PassOutcome, Reason, consolidation_candidates_of, multi_node_pass, run_pass,
 };
 use karpenter_core::labels;
 use karpenter_core::lifecycle::queue::{
     self, CommandCandidate, CommandQueue, QueueOutcome, ReplacementState, Step,
 };
-use karpenter_core::model::{
-    ClusterNode, InstanceType, NodeSelectorTerm, Offering, Overhead, OwnerReference, Pod, PodPhase,
-    Timestamp,
-};
-use karpenter_core::requirements::{NodeSelectorRequirement, Operator, Requirement, Requirements};
-use karpenter_core::resources::{Quantity, ResourceList};
+use karpenter_core::model::{InstanceType, NodeSelectorTerm, Pod, PodPhase, Timestamp};
+use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 use karpenter_core::volumes::{
     PersistentVolume, PersistentVolumeClaim, PersistentVolumeSource, PodVolume, StorageClass,
@@ -43,59 +41,12 @@ use karpenter_core::volumes::{
 // Builders (the fixtures of `disruption_scenarios.rs`)
 // ---------------------------------------------------------------------------------------------
 
-const NOW: &str = "2024-06-15T12:00:00Z";
-const CREATED: &str = "2024-06-01T00:00:00Z";
-const ZONE: &str = "test-zone-1";
 const PARTITION: &str = "test-partition";
-
-fn now() -> Timestamp {
-    NOW.parse().expect("valid timestamp")
-}
 
 fn later(seconds: i64) -> Timestamp {
     now()
         .checked_add(jiff::SignedDuration::from_secs(seconds))
         .expect("in range")
-}
-
-fn q(s: &str) -> Quantity {
-    Quantity::parse(s).expect("valid quantity")
-}
-
-fn rl(pairs: &[(&str, &str)]) -> ResourceList {
-    pairs.iter().map(|(k, v)| (*k, q(v))).collect()
-}
-
-/// An instance type with `cpu` vCPU (4 GiB each, 110 pods), no overhead, on-demand at `price`
-/// and spot at 40 % of it, in `ZONE`.
-fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
-    let mut reqs = Requirements::new();
-    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
-    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
-    Arc::new(InstanceType::new(
-        name,
-        reqs,
-        vec![
-            Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price),
-            Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, price * 0.4),
-        ],
-        rl(&[
-            ("cpu", &cpu.to_string()),
-            ("memory", &format!("{}Gi", cpu * 4)),
-            ("pods", "110"),
-        ]),
-        Overhead::default(),
-    ))
-}
-
-/// small (2 vCPU, $0.1), medium (4, $0.2), large (8, $0.4), xlarge (16, $0.8).
-fn catalog() -> Vec<Arc<InstanceType>> {
-    vec![
-        od_spot("small", 2, 0.1),
-        od_spot("medium", 4, 0.2),
-        od_spot("large", 8, 0.4),
-        od_spot("xlarge", 16, 0.8),
-    ]
 }
 
 fn it(name: &str) -> Arc<InstanceType> {
@@ -126,31 +77,6 @@ fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState 
     }
 }
 
-fn set_consolidate_after(p: &mut NodePoolState, value: &str) {
-    p.node_pool.spec.disruption.consolidate_after =
-        Some(NillableDuration::parse(value).expect("duration"));
-}
-
-fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status,
-        reason: None,
-        message: None,
-        last_transition_time: Some(at.to_string()),
-        observed_generation: None,
-    }
-}
-
-fn owner(kind: &str) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: kind.into(),
-        name: "owner".into(),
-        controller: true,
-    })
-}
-
 /// A running ReplicaSet pod bound to `node` requesting `cpu`.
 fn pod(node: &str, name: &str, cpu: &str) -> Pod {
     let mut p = Pod::new("default", name);
@@ -159,73 +85,6 @@ fn pod(node: &str, name: &str, cpu: &str) -> Pod {
     p.phase = PodPhase::Running;
     p.owner = owner("ReplicaSet");
     p
-}
-
-/// An initialized, consolidatable on-demand node of `it` in pool `pool` (zone `ZONE`), holding
-/// `pods` pods of `cpu` each.
-fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
-    let mut node_labels = BTreeMap::new();
-    node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
-    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
-    node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
-    node_labels.insert(
-        labels::CAPACITY_TYPE.to_string(),
-        labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
-    );
-    node_labels.insert(labels::ARCH.to_string(), "amd64".to_string());
-    node_labels.insert(labels::OS.to_string(), "linux".to_string());
-    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
-    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
-    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
-    let mut n = ClusterNode::new(name);
-    n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
-    n.allocatable = it.allocatable().clone();
-    n.managed = true;
-    n.initialized = true;
-    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
-    let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
-    claim.metadata.labels = node_labels;
-    claim.metadata.creation_timestamp = Some(CREATED.to_string());
-    claim.status.provider_id = Some(format!("fake:///{name}"));
-    claim.status.node_name = Some(name.to_string());
-    claim.status.conditions = vec![
-        cond("Initialized", ConditionStatus::True, CREATED),
-        cond("Consolidatable", ConditionStatus::True, CREATED),
-    ];
-    let pods = (0..pods)
-        .map(|i| pod(name, &format!("{name}-pod-{i}"), cpu))
-        .collect();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods,
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
-}
-
-/// Sets a label on both the Node and the NodeClaim.
-fn set_label(n: &mut StateNode, key: &str, value: &str) {
-    if let Some(node) = n.node.as_mut() {
-        node.labels.insert(key.to_string(), value.to_string());
-    }
-    if let Some(claim) = n.node_claim.as_mut() {
-        claim
-            .metadata
-            .labels
-            .insert(key.to_string(), value.to_string());
-    }
-}
-
-/// Sets (or replaces) a NodeClaim condition.
-fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
-    if let Some(claim) = n.node_claim.as_mut() {
-        claim.status.conditions.retain(|c| c.type_ != type_);
-        claim.status.conditions.push(cond(type_, status, at));
-    }
 }
 
 /// A launched, registered node that has not finished initialization.
@@ -241,30 +100,9 @@ fn uninitialized(mut n: StateNode) -> StateNode {
     n
 }
 
-fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
-    }
-}
-
-fn opts() -> DisruptionOptions {
-    DisruptionOptions::default()
-}
-
 fn pass_at(s: &ClusterSnapshot, at: Timestamp, queue: &CommandQueue) -> PassOutcome {
     let queued = queue.queued_provider_ids();
     run_pass(s, at, &opts(), &|p| queued.contains(p))
-}
-
-fn names(cmd: &Command) -> Vec<&str> {
-    cmd.candidates.iter().map(|c| c.name()).collect()
-}
-
-fn only(p: &PassOutcome) -> &Command {
-    assert_eq!(p.commands.len(), 1, "exactly one command: {:?}", p.blocked);
-    &p.commands[0]
 }
 
 fn node_mut<'a>(s: &'a mut ClusterSnapshot, name: &str) -> &'a mut StateNode {

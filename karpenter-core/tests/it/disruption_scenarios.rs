@@ -43,12 +43,12 @@ use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 // Builders
 // ---------------------------------------------------------------------------------------------
 
-const NOW: &str = "2024-06-15T12:00:00Z";
-const CREATED: &str = "2024-06-01T00:00:00Z";
-const ZONE: &str = "test-zone-1";
+pub(super) const NOW: &str = "2024-06-15T12:00:00Z";
+pub(super) const CREATED: &str = "2024-06-01T00:00:00Z";
+pub(super) const ZONE: &str = "test-zone-1";
 const RESERVATION_LABEL: &str = "karpenter.k8s.aws/capacity-reservation-id";
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     NOW.parse().expect("valid timestamp")
 }
 
@@ -58,17 +58,17 @@ fn later(minutes: i64) -> Timestamp {
         .expect("in range")
 }
 
-fn q(s: &str) -> Quantity {
+pub(super) fn q(s: &str) -> Quantity {
     Quantity::parse(s).expect("valid quantity")
 }
 
-fn rl(pairs: &[(&str, &str)]) -> ResourceList {
+pub(super) fn rl(pairs: &[(&str, &str)]) -> ResourceList {
     pairs.iter().map(|(k, v)| (*k, q(v))).collect()
 }
 
 /// An instance type with `cpu` vCPU (4 GiB each, 110 pods), no overhead, and the given
 /// offerings.
-fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
+pub(super) fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
     let mut reqs = Requirements::new();
     reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
     reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
@@ -86,7 +86,7 @@ fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
 }
 
 /// On-demand at `price` and spot at 40 % of it, in `ZONE`.
-fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
+pub(super) fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
     itype(
         name,
         cpu,
@@ -99,7 +99,7 @@ fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
 
 /// The default catalog: small (2 vCPU, $0.1), medium (4, $0.2), large (8, $0.4),
 /// xlarge (16, $0.8).
-fn catalog() -> Vec<Arc<InstanceType>> {
+pub(super) fn catalog() -> Vec<Arc<InstanceType>> {
     vec![
         od_spot("small", 2, 0.1),
         od_spot("medium", 4, 0.2),
@@ -120,7 +120,7 @@ fn it(name: &str) -> Arc<InstanceType> {
     find(&catalog(), name)
 }
 
-fn pool_with(
+pub(super) fn pool_with(
     name: &str,
     policy: ConsolidationPolicy,
     budget: &str,
@@ -146,16 +146,16 @@ fn pool_with(
     }
 }
 
-fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
+pub(super) fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
     pool_with(name, policy, budget, catalog())
 }
 
-fn set_consolidate_after(p: &mut NodePoolState, value: &str) {
+pub(super) fn set_consolidate_after(p: &mut NodePoolState, value: &str) {
     p.node_pool.spec.disruption.consolidate_after =
         Some(NillableDuration::parse(value).expect("duration"));
 }
 
-fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
+pub(super) fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
     Condition {
         type_: type_.to_string(),
         status,
@@ -166,7 +166,7 @@ fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
     }
 }
 
-fn owner(kind: &str) -> Option<OwnerReference> {
+pub(super) fn owner(kind: &str) -> Option<OwnerReference> {
     Some(OwnerReference {
         api_version: "apps/v1".into(),
         kind: kind.into(),
@@ -176,7 +176,7 @@ fn owner(kind: &str) -> Option<OwnerReference> {
 }
 
 /// A running ReplicaSet pod bound to `node` requesting `cpu`.
-fn pod(node: &str, name: &str, cpu: &str) -> Pod {
+pub(super) fn pod(node: &str, name: &str, cpu: &str) -> Pod {
     let mut p = Pod::new("default", name);
     p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
     p.node_name = Some(node.to_string());
@@ -197,7 +197,7 @@ fn pending(name: &str, cpu: &str) -> Pod {
 
 /// An initialized, consolidatable on-demand node of `it` in pool `pool` (zone `ZONE`), holding
 /// `pods` pods of `cpu` each.
-fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
+pub(super) fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
     let mut node_labels = BTreeMap::new();
     node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
     node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
@@ -242,7 +242,7 @@ fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> St
 }
 
 /// Sets a label on both the Node and the NodeClaim.
-fn set_label(n: &mut StateNode, key: &str, value: &str) {
+pub(super) fn set_label(n: &mut StateNode, key: &str, value: &str) {
     if let Some(node) = n.node.as_mut() {
         node.labels.insert(key.to_string(), value.to_string());
     }
@@ -254,7 +254,7 @@ fn set_label(n: &mut StateNode, key: &str, value: &str) {
     }
 }
 
-fn spot(mut n: StateNode) -> StateNode {
+pub(super) fn spot(mut n: StateNode) -> StateNode {
     set_label(&mut n, labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_SPOT);
     n
 }
@@ -265,7 +265,7 @@ fn in_zone(mut n: StateNode, zone: &str) -> StateNode {
 }
 
 /// Sets (or replaces) a NodeClaim condition.
-fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
+pub(super) fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
     if let Some(claim) = n.node_claim.as_mut() {
         claim.status.conditions.retain(|c| c.type_ != type_);
         claim.status.conditions.push(cond(type_, status, at));
@@ -311,7 +311,7 @@ fn with_tgp(mut n: StateNode) -> StateNode {
     n
 }
 
-fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
+pub(super) fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
     ClusterSnapshot {
         node_pools: pools,
         nodes: nodes.into_iter().map(Arc::new).collect(),
@@ -319,43 +319,43 @@ fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot
     }
 }
 
-fn opts() -> DisruptionOptions {
+pub(super) fn opts() -> DisruptionOptions {
     DisruptionOptions::default()
 }
 
 /// The consolidation suite's options: the SpotToSpot gate is on.
-fn s2s() -> DisruptionOptions {
+pub(super) fn s2s() -> DisruptionOptions {
     DisruptionOptions {
         spot_to_spot_consolidation: true,
         ..DisruptionOptions::default()
     }
 }
 
-fn pass(s: &ClusterSnapshot) -> PassOutcome {
+pub(super) fn pass(s: &ClusterSnapshot) -> PassOutcome {
     run_pass(s, now(), &opts(), &|_| false)
 }
 
-fn pass_with(s: &ClusterSnapshot, o: &DisruptionOptions) -> PassOutcome {
+pub(super) fn pass_with(s: &ClusterSnapshot, o: &DisruptionOptions) -> PassOutcome {
     run_pass(s, now(), o, &|_| false)
 }
 
-fn names(cmd: &Command) -> Vec<&str> {
+pub(super) fn names(cmd: &Command) -> Vec<&str> {
     cmd.candidates.iter().map(|c| c.name()).collect()
 }
 
-fn only(p: &PassOutcome) -> &Command {
+pub(super) fn only(p: &PassOutcome) -> &Command {
     assert_eq!(p.commands.len(), 1, "exactly one command: {:?}", p.blocked);
     &p.commands[0]
 }
 
-fn disrupted(p: &PassOutcome) -> BTreeSet<String> {
+pub(super) fn disrupted(p: &PassOutcome) -> BTreeSet<String> {
     p.commands
         .iter()
         .flat_map(|c| c.candidates.iter().map(|c| c.name().to_string()))
         .collect()
 }
 
-fn option_names(cmd: &Command) -> Vec<String> {
+pub(super) fn option_names(cmd: &Command) -> Vec<String> {
     cmd.replacements
         .first()
         .map(|r| r.instance_types.iter().map(|t| t.name.clone()).collect())
@@ -464,7 +464,7 @@ fn emptiness_budgets_should_allow_all_nodes_from_each_nodepool_to_be_deleted() {
     assert_eq!(only(&pass(&s)).candidates.len(), 30, "0 left");
 }
 
-fn one_empty(policy: ConsolidationPolicy) -> ClusterSnapshot {
+pub(super) fn one_empty(policy: ConsolidationPolicy) -> ClusterSnapshot {
     snapshot(
         vec![pool("default", policy, "100%")],
         vec![node("node-0", "default", &it("large"), 0, "1")],
@@ -1072,7 +1072,7 @@ fn drift_static_nodepool_should_not_consider_static_nodepool_for_drift() {
 // §9.4 consolidation_test.go (WhenEmptyOrUnderutilized, consolidateAfter 0s, 100 %; SpotToSpot on)
 // ---------------------------------------------------------------------------------------------
 
-fn consolidation_pool(budget: &str) -> NodePoolState {
+pub(super) fn consolidation_pool(budget: &str) -> NodePoolState {
     pool(
         "default",
         ConsolidationPolicy::WhenEmptyOrUnderutilized,
@@ -1716,7 +1716,7 @@ fn consolidation_replace_wont_replace_on_demand_node_if_on_demand_replacement_is
 // --- Delete ----------------------------------------------------------------------------------
 
 /// A consolidation pool restricted to capacity type `ct` (upstream's OD / spot table entries).
-fn ct_pool(budget: &str, ct: &str) -> NodePoolState {
+pub(super) fn ct_pool(budget: &str, ct: &str) -> NodePoolState {
     let mut p = consolidation_pool(budget);
     p.node_pool.spec.template.spec.requirements = Some(vec![NodeSelectorRequirement {
         key: labels::CAPACITY_TYPE.to_string(),
@@ -1730,7 +1730,7 @@ fn ct_pool(budget: &str, ct: &str) -> NodePoolState {
 /// On-demand pool; node-0 (large) holds 3 × 2 CPU, node-1 (large) holds 1 × 1 CPU: node-1's pod
 /// fits on node-0, and merging both would need another large node (filtered out as the same
 /// type), so single-node consolidation deletes node-1.
-fn delete_cluster() -> ClusterSnapshot {
+pub(super) fn delete_cluster() -> ClusterSnapshot {
     snapshot(
         vec![ct_pool("100%", labels::CAPACITY_TYPE_ON_DEMAND)],
         vec![

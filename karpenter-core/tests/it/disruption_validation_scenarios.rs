@@ -21,45 +21,37 @@
 //! - our method order is PRODUCTION order (Emptiness → Drift → Multi → Single), as in
 //!   `disruption_scenarios.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::disruption_scenarios::{
+    CREATED, NOW, catalog, consolidation_pool, ct_pool, delete_cluster, names, node, now,
+    one_empty, only, option_names, rl, s2s, set_condition, snapshot, spot,
+};
 use karpenter_core::api::{
-    Budget, Condition, ConditionStatus, ConsolidationPolicy, DisruptionReason, NillableDuration,
-    NodeClaim, NodeClaimSpec, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference,
-    NodePool, NodePoolSpec,
+    Budget, ConditionStatus, ConsolidationPolicy, DisruptionReason, NillableDuration,
+    NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
 };
 use karpenter_core::disruption::simulate::simulate_scheduling;
 use karpenter_core::disruption::validation::{
     COMMAND_VALIDATION_DELAY, Validation, ValidationError, validate, validate_counted,
 };
 use karpenter_core::disruption::{
-    Command, DisruptionOptions, Method, PassOutcome, Reason, multi_node_pass, run_pass,
-    single_node_pass,
+    Command, Method, PassOutcome, Reason, multi_node_pass, run_pass, single_node_pass,
 };
 use karpenter_core::labels;
 use karpenter_core::lifecycle::queue::{
     self, CommandCandidate, CommandQueue, QueueOutcome, ReplacementState, Step,
 };
 use karpenter_core::model::{
-    ClusterNode, InstanceType, IntOrPercent, LabelSelector, Offering, Overhead, OwnerReference,
-    Pod, PodDisruptionBudget, PodPhase, Timestamp,
+    InstanceType, IntOrPercent, LabelSelector, OwnerReference, Pod, PodDisruptionBudget, PodPhase,
+    Timestamp,
 };
-use karpenter_core::requirements::{NodeSelectorRequirement, Operator, Requirement, Requirements};
-use karpenter_core::resources::{Quantity, ResourceList};
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 
 // ---------------------------------------------------------------------------------------------
 // Builders (the same fixtures as `disruption_scenarios.rs`)
 // ---------------------------------------------------------------------------------------------
-
-const NOW: &str = "2024-06-15T12:00:00Z";
-const CREATED: &str = "2024-06-01T00:00:00Z";
-const ZONE: &str = "test-zone-1";
-
-fn now() -> Timestamp {
-    NOW.parse().expect("valid timestamp")
-}
 
 /// The instant upstream re-validates a command computed at `now()`.
 fn after_wait() -> Timestamp {
@@ -73,55 +65,6 @@ fn after_two_waits() -> Timestamp {
     after_wait()
         .checked_add(COMMAND_VALIDATION_DELAY)
         .expect("in range")
-}
-
-fn q(s: &str) -> Quantity {
-    Quantity::parse(s).expect("valid quantity")
-}
-
-fn rl(pairs: &[(&str, &str)]) -> ResourceList {
-    pairs.iter().map(|(k, v)| (*k, q(v))).collect()
-}
-
-/// An instance type with `cpu` vCPU (4 GiB each, 110 pods), no overhead, and the given
-/// offerings.
-fn itype(name: &str, cpu: u32, offerings: Vec<Offering>) -> Arc<InstanceType> {
-    let mut reqs = Requirements::new();
-    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
-    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
-    Arc::new(InstanceType::new(
-        name,
-        reqs,
-        offerings,
-        rl(&[
-            ("cpu", &cpu.to_string()),
-            ("memory", &format!("{}Gi", cpu * 4)),
-            ("pods", "110"),
-        ]),
-        Overhead::default(),
-    ))
-}
-
-/// On-demand at `price` and spot at 40 % of it, in `ZONE`.
-fn od_spot(name: &str, cpu: u32, price: f64) -> Arc<InstanceType> {
-    itype(
-        name,
-        cpu,
-        vec![
-            Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, price),
-            Offering::new(ZONE, labels::CAPACITY_TYPE_SPOT, price * 0.4),
-        ],
-    )
-}
-
-/// small (2 vCPU, $0.1), medium (4, $0.2), large (8, $0.4), xlarge (16, $0.8).
-fn catalog() -> Vec<Arc<InstanceType>> {
-    vec![
-        od_spot("small", 2, 0.1),
-        od_spot("medium", 4, 0.2),
-        od_spot("large", 8, 0.4),
-        od_spot("xlarge", 16, 0.8),
-    ]
 }
 
 fn it(name: &str) -> Arc<InstanceType> {
@@ -152,27 +95,6 @@ fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState 
     }
 }
 
-/// The consolidation suite's pool: WhenEmptyOrUnderutilized, consolidateAfter 0s.
-fn consolidation_pool(budget: &str) -> NodePoolState {
-    pool(
-        "default",
-        ConsolidationPolicy::WhenEmptyOrUnderutilized,
-        budget,
-    )
-}
-
-/// A consolidation pool restricted to capacity type `ct` (upstream's OD / spot entries).
-fn ct_pool(budget: &str, ct: &str) -> NodePoolState {
-    let mut p = consolidation_pool(budget);
-    p.node_pool.spec.template.spec.requirements = Some(vec![NodeSelectorRequirement {
-        key: labels::CAPACITY_TYPE.to_string(),
-        operator: Operator::In,
-        values: vec![ct.to_string()],
-        min_values: None,
-    }]);
-    p
-}
-
 fn set_budget(p: &mut NodePoolState, nodes: &str) {
     p.node_pool.spec.disruption.budgets = Some(vec![Budget {
         nodes: nodes.to_string(),
@@ -180,17 +102,6 @@ fn set_budget(p: &mut NodePoolState, nodes: &str) {
         duration: None,
         reasons: None,
     }]);
-}
-
-fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition {
-    Condition {
-        type_: type_.to_string(),
-        status,
-        reason: None,
-        message: None,
-        last_transition_time: Some(at.to_string()),
-        observed_generation: None,
-    }
 }
 
 /// A running ReplicaSet pod bound to `node` requesting `cpu`, labelled `app=web`.
@@ -217,112 +128,8 @@ fn pending(name: &str, cpu: &str) -> Pod {
     p
 }
 
-/// An initialized, consolidatable on-demand node of `it` in pool `pool` (zone `ZONE`), holding
-/// `pods` pods of `cpu` each.
-fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
-    let mut node_labels = BTreeMap::new();
-    node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
-    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
-    node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
-    node_labels.insert(
-        labels::CAPACITY_TYPE.to_string(),
-        labels::CAPACITY_TYPE_ON_DEMAND.to_string(),
-    );
-    node_labels.insert(labels::ARCH.to_string(), "amd64".to_string());
-    node_labels.insert(labels::OS.to_string(), "linux".to_string());
-    node_labels.insert(labels::HOSTNAME.to_string(), name.to_string());
-    node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
-    node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
-    let mut n = ClusterNode::new(name);
-    n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
-    n.allocatable = it.allocatable().clone();
-    n.managed = true;
-    n.initialized = true;
-    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
-    let mut claim = NodeClaim::new(name, NodeClaimSpec::new(class));
-    claim.metadata.labels = node_labels;
-    claim.metadata.creation_timestamp = Some(CREATED.to_string());
-    claim.status.provider_id = Some(format!("fake:///{name}"));
-    claim.status.node_name = Some(name.to_string());
-    claim.status.conditions = vec![
-        cond("Initialized", ConditionStatus::True, CREATED),
-        cond("Consolidatable", ConditionStatus::True, CREATED),
-    ];
-    let pods = (0..pods)
-        .map(|i| pod(name, &format!("{name}-pod-{i}"), cpu))
-        .collect();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods,
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
-}
-
-/// Sets a label on both the Node and the NodeClaim.
-fn set_label(n: &mut StateNode, key: &str, value: &str) {
-    if let Some(node) = n.node.as_mut() {
-        node.labels.insert(key.to_string(), value.to_string());
-    }
-    if let Some(claim) = n.node_claim.as_mut() {
-        claim
-            .metadata
-            .labels
-            .insert(key.to_string(), value.to_string());
-    }
-}
-
-fn spot(mut n: StateNode) -> StateNode {
-    set_label(&mut n, labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_SPOT);
-    n
-}
-
-/// Sets (or replaces) a NodeClaim condition.
-fn set_condition(n: &mut StateNode, type_: &str, status: ConditionStatus, at: &str) {
-    if let Some(claim) = n.node_claim.as_mut() {
-        claim.status.conditions.retain(|c| c.type_ != type_);
-        claim.status.conditions.push(cond(type_, status, at));
-    }
-}
-
-fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
-    }
-}
-
-/// The consolidation suite's options: the SpotToSpot gate is on.
-fn s2s() -> DisruptionOptions {
-    DisruptionOptions {
-        spot_to_spot_consolidation: true,
-        ..DisruptionOptions::default()
-    }
-}
-
 fn pass_at(s: &ClusterSnapshot, at: Timestamp) -> PassOutcome {
     run_pass(s, at, &s2s(), &|_| false)
-}
-
-fn names(cmd: &Command) -> Vec<&str> {
-    cmd.candidates.iter().map(|c| c.name()).collect()
-}
-
-fn only(p: &PassOutcome) -> &Command {
-    assert_eq!(p.commands.len(), 1, "exactly one command: {:?}", p.blocked);
-    &p.commands[0]
-}
-
-fn option_names(cmd: &Command) -> Vec<String> {
-    cmd.replacements
-        .first()
-        .map(|r| r.instance_types.iter().map(|t| t.name.clone()).collect())
-        .unwrap_or_default()
 }
 
 // --- Changes made during the wait --------------------------------------------------------------
@@ -398,13 +205,6 @@ fn rejected(v: &Validation) -> &ValidationError {
 // §9.2 Emptiness: the TTL wait
 // ---------------------------------------------------------------------------------------------
 
-fn one_empty(policy: ConsolidationPolicy) -> ClusterSnapshot {
-    snapshot(
-        vec![pool("default", policy, "100%")],
-        vec![node("node-0", "default", &it("large"), 0, "1")],
-    )
-}
-
 /// Upstream blocks the loop on the 15 s validation wait, then deletes the node. Nothing changes
 /// during the wait, so the emptiness command is still valid afterwards, unchanged.
 #[test]
@@ -422,18 +222,6 @@ fn emptiness_should_wait_for_the_node_ttl_for_empty_nodes_before_consolidating()
 // ---------------------------------------------------------------------------------------------
 // §9.4 Consolidation Context "TTL"
 // ---------------------------------------------------------------------------------------------
-
-/// node-0 (large) holds 3 × 2 CPU, node-1 (large) 1 × 1 CPU: single-node consolidation deletes
-/// node-1 (its pod fits on node-0).
-fn delete_cluster() -> ClusterSnapshot {
-    snapshot(
-        vec![ct_pool("100%", labels::CAPACITY_TYPE_ON_DEMAND)],
-        vec![
-            node("node-0", "default", &it("large"), 3, "2"),
-            node("node-1", "default", &it("large"), 1, "1"),
-        ],
-    )
-}
 
 /// An xlarge node holding one 1-CPU pod, alone: replaced by a cheaper node.
 fn expensive_node() -> ClusterSnapshot {
