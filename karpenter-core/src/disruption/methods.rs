@@ -1195,17 +1195,23 @@ pub fn consolidation_candidates_of(snapshot: &ClusterSnapshot, now: Timestamp) -
     consolidation_candidates(snapshot, &graceful, now)
 }
 
-/// Multi-node consolidation alone (§2.7), over every candidate of the snapshot.
-pub fn multi_node_pass(
+/// A consolidation method's signature, for [`one_method_pass`].
+type MethodFn =
+    fn(&Sims<'_>, &ClusterSnapshot, &[Candidate], Timestamp, &mut PassOutcome, &DisruptionOptions);
+
+/// One consolidation method alone over every graceful candidate of the snapshot (CapacityBuffer
+/// pods gated as in a full pass).
+fn one_method_pass(
     snapshot: &ClusterSnapshot,
     now: Timestamp,
     options: &DisruptionOptions,
+    method: MethodFn,
 ) -> PassOutcome {
     let mut out = PassOutcome::default();
     let snapshot = &*buffer_gated(snapshot, options);
     let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
     let context = SimulationContext::new(snapshot, &options.scheduler, now);
-    multi_node(
+    method(
         &Sims::new(&context),
         snapshot,
         &graceful,
@@ -1216,6 +1222,15 @@ pub fn multi_node_pass(
     out
 }
 
+/// Multi-node consolidation alone (§2.7), over every candidate of the snapshot.
+pub fn multi_node_pass(
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> PassOutcome {
+    one_method_pass(snapshot, now, options, multi_node)
+}
+
 /// Single-node consolidation alone (§2.9), over every candidate of the snapshot: what upstream's
 /// controller runs next when multi-node consolidation found nothing or its command failed
 /// validation.
@@ -1224,18 +1239,7 @@ pub fn single_node_pass(
     now: Timestamp,
     options: &DisruptionOptions,
 ) -> PassOutcome {
-    let mut out = PassOutcome::default();
-    let (graceful, _) = get_candidates(snapshot, DisruptionClass::Graceful, &|_| false, now);
-    let context = SimulationContext::new(snapshot, &options.scheduler, now);
-    single_node(
-        &Sims::new(&context),
-        snapshot,
-        &graceful,
-        now,
-        &mut out,
-        options,
-    );
-    out
+    one_method_pass(snapshot, now, options, single_node)
 }
 
 /// One pass of the disruption controller (§2.1 step 4): emptiness, static drift, drift,

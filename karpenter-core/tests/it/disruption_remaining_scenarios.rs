@@ -16,20 +16,18 @@ use super::disruption_scenarios::{
     set_consolidate_after, set_label, snapshot,
 };
 use karpenter_core::api::{
-    Budget, Condition, ConditionStatus, ConsolidationPolicy, DisruptionReason, NillableDuration,
-    NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
+    Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaimTemplate,
+    NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
 };
 use karpenter_core::disruption::candidates::{
     DisruptionClass, PdbLimits, disrupted_taint, new_candidate,
 };
 use karpenter_core::disruption::simulate::{SimulationContext, simulate_scheduling};
 use karpenter_core::disruption::{
-    Command, Method, PassOutcome, Reason, consolidation_candidates_of, multi_node_pass, run_pass,
+    Command, Method, PassOutcome, consolidation_candidates_of, multi_node_pass, run_pass,
 };
 use karpenter_core::labels;
-use karpenter_core::lifecycle::queue::{
-    self, CommandCandidate, CommandQueue, QueueOutcome, ReplacementState, Step,
-};
+use karpenter_core::lifecycle::queue::{self, CommandQueue, QueueOutcome, ReplacementState, Step};
 use karpenter_core::model::{InstanceType, NodeSelectorTerm, Pod, PodPhase, Timestamp};
 use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
@@ -105,7 +103,7 @@ fn pass_at(s: &ClusterSnapshot, at: Timestamp, queue: &CommandQueue) -> PassOutc
     run_pass(s, at, &opts(), &|p| queued.contains(p))
 }
 
-fn node_mut<'a>(s: &'a mut ClusterSnapshot, name: &str) -> &'a mut StateNode {
+pub(super) fn node_mut<'a>(s: &'a mut ClusterSnapshot, name: &str) -> &'a mut StateNode {
     let n = s
         .nodes
         .iter_mut()
@@ -120,46 +118,25 @@ fn node_claims(s: &ClusterSnapshot) -> usize {
 
 // --- The queue, played on the snapshot ---------------------------------------------------------
 
-/// The queue's command for a planned command: candidates keyed by provider id, replacement
+/// The queue's command for a planned command (`queue::Command::from_decision`), replacement
 /// NodeClaims named `<id>-replacement-<i>`.
-fn queue_command(id: &str, cmd: &Command, created_at: Timestamp) -> queue::Command {
-    let reason = match cmd.reason {
-        Reason::Drifted => DisruptionReason::Drifted,
-        Reason::Empty => DisruptionReason::Empty,
-        _ => DisruptionReason::Underutilized,
-    };
-    queue::Command {
-        id: id.to_string(),
-        method: match cmd.method {
-            Method::Emptiness => "empty",
-            Method::MultiNode => "multi",
-            Method::SingleNode => "single",
-            _ => "",
-        }
-        .to_string(),
-        reason,
-        consolidation_policy: String::new(),
-        candidates: cmd
-            .candidates
-            .iter()
-            .map(|c| {
-                let claim = c.node_claim().map_or("", |n| n.name()).to_string();
-                let mut cc = CommandCandidate::new(c.provider_id(), c.name(), claim);
-                cc.nodepool = c.node_pool.clone();
-                cc.reschedulable_pods = c.reschedulable_pods.len();
-                cc
-            })
-            .collect(),
-        replacements: (0..cmd.replacements.len())
-            .map(|i| format!("{id}-replacement-{i}"))
-            .collect(),
-        nominated_nodes: Vec::new(),
-        created_at,
-        initialized: BTreeSet::new(),
-    }
+pub(super) fn queue_command(
+    id: &str,
+    cmd: &Command,
+    s: &ClusterSnapshot,
+    created_at: Timestamp,
+) -> queue::Command {
+    let replacements = (0..cmd.replacements.len())
+        .map(|i| format!("{id}-replacement-{i}"))
+        .collect();
+    queue::Command::from_decision(id, cmd, s, replacements, created_at)
+        .expect("a disruption command, not an expiration")
 }
 
-fn node_by_claim<'a>(s: &'a mut ClusterSnapshot, claim: &str) -> Option<&'a mut StateNode> {
+pub(super) fn node_by_claim<'a>(
+    s: &'a mut ClusterSnapshot,
+    claim: &str,
+) -> Option<&'a mut StateNode> {
     s.nodes
         .iter_mut()
         .find(|n| n.node_claim.as_ref().is_some_and(|c| c.name() == claim))
@@ -168,7 +145,7 @@ fn node_by_claim<'a>(s: &'a mut ClusterSnapshot, claim: &str) -> Option<&'a mut 
 
 /// Plays queue steps on the snapshot the way the controllers would (replacement creation is
 /// left to the test).
-fn apply_steps(s: &mut ClusterSnapshot, steps: &[Step]) {
+pub(super) fn apply_steps(s: &mut ClusterSnapshot, steps: &[Step]) {
     for step in steps {
         match step {
             Step::TaintNode { node_name, taint } => {
@@ -218,7 +195,7 @@ fn apply_steps(s: &mut ClusterSnapshot, steps: &[Step]) {
     }
 }
 
-fn tainted(s: &ClusterSnapshot, node: &str) -> bool {
+pub(super) fn tainted(s: &ClusterSnapshot, node: &str) -> bool {
     s.nodes
         .iter()
         .find(|n| n.name() == node)
@@ -420,7 +397,7 @@ fn simulate_scheduling_should_allow_multiple_replace_operations_to_happen_succes
             "the replacement keeps the candidate's partition"
         );
         let id = format!("c{round}");
-        let steps = q.start(queue_command(&id, cmd, at)).expect("starts");
+        let steps = q.start(queue_command(&id, cmd, &s, at)).expect("starts");
         apply_steps(&mut s, &steps);
         let replacement = launched_replacement(&format!("{id}-replacement-0"), cmd, 0);
         s.nodes.push(Arc::new(replacement));
@@ -498,7 +475,9 @@ fn simulate_scheduling_can_replace_node_with_a_local_pv_ignoring_hostname_affini
     );
 
     let mut q = q;
-    let steps = q.start(queue_command("c1", cmd, now())).expect("starts");
+    let steps = q
+        .start(queue_command("c1", cmd, &s, now()))
+        .expect("starts");
     apply_steps(&mut s, &steps);
     s.nodes
         .push(Arc::new(launched_replacement("c1-replacement-0", cmd, 0)));
@@ -536,7 +515,9 @@ fn simulate_scheduling_should_ensure_that_we_do_not_duplicate_capacity_for_disru
     let pass = pass_at(&s, now(), &q);
     let cmd = only(&pass);
     assert_eq!((cmd.method, cmd.decision()), (Method::Drift, "replace"));
-    let steps = q.start(queue_command("c1", cmd, now())).expect("starts");
+    let steps = q
+        .start(queue_command("c1", cmd, &s, now()))
+        .expect("starts");
     let create = steps
         .iter()
         .position(|s| matches!(s, Step::CreateReplacements { .. }))
@@ -640,7 +621,9 @@ fn disruption_taints_should_add_and_remove_taints_from_node_claims_that_fail_to_
     let pass = pass_at(&s, now(), &q);
     let cmd = only(&pass);
     assert_eq!(cmd.decision(), "replace");
-    let steps = q.start(queue_command("c1", cmd, now())).expect("starts");
+    let steps = q
+        .start(queue_command("c1", cmd, &s, now()))
+        .expect("starts");
     apply_steps(&mut s, &steps);
     assert_eq!(q.entries(), 1);
     assert!(tainted(&s, "node-0"));
@@ -720,7 +703,9 @@ fn queue_should_not_return_an_error_when_handling_commands_before_the_timeout() 
     let pass = pass_at(&s, now(), &q);
     let cmd = only(&pass);
     assert_eq!(cmd.decision(), "replace");
-    let steps = q.start(queue_command("c1", cmd, now())).expect("starts");
+    let steps = q
+        .start(queue_command("c1", cmd, &s, now()))
+        .expect("starts");
     apply_steps(&mut s, &steps);
     for seconds in [1, 60, 9 * 60] {
         let out = q

@@ -24,25 +24,24 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::disruption_remaining_scenarios::{apply_steps, node_mut, queue_command, tainted};
 use super::disruption_scenarios::{
-    CREATED, NOW, catalog, consolidation_pool, ct_pool, delete_cluster, names, node, now,
-    one_empty, only, option_names, rl, s2s, set_condition, snapshot, spot,
+    CREATED, catalog, consolidation_pool, ct_pool, delete_cluster, names, node, now, one_empty,
+    only, option_names, rl, s2s, set_condition, snapshot, spot,
 };
 use karpenter_core::api::{
-    Budget, ConditionStatus, ConsolidationPolicy, DisruptionReason, NillableDuration,
-    NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
+    Budget, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaimTemplate,
+    NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
 };
 use karpenter_core::disruption::simulate::simulate_scheduling;
 use karpenter_core::disruption::validation::{
     COMMAND_VALIDATION_DELAY, Validation, ValidationError, validate, validate_counted,
 };
 use karpenter_core::disruption::{
-    Command, Method, PassOutcome, Reason, multi_node_pass, run_pass, single_node_pass,
+    Command, Method, PassOutcome, multi_node_pass, run_pass, single_node_pass,
 };
 use karpenter_core::labels;
-use karpenter_core::lifecycle::queue::{
-    self, CommandCandidate, CommandQueue, QueueOutcome, ReplacementState, Step,
-};
+use karpenter_core::lifecycle::queue::{self, CommandQueue, QueueOutcome, ReplacementState};
 use karpenter_core::model::{
     InstanceType, IntOrPercent, LabelSelector, OwnerReference, Pod, PodDisruptionBudget, PodPhase,
     Timestamp,
@@ -133,15 +132,6 @@ fn pass_at(s: &ClusterSnapshot, at: Timestamp) -> PassOutcome {
 }
 
 // --- Changes made during the wait --------------------------------------------------------------
-
-fn node_mut<'a>(s: &'a mut ClusterSnapshot, name: &str) -> &'a mut StateNode {
-    let n = s
-        .nodes
-        .iter_mut()
-        .find(|n| n.name() == name)
-        .expect("known node");
-    Arc::make_mut(n)
-}
 
 /// Binds a new pod requesting `cpu` to `node` (upstream's `ExpectManualBinding`).
 fn bind(s: &mut ClusterSnapshot, node: &str, name: &str, cpu: &str) {
@@ -790,116 +780,6 @@ fn consolidation_memo_is_marked_when_nothing_can_be_done_within_budget() {
 // Queue / orchestration (§4.2, §4.3): drift untaint, Parallelization
 // ---------------------------------------------------------------------------------------------
 
-/// The queue's command for a planned command: candidates keyed by provider id, replacement
-/// NodeClaims named `<id>-replacement-<i>`.
-fn queue_command(id: &str, cmd: &Command, created_at: Timestamp) -> queue::Command {
-    let reason = match cmd.reason {
-        Reason::Drifted => DisruptionReason::Drifted,
-        Reason::Empty => DisruptionReason::Empty,
-        _ => DisruptionReason::Underutilized,
-    };
-    queue::Command {
-        id: id.to_string(),
-        method: match cmd.method {
-            Method::Emptiness => "empty",
-            Method::MultiNode => "multi",
-            Method::SingleNode => "single",
-            _ => "",
-        }
-        .to_string(),
-        reason,
-        consolidation_policy: String::new(),
-        candidates: cmd
-            .candidates
-            .iter()
-            .map(|c| {
-                let claim = c.node_claim().map_or("", |n| n.name()).to_string();
-                let mut cc = CommandCandidate::new(c.provider_id(), c.name(), claim);
-                cc.nodepool = c.node_pool.clone();
-                cc.reschedulable_pods = c.reschedulable_pods.len();
-                cc
-            })
-            .collect(),
-        replacements: (0..cmd.replacements.len())
-            .map(|i| format!("{id}-replacement-{i}"))
-            .collect(),
-        nominated_nodes: Vec::new(),
-        created_at,
-        initialized: BTreeSet::new(),
-    }
-}
-
-fn node_by_claim<'a>(s: &'a mut ClusterSnapshot, claim: &str) -> Option<&'a mut StateNode> {
-    s.nodes
-        .iter_mut()
-        .find(|n| n.node_claim.as_ref().is_some_and(|c| c.name() == claim))
-        .map(Arc::make_mut)
-}
-
-/// Plays queue steps on the snapshot the way the controllers would (replacement creation is
-/// left to the test).
-fn apply_steps(s: &mut ClusterSnapshot, steps: &[Step]) {
-    for step in steps {
-        match step {
-            Step::TaintNode { node_name, taint } => {
-                if let Some(n) = node_mut(s, node_name).node.as_mut() {
-                    n.taints.retain(|t| t.key != taint.key);
-                    n.taints.push(taint.clone());
-                }
-            }
-            Step::RemoveTaint { node_name } => {
-                if let Some(n) = node_mut(s, node_name).node.as_mut() {
-                    n.taints.retain(|t| t.key != labels::DISRUPTED_TAINT_KEY);
-                }
-            }
-            Step::SetDisruptionReason { claim_name, reason } => {
-                if let Some(n) = node_by_claim(s, claim_name) {
-                    set_condition(n, "DisruptionReason", ConditionStatus::True, NOW);
-                    if let Some(c) = n.node_claim.as_mut()
-                        && let Some(cond) = c
-                            .status
-                            .conditions
-                            .iter_mut()
-                            .find(|c| c.type_ == "DisruptionReason")
-                    {
-                        cond.reason = Some(reason.clone());
-                    }
-                }
-            }
-            Step::ClearDisruptionReason { claim_name } => {
-                if let Some(n) = node_by_claim(s, claim_name)
-                    && let Some(c) = n.node_claim.as_mut()
-                {
-                    c.status
-                        .conditions
-                        .retain(|c| c.type_ != "DisruptionReason");
-                }
-            }
-            Step::MarkForDeletion { provider_ids } | Step::UnmarkForDeletion { provider_ids } => {
-                let mark = matches!(step, Step::MarkForDeletion { .. });
-                for n in s.nodes.iter_mut() {
-                    if provider_ids.iter().any(|p| p == n.provider_id()) {
-                        Arc::make_mut(n).marked_for_deletion = mark;
-                    }
-                }
-            }
-            Step::CreateReplacements { .. } | Step::Nominate { .. } | Step::Enqueue { .. } => {}
-        }
-    }
-}
-
-fn tainted(s: &ClusterSnapshot, node: &str) -> bool {
-    s.nodes
-        .iter()
-        .find(|n| n.name() == node)
-        .and_then(|n| n.node.as_ref())
-        .is_some_and(|n| {
-            n.taints
-                .iter()
-                .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
-        })
-}
-
 fn has_disruption_reason(s: &ClusterSnapshot, node: &str) -> bool {
     s.nodes
         .iter()
@@ -943,7 +823,7 @@ fn drift_should_untaint_nodes_when_drift_replacement_fails() {
 
     let mut q = CommandQueue::new();
     let steps = q
-        .start(queue_command("drift-1", cmd, now()))
+        .start(queue_command("drift-1", cmd, &s, now()))
         .expect("starts");
     apply_steps(&mut s, &steps);
     assert!(tainted(&s, "node-0"));
@@ -995,7 +875,9 @@ fn consolidation_parallelization_should_not_schedule_an_additional_node_when_rec
     let cheapest = cmd.replacements[0].instance_types[0].clone();
 
     let mut q = CommandQueue::new();
-    let steps = q.start(queue_command("c1", cmd, now())).expect("starts");
+    let steps = q
+        .start(queue_command("c1", cmd, &s, now()))
+        .expect("starts");
     apply_steps(&mut s, &steps);
     // The replacement launches and initializes (upstream's ExpectMakeNewNodeClaimsReady).
     s.nodes.push(Arc::new(node(
