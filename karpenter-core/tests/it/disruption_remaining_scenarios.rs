@@ -47,14 +47,14 @@ fn later(seconds: i64) -> Timestamp {
         .expect("in range")
 }
 
-fn it(name: &str) -> Arc<InstanceType> {
+pub(super) fn it(name: &str) -> Arc<InstanceType> {
     catalog()
         .into_iter()
         .find(|t| t.name == name)
         .expect("known type")
 }
 
-fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
+pub(super) fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
     let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
     let mut spec = NodePoolSpec::new(NodeClaimTemplate {
         metadata: Default::default(),

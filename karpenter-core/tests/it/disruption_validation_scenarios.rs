@@ -24,15 +24,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::disruption_remaining_scenarios::{apply_steps, node_mut, queue_command, tainted};
+use super::disruption_remaining_scenarios::{
+    apply_steps, it, node_mut, pool, queue_command, tainted,
+};
 use super::disruption_scenarios::{
-    CREATED, catalog, consolidation_pool, ct_pool, delete_cluster, names, node, now, one_empty,
-    only, option_names, rl, s2s, set_condition, snapshot, spot,
+    CREATED, consolidation_pool, ct_pool, delete_cluster, names, node, now, one_empty, only,
+    option_names, rl, s2s, set_condition, snapshot, spot,
 };
-use karpenter_core::api::{
-    Budget, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaimTemplate,
-    NodeClaimTemplateSpec, NodeClassReference, NodePool, NodePoolSpec,
-};
+use karpenter_core::api::{Budget, ConditionStatus, ConsolidationPolicy, NillableDuration};
 use karpenter_core::disruption::simulate::simulate_scheduling;
 use karpenter_core::disruption::validation::{
     COMMAND_VALIDATION_DELAY, Validation, ValidationError, validate, validate_counted,
@@ -43,8 +42,7 @@ use karpenter_core::disruption::{
 use karpenter_core::labels;
 use karpenter_core::lifecycle::queue::{self, CommandQueue, QueueOutcome, ReplacementState};
 use karpenter_core::model::{
-    InstanceType, IntOrPercent, LabelSelector, OwnerReference, Pod, PodDisruptionBudget, PodPhase,
-    Timestamp,
+    IntOrPercent, LabelSelector, OwnerReference, Pod, PodDisruptionBudget, PodPhase, Timestamp,
 };
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 
@@ -64,34 +62,6 @@ fn after_two_waits() -> Timestamp {
     after_wait()
         .checked_add(COMMAND_VALIDATION_DELAY)
         .expect("in range")
-}
-
-fn it(name: &str) -> Arc<InstanceType> {
-    catalog()
-        .into_iter()
-        .find(|t| t.name == name)
-        .expect("known type")
-}
-
-fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
-    let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
-    let mut spec = NodePoolSpec::new(NodeClaimTemplate {
-        metadata: Default::default(),
-        spec: NodeClaimTemplateSpec::new(class),
-    });
-    spec.disruption.consolidation_policy = Some(policy);
-    spec.disruption.consolidate_after = Some(NillableDuration::parse("0s").expect("duration"));
-    spec.disruption.budgets = Some(vec![Budget {
-        nodes: budget.to_string(),
-        schedule: None,
-        duration: None,
-        reasons: None,
-    }]);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types: catalog(),
-        ready: true,
-    }
 }
 
 fn set_budget(p: &mut NodePoolState, nodes: &str) {
