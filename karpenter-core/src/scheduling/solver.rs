@@ -596,7 +596,8 @@ struct ExistingMeta {
     refuses_displaced: bool,
     /// The hostname's interned topology id (existing hosts are registered at construction).
     hostname_id: Option<u32>,
-    /// The node's requirements on each topology key (filled on first need).
+    /// The node's requirements on each topology key, set when a pod lands on it (until then
+    /// look-ups read the requirements).
     topology_keys: Option<TopologyKeyCache>,
 }
 
