@@ -297,6 +297,10 @@ pub struct Pod {
     /// Controlling owner.
     #[serde(default)]
     pub owner: Option<OwnerReference>,
+    /// The other owner references (not marked controller). Upstream classifies DaemonSet,
+    /// mirror and StatefulSet pods by any owner reference ([`Pod::is_owned_by`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_owners: Vec<OwnerReference>,
     /// `spec.nodeSelector`.
     #[serde(default)]
     pub node_selector: BTreeMap<String, String>,
@@ -364,6 +368,7 @@ impl Pod {
             phase: PodPhase::Pending,
             node_name: None,
             owner: None,
+            other_owners: Vec::new(),
             node_selector: BTreeMap::new(),
             node_affinity: None,
             pod_affinity: None,
@@ -398,11 +403,13 @@ impl Pod {
         self.is_owned_by("v1", "Node")
     }
 
-    /// Whether the pod's owner has this apiVersion and kind.
+    /// Whether one of the pod's owner references (controller or not) has this apiVersion and
+    /// kind (upstream `IsOwnedBy`).
     pub fn is_owned_by(&self, api_version: &str, kind: &str) -> bool {
         self.owner
-            .as_ref()
-            .is_some_and(|o| o.kind == kind && o.api_version == api_version)
+            .iter()
+            .chain(&self.other_owners)
+            .any(|o| o.kind == kind && o.api_version == api_version)
     }
 
     /// Whether the pod has finished (Succeeded or Failed).

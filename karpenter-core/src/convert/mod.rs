@@ -259,7 +259,8 @@ fn namespace_of(meta: &meta::ObjectMeta) -> &str {
 ///
 /// - `metadata.namespace` defaults to `default`, `metadata.uid` to `<namespace>/<name>`,
 ///   `metadata.creationTimestamp` to the Unix epoch; `metadata.name` is required.
-/// - The owner is the owner reference marked `controller: true`, if any.
+/// - The owner is the owner reference marked `controller: true`, if any; the others are kept
+///   as [`Pod::other_owners`](model::Pod::other_owners).
 /// - Node affinity: required terms (ORed) and preferred terms. `matchFields` in a required
 ///   term is an error ([`ConvertError::MatchFields`]); in a preferred term it is ignored.
 /// - Pod (anti-)affinity terms keep their label selector, namespaces and namespace selector.
@@ -300,6 +301,18 @@ pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
     out.phase = phase(&ctx, status.and_then(|s| s.phase.as_ref()))?;
     out.node_name = non_empty(spec.node_name.as_ref()).map(str::to_string);
     out.owner = controller_owner(meta.owner_references.as_deref());
+    out.other_owners = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .filter(|r| r.controller != Some(true))
+        .map(|r| OwnerReference {
+            api_version: r.api_version.clone(),
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+            controller: false,
+        })
+        .collect();
     out.node_selector = spec.node_selector.clone().unwrap_or_default();
     if let Some(affinity) = &spec.affinity {
         let base = "spec.affinity";

@@ -336,6 +336,19 @@ fn pod_metadata_status_and_defaults() {
         (owner.kind.as_str(), owner.name.as_str(), owner.controller),
         ("ReplicaSet", "web-7d", true)
     );
+    let others: Vec<(&str, &str, &str, bool)> = m
+        .other_owners
+        .iter()
+        .map(|o| {
+            (
+                o.api_version.as_str(),
+                o.kind.as_str(),
+                o.name.as_str(),
+                o.controller,
+            )
+        })
+        .collect();
+    assert_eq!(others, [("v1", "ConfigMap", "x", false)]);
     assert_eq!(
         m.node_selector.get("kubernetes.io/os").map(String::as_str),
         Some("linux")

@@ -965,6 +965,12 @@ fn pod_classification() {
     other_ds.owner = Some(owner("DaemonSet", "apps.kruise.io/v1alpha1"));
     assert!(!other_ds.is_daemonset_pod());
     assert!(is_reschedulable(&other_ds));
+    // Any owner reference counts, not only the controller (upstream looks at every one).
+    let mut co_owned = pod("co-owned", "n");
+    co_owned.owner = Some(owner("ReplicaSet", "apps/v1"));
+    co_owned.other_owners = vec![owner("DaemonSet", "apps/v1")];
+    assert!(co_owned.is_daemonset_pod());
+    assert!(!is_reschedulable(&co_owned));
     let mut other_sts = pod("kruise-sts", "n");
     other_sts.owner = Some(owner("StatefulSet", "apps.kruise.io/v1beta1"));
     other_sts.deletion_timestamp = Some(now());
