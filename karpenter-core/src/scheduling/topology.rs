@@ -458,6 +458,9 @@ pub(crate) struct Topology<'a> {
     /// Per key id, once a group without node filter needed them: the domains of the active
     /// nodes' labels for the key.
     node_domains: Vec<Option<std::sync::Arc<CommonDomains>>>,
+    /// (key id, domain id) → how many of the key's groups (in `by_key` order) had it
+    /// [`register`](Self::register)ed at its last registration.
+    registered: FxHashMap<(u32, u32), usize>,
     /// While constructing, inverse-selection caches are computed once at the end.
     defer_inverse_refresh: bool,
 }
@@ -532,6 +535,7 @@ impl<'a> Topology<'a> {
             excluded,
             extra_namespaces,
             node_domains: Vec::new(),
+            registered: FxHashMap::default(),
             defer_inverse_refresh: true,
         };
         // Inverse groups of the existing pods' required anti-affinity terms, in node, pod and
@@ -886,7 +890,26 @@ impl<'a> Topology<'a> {
             return;
         };
         let id = kd.intern(domain);
-        self.for_each_group_of_key(kid, |g| g.register(id));
+        // Groups never forget a registered domain (outside tests): only the groups of the key
+        // created since this domain was last registered can learn it (a NodeClaim's hostname is
+        // registered again with every pod added to it).
+        let Some(refs) = self.by_key.get(kid as usize) else {
+            return;
+        };
+        let known_by = self.registered.get(&(kid, id)).copied().unwrap_or(0);
+        if known_by >= refs.len() {
+            return;
+        }
+        for r in refs.iter().skip(known_by) {
+            let g = match *r {
+                GroupRef::Normal(i) => self.groups.get_mut(i as usize),
+                GroupRef::Inverse(i) => self.inverse.get_mut(i as usize),
+            };
+            if let Some(g) = g {
+                g.register(id);
+            }
+        }
+        self.registered.insert((kid, id), refs.len());
     }
 
     /// [`register`](Self::register) for each domain in order, group by group (same result,
@@ -916,6 +939,7 @@ impl<'a> Topology<'a> {
         let Some(id) = self.keys.get(kid as usize).and_then(|kd| kd.lookup(domain)) else {
             return;
         };
+        self.registered.remove(&(kid, id));
         self.for_each_group_of_key(kid, |g| g.unregister(id));
     }
 
