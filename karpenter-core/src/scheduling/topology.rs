@@ -893,23 +893,13 @@ impl<'a> Topology<'a> {
         // Groups never forget a registered domain (outside tests): only the groups of the key
         // created since this domain was last registered can learn it (a NodeClaim's hostname is
         // registered again with every pod added to it).
-        let Some(refs) = self.by_key.get(kid as usize) else {
-            return;
-        };
+        let groups = self.by_key.get(kid as usize).map_or(0, |refs| refs.len());
         let known_by = self.registered.get(&(kid, id)).copied().unwrap_or(0);
-        if known_by >= refs.len() {
+        if known_by >= groups {
             return;
         }
-        for r in refs.iter().skip(known_by) {
-            let g = match *r {
-                GroupRef::Normal(i) => self.groups.get_mut(i as usize),
-                GroupRef::Inverse(i) => self.inverse.get_mut(i as usize),
-            };
-            if let Some(g) = g {
-                g.register(id);
-            }
-        }
-        self.registered.insert((kid, id), refs.len());
+        self.for_each_group_of_key_from(kid, known_by, |g| g.register(id));
+        self.registered.insert((kid, id), groups);
     }
 
     /// [`register`](Self::register) for each domain in order, group by group (same result,
@@ -1091,11 +1081,17 @@ impl<'a> Topology<'a> {
         entry.nodes.clone()
     }
 
-    fn for_each_group_of_key(&mut self, kid: u32, mut f: impl FnMut(&mut Group)) {
+    fn for_each_group_of_key(&mut self, kid: u32, f: impl FnMut(&mut Group)) {
+        self.for_each_group_of_key_from(kid, 0, f);
+    }
+
+    /// [`for_each_group_of_key`](Self::for_each_group_of_key) over the key's groups from the
+    /// `from`-th one (in creation order).
+    fn for_each_group_of_key_from(&mut self, kid: u32, from: usize, mut f: impl FnMut(&mut Group)) {
         let Some(refs) = self.by_key.get(kid as usize) else {
             return;
         };
-        for r in refs {
+        for r in refs.iter().skip(from) {
             let g = match *r {
                 GroupRef::Normal(i) => self.groups.get_mut(i as usize),
                 GroupRef::Inverse(i) => self.inverse.get_mut(i as usize),
