@@ -264,13 +264,12 @@ struct FilterStats {
 pub(crate) struct Prepared<'a> {
     options: &'a SchedulerOptions,
     input: &'a SchedulingInput,
-    /// Every existing node, in input order.
-    nodes: Vec<ExistingNodeRef<'a>>,
     index: ResourceIndex,
     templates: Vec<Template>,
     /// Per template: the position of its pool's existing nodes in `nodes` (for limits).
     pool_nodes: Vec<Vec<usize>>,
     universe: Arc<DomainUniverse>,
+    /// The topology's prepared side; it also holds every existing node, in input order.
     topology: Arc<TopologyBase<'a>>,
     reservation_capacity: BTreeMap<String, i64>,
     tolerate_prefer_no_schedule: bool,
@@ -543,20 +542,15 @@ impl<'a> Prepared<'a> {
                 instance_types: its,
             })
             .collect();
-        let topology = Arc::new(TopologyBase::new(
-            nodes.clone(),
-            &input.namespace_labels,
-            pods,
-        ));
+        let universe = Arc::new(DomainUniverse::build(&universe_pools));
         Prepared {
             options,
             input,
-            topology,
-            nodes,
+            topology: Arc::new(TopologyBase::new(nodes, &input.namespace_labels, pods)),
             index,
             templates,
             pool_nodes: pool_nodes_of,
-            universe: Arc::new(DomainUniverse::build(&universe_pools)),
+            universe,
             reservation_capacity,
             tolerate_prefer_no_schedule,
             existing,
@@ -574,7 +568,8 @@ impl<'a> Prepared<'a> {
         if !registered {
             // Resources nothing prepared has seen: prepare again with them.
             let nodes: Vec<ExistingNodeRef<'_>> = self
-                .nodes
+                .topology
+                .nodes()
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| !request.removed.get(*i).copied().unwrap_or(false))
@@ -648,7 +643,7 @@ impl<'a> Solver<'a> {
                     continue;
                 }
                 n = n.map(|n| n + 1);
-                let capacity = &prepared.nodes[i].node.capacity;
+                let capacity = &prepared.topology.nodes()[i].node.capacity;
                 for (r, remaining) in l.iter_mut() {
                     *remaining += capacity.get_or_zero(prepared.index.name(*r)).milli_value();
                 }
@@ -675,7 +670,7 @@ impl<'a> Solver<'a> {
             existing_meta.push(ExistingMeta {
                 refuses_displaced: request
                     .refusing
-                    .is_some_and(|r| r.contains(&prepared.nodes[*i].node.name)),
+                    .is_some_and(|r| r.contains(&prepared.topology.nodes()[*i].node.name)),
                 hostname_id: topology.hostname_id(&node.name),
                 topology_keys: None,
             });

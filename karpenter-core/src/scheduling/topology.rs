@@ -281,6 +281,11 @@ pub(crate) struct TopologyBase<'a> {
 }
 
 impl<'a> TopologyBase<'a> {
+    /// The existing nodes the base was built over, in input order.
+    pub(crate) fn nodes(&self) -> &[ExistingNodeRef<'a>] {
+        &self.nodes
+    }
+
     /// The base over `nodes`. Known namespaces are those of `namespace_labels` plus the
     /// namespaces of `pods` and of every pod bound to `nodes`.
     pub(crate) fn new(
