@@ -23,7 +23,7 @@ use karpenter_core::resources::{Quantity, ResourceList};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::manifests::{Located, ManifestError, NodeClass, Origin};
+use crate::manifests::{Located, ManifestError, NodeClass};
 
 /// The `--catalog` argument.
 #[derive(Debug, Clone, PartialEq)]
@@ -248,7 +248,7 @@ impl Catalog {
 
 /// The AMI family of an EC2NodeClass: `spec.amiFamily`, else the family of the first
 /// `amiSelectorTerms[].alias` (`al2023@latest` → AL2023), else AL2023.
-fn ami_family(origin: &Origin, object: &str, spec: &Value) -> Result<AmiFamily, ManifestError> {
+fn ami_family(origin: &str, object: &str, spec: &Value) -> Result<AmiFamily, ManifestError> {
     if let Some(name) = spec.get("amiFamily").and_then(Value::as_str) {
         return AmiFamily::from_name(name).ok_or_else(|| {
             ManifestError::invalid(
@@ -301,7 +301,7 @@ fn root_device(family: AmiFamily) -> &'static str {
 /// Catalog options from an EC2NodeClass: AMI family, root volume size, `instanceStorePolicy`
 /// and `kubelet` (`maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`).
 pub fn aws_options(
-    origin: &Origin,
+    origin: &str,
     object: &str,
     value: &Value,
 ) -> Result<AwsCatalogOptions, ManifestError> {
@@ -389,12 +389,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn origin() -> Origin {
-        Origin {
-            file: "c.yaml".into(),
-            document: 1,
-            item: None,
-        }
+    fn origin() -> String {
+        "c.yaml: document 1".to_string()
     }
 
     #[test]

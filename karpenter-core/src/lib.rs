@@ -29,3 +29,5 @@ pub mod scheduling;
 pub mod state;
 pub mod taints;
 pub mod volumes;
+#[cfg(feature = "k8s-openapi")]
+pub mod world;
