@@ -25,6 +25,10 @@ use serde_json::Value;
 
 use crate::manifests::{Located, ManifestError, NodeClass};
 
+/// What `--catalog` accepts, for messages.
+pub const CATALOG_NAMES: &str = "--catalog takes aws (the embedded us-east-1 catalog), fake:N \
+     (upstream's N generated test instance types) or the path of a catalog file";
+
 /// The `--catalog` argument.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CatalogSpec {
@@ -176,8 +180,15 @@ impl Catalog {
             }),
             CatalogSpec::Path(path) => {
                 let name = path.display().to_string();
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| CatalogLoadError::Input(format!("{name}: {e}")))?;
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        CatalogLoadError::Input(format!(
+                            "--catalog {name}: not a catalog name and no such file; {CATALOG_NAMES}"
+                        ))
+                    } else {
+                        CatalogLoadError::Input(format!("{name}: {e}"))
+                    }
+                })?;
                 let value: Value = if path.extension().is_some_and(|e| e == "json") {
                     serde_json::from_str(&text).map_err(|e| {
                         CatalogLoadError::Input(format!("{name}: invalid JSON: {e}"))

@@ -308,8 +308,9 @@ fn first_line_of(message: &str) -> String {
     message.lines().next().unwrap_or(message).to_string()
 }
 
-/// Adds a document, expanding lists (`kind: List` or `*List` with `items`).
-fn push_document(out: &mut Vec<Document>, origin: Origin, value: Value) {
+/// Adds a document, expanding lists (`kind: List` or `*List` with `items`); list items are
+/// moved, not copied.
+fn push_document(out: &mut Vec<Document>, origin: Origin, mut value: Value) {
     if value.is_null() {
         return;
     }
@@ -317,8 +318,8 @@ fn push_document(out: &mut Vec<Document>, origin: Origin, value: Value) {
         .get("kind")
         .and_then(Value::as_str)
         .is_some_and(|k| k == "List" || (k.ends_with("List") && value.get("items").is_some()));
-    if is_list && let Some(Value::Array(items)) = value.get("items") {
-        for (i, item) in items.iter().enumerate() {
+    if is_list && let Some(Value::Array(items)) = value.get_mut("items") {
+        for (i, item) in std::mem::take(items).into_iter().enumerate() {
             if item.is_null() {
                 continue;
             }
@@ -327,7 +328,7 @@ fn push_document(out: &mut Vec<Document>, origin: Origin, value: Value) {
                     item: Some(i),
                     ..origin.clone()
                 },
-                value: item.clone(),
+                value: item,
             });
         }
         return;

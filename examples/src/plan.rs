@@ -25,11 +25,11 @@ use karpenter_core::world::{self, Objects, PodSource, World, WorldError};
 
 use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
+use crate::explain::{explain, tidy_reason};
 use crate::lowerbound::{BoundColumn, BoundPod, lower_bound};
 use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, classify};
 use crate::output::{
-    ClaimOutput, ExistingNodeOutput, Launch, PlanOutput, PoolExplanation, Summary,
-    UnschedulableOutput,
+    ClaimOutput, ExistingNodeOutput, Launch, PlanOutput, Summary, UnschedulableOutput,
 };
 use crate::warnings::{self, PoolContext, RULES, Warning};
 
@@ -117,7 +117,7 @@ pub struct PlanResult {
 
 /// A NodePool's template requirements as the scheduler builds them (requirements, template
 /// labels, the NodePool label and the node-class label).
-fn template_requirements(np: &NodePoolInput) -> Requirements {
+pub(crate) fn template_requirements(np: &NodePoolInput) -> Requirements {
     let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
     let mut l = np.labels.clone();
     l.insert(labels::NODEPOOL.to_string(), np.name.clone());
@@ -130,7 +130,7 @@ fn template_requirements(np: &NodePoolInput) -> Requirements {
     reqs
 }
 
-fn with_prefer_no_schedule(tolerations: &[Toleration]) -> Vec<Toleration> {
+pub(crate) fn with_prefer_no_schedule(tolerations: &[Toleration]) -> Vec<Toleration> {
     let mut t = tolerations.to_vec();
     t.push(taints::prefer_no_schedule_wildcard());
     t
@@ -138,7 +138,7 @@ fn with_prefer_no_schedule(tolerations: &[Toleration]) -> Vec<Toleration> {
 
 /// The pod's node-selector terms: the node selector ANDed with each required node-affinity term
 /// (one term, the selector alone, without node affinity).
-fn pod_terms(pod: &Pod) -> Vec<Requirements> {
+pub(crate) fn pod_terms(pod: &Pod) -> Vec<Requirements> {
     let selector = Requirements::from_labels(
         pod.node_selector
             .iter()
@@ -405,60 +405,6 @@ fn is_controller(source: &PodSource) -> bool {
     warnings::is_karpenter_controller(&source.name, &source.labels)
 }
 
-/// `--explain`: for a left-out pod, every NodePool alone and why it could not take the pod.
-fn explain(
-    pod: &Pod,
-    overall: &str,
-    input: &SchedulingInput,
-    options: &SchedulerOptions,
-    cache: &mut BTreeMap<(String, usize), String>,
-) -> Result<Vec<PoolExplanation>, PlanError> {
-    let mut order: Vec<usize> = (0..input.node_pools.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (pa, pb) = (&input.node_pools[a], &input.node_pools[b]);
-        pb.weight
-            .cmp(&pa.weight)
-            .then_with(|| pa.name.cmp(&pb.name))
-    });
-    let mut anonymous = pod.clone();
-    anonymous.name = String::new();
-    anonymous.uid = String::new();
-    let signature =
-        serde_json::to_string(&anonymous).map_err(|e| PlanError::Internal(e.to_string()))?;
-    let mut out = Vec::new();
-    for i in order {
-        let np = &input.node_pools[i];
-        let reason = match cache.get(&(signature.clone(), i)) {
-            Some(r) => r.clone(),
-            None => {
-                let alone = SchedulingInput {
-                    node_pools: vec![np.clone()],
-                    existing_nodes: Vec::new(),
-                    daemonsets: input.daemonsets.clone(),
-                    pods: vec![pod.clone()],
-                    namespace_labels: input.namespace_labels.clone(),
-                    volumes: input.volumes.clone(),
-                    ..SchedulingInput::default()
-                };
-                let r = solve(&alone, options);
-                let reason = match r.pod_errors.get(&pod.key()) {
-                    Some(e) => e.message.clone(),
-                    None => format!(
-                        "the pod alone fits a new node of this NodePool; in the full plan: {overall}"
-                    ),
-                };
-                cache.insert((signature.clone(), i), reason.clone());
-                reason
-            }
-        };
-        out.push(PoolExplanation {
-            node_pool: np.name.clone(),
-            reason,
-        });
-    }
-    Ok(out)
-}
-
 /// Runs `karpenter plan` over decoded documents. `progress` is told each phase.
 pub fn plan(
     docs: &[Document],
@@ -528,7 +474,7 @@ pub fn plan(
         };
         unschedulable.push(UnschedulableOutput {
             pod: key.clone(),
-            reason: err.message.clone(),
+            reason: tidy_reason(&err.message, input.node_pools.len()),
             node_pools,
         });
     }
@@ -654,6 +600,19 @@ pub fn plan(
     })
 }
 
+/// Every zone a claim may launch in: the zones of its instance types' available offerings that
+/// its requirements allow, sorted.
+fn launch_zones(claim: &NewNodeClaim) -> Vec<String> {
+    let zones: BTreeSet<&str> = claim
+        .instance_types
+        .iter()
+        .flat_map(|it| it.available_offerings())
+        .filter(|o| claim.requirements.intersects(o.requirements()).is_ok())
+        .map(|o| o.zone.as_str())
+        .collect();
+    zones.into_iter().map(str::to_string).collect()
+}
+
 /// The contract's view of a NodeClaim the scheduler decided to create.
 pub(crate) fn claim_output(claim: &NewNodeClaim, launch: Option<Launch>) -> ClaimOutput {
     ClaimOutput {
@@ -664,6 +623,7 @@ pub(crate) fn claim_output(claim: &NewNodeClaim, launch: Option<Launch>) -> Clai
             .map(|it| it.name.clone())
             .collect(),
         launch,
+        zones: launch_zones(claim),
         requirements: claim.requirements.to_node_selector_requirements(),
         pods: claim.pods.clone(),
         requests: claim.requests.clone(),

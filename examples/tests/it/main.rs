@@ -4,6 +4,7 @@
 //! regenerate them after an intended change, and review the diff.
 
 mod dumps;
+mod edges;
 mod errors;
 mod examples;
 mod options;
