@@ -21,7 +21,7 @@ use karpenter_core::scheduling::{
     NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput, solve,
 };
 use karpenter_core::taints::{self, Toleration};
-use karpenter_core::world::{self, Objects, PodSource, World, WorldError};
+use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World, WorldError};
 
 use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
@@ -400,9 +400,13 @@ fn build_world(
     Ok((world, warnings))
 }
 
-/// Whether a pod's source is a Karpenter controller (advice: not on a Karpenter node).
-fn is_controller(source: &PodSource) -> bool {
-    warnings::is_karpenter_controller(&source.name, &source.labels)
+/// Whether a pod (or the workload it is a replica of) is a Karpenter controller (advice: not
+/// on a Karpenter node).
+fn is_controller(p: &SourcedPod) -> bool {
+    match &p.source.workload {
+        Some(w) => warnings::is_karpenter_controller(&w.name, &w.labels),
+        None => warnings::is_karpenter_controller(&p.pod.name, &p.pod.labels),
+    }
 }
 
 /// Runs `karpenter plan` over decoded documents. `progress` is told each phase.
@@ -445,12 +449,19 @@ pub fn plan(
 
     let mut node_claims = Vec::new();
     let mut cost = 0.0;
+    let universe: BTreeSet<&str> = input
+        .node_pools
+        .iter()
+        .flat_map(|np| np.instance_types.iter())
+        .flat_map(|it| it.available_offerings())
+        .map(|o| o.zone.as_str())
+        .collect();
     for claim in &results.new_node_claims {
         let launch = launch_of(&claim.instance_types, &claim.requirements, &policy);
         if let Some(l) = &launch {
             cost += l.price_per_hour;
         }
-        node_claims.push(claim_output(claim, launch));
+        node_claims.push(claim_output(claim, launch, Some(&universe)));
     }
     let existing_nodes: Vec<ExistingNodeOutput> = results
         .existing_nodes
@@ -515,7 +526,7 @@ pub fn plan(
     let sources: BTreeMap<String, &PodSource> = world
         .pending
         .iter()
-        .filter(|e| is_controller(&e.source))
+        .filter(|e| is_controller(e))
         .map(|e| (e.pod.key(), &*e.source))
         .collect();
     for (i, claim) in results.new_node_claims.iter().enumerate() {
@@ -546,7 +557,7 @@ pub fn plan(
     for e in world.bound.values() {
         let node = e.pod.node_name.clone().unwrap_or_default();
         let managed = world.nodes.get(&node).is_some_and(|x| x.node.managed);
-        if is_controller(&e.source) && managed {
+        if is_controller(e) && managed {
             controller_nodes
                 .entry(e.source.object.clone())
                 .or_default()
@@ -601,20 +612,54 @@ pub fn plan(
 }
 
 /// Every zone a claim may launch in: the zones of its instance types' available offerings that
-/// its requirements allow, sorted.
-fn launch_zones(claim: &NewNodeClaim) -> Vec<String> {
-    let zones: BTreeSet<&str> = claim
-        .instance_types
-        .iter()
-        .flat_map(|it| it.available_offerings())
-        .filter(|o| claim.requirements.intersects(o.requirements()).is_ok())
-        .map(|o| o.zone.as_str())
-        .collect();
+/// its requirements allow, sorted. Offerings repeat a few (zone, capacity type, reservation)
+/// combinations across hundreds of instance types: each is checked against the requirements
+/// once, and the scan stops once every zone of `universe` (when known) is found.
+fn launch_zones(claim: &NewNodeClaim, universe: Option<&BTreeSet<&str>>) -> Vec<String> {
+    let reachable = universe.map(|u| {
+        u.iter()
+            .filter(|z| {
+                claim
+                    .requirements
+                    .get(labels::ZONE)
+                    .is_none_or(|r| r.has(z))
+            })
+            .count()
+    });
+    let mut checked: BTreeMap<(&str, &str, Option<&str>), bool> = BTreeMap::new();
+    let mut zones: BTreeSet<&str> = BTreeSet::new();
+    'types: for it in &claim.instance_types {
+        for o in it.available_offerings() {
+            if reachable.is_some_and(|n| zones.len() >= n) {
+                break 'types;
+            }
+            if zones.contains(o.zone.as_str()) {
+                continue;
+            }
+            let key = (
+                o.zone.as_str(),
+                o.capacity_type.as_str(),
+                o.reservation_id.as_deref(),
+            );
+            let allowed = *checked
+                .entry(key)
+                .or_insert_with(|| claim.requirements.intersects(o.requirements()).is_ok());
+            if allowed {
+                zones.insert(o.zone.as_str());
+            }
+        }
+    }
     zones.into_iter().map(str::to_string).collect()
 }
 
 /// The contract's view of a NodeClaim the scheduler decided to create.
-pub(crate) fn claim_output(claim: &NewNodeClaim, launch: Option<Launch>) -> ClaimOutput {
+/// `universe`, when known, holds every zone of the instance types' available offerings (a
+/// shortcut for [`launch_zones`]).
+pub(crate) fn claim_output(
+    claim: &NewNodeClaim,
+    launch: Option<Launch>,
+    universe: Option<&BTreeSet<&str>>,
+) -> ClaimOutput {
     ClaimOutput {
         node_pool: claim.node_pool.clone(),
         instance_types: claim
@@ -623,7 +668,7 @@ pub(crate) fn claim_output(claim: &NewNodeClaim, launch: Option<Launch>) -> Clai
             .map(|it| it.name.clone())
             .collect(),
         launch,
-        zones: launch_zones(claim),
+        zones: launch_zones(claim, universe),
         requirements: claim.requirements.to_node_selector_requirements(),
         pods: claim.pods.clone(),
         requests: claim.requests.clone(),

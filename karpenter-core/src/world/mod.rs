@@ -219,9 +219,17 @@ pub struct PodSource {
     pub origin: String,
     /// `Pod/namespace/name` or `Deployment/namespace/web` ([`Located::name`]).
     pub object: String,
-    /// The object's `metadata.name`.
+    /// The workload that would create the pod; `None` for a pod of the input (whose name and
+    /// labels are the pod's own).
+    pub workload: Option<WorkloadSource>,
+}
+
+/// The workload a pending pod stands for a replica of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadSource {
+    /// The workload's `metadata.name`.
     pub name: String,
-    /// Its labels: a pod's own; a workload's pod-template labels and then its own.
+    /// Its pod-template labels, then its own labels.
     pub labels: BTreeMap<String, String>,
 }
 
@@ -418,8 +426,7 @@ fn input_pods(pods: &[Located<core::Pod>]) -> Result<Vec<SourcedPod>, WorldError
         let source = Arc::new(PodSource {
             origin: p.origin.clone(),
             object: p.name.clone(),
-            name: pod.name.clone(),
-            labels: pod.labels.clone(),
+            workload: None,
         });
         out.push(SourcedPod { pod, source });
     }

@@ -391,8 +391,9 @@ fn sources_name_the_workload() {
     let world = build(&objects).unwrap();
     let source = &world.pending[0].source;
     assert_eq!(source.object, "Deployment/default/web");
-    assert_eq!(source.name, "web");
-    assert_eq!(source.labels.get("app").map(String::as_str), Some("web"));
+    let workload = source.workload.as_ref().unwrap();
+    assert_eq!(workload.name, "web");
+    assert_eq!(workload.labels.get("app").map(String::as_str), Some("web"));
     let input = world.scheduling_input();
     assert_eq!(input.pods.len(), 1);
 }

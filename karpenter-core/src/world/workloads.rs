@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::convert::pod_from_k8s;
 
-use super::{Located, PodSource, SourcedPod, Workload, WorldError};
+use super::{Located, PodSource, SourcedPod, Workload, WorkloadSource, WorldError};
 
 /// The most pods one workload may expand into.
 pub const MAX_REPLICAS: i32 = 1_000_000;
@@ -161,8 +161,10 @@ pub(super) fn expand(
         let source = Arc::new(PodSource {
             origin: w.origin.clone(),
             object: w.name.clone(),
-            name: plan.meta.name.clone().unwrap_or_default(),
-            labels: template_labels(&plan),
+            workload: Some(WorkloadSource {
+                name: plan.meta.name.clone().unwrap_or_default(),
+                labels: template_labels(&plan),
+            }),
         });
         for k in generate(&plan) {
             let pod = pod_from_k8s(&k).map_err(|e| WorldError::convert(w, "spec.template.", &e))?;
