@@ -10,9 +10,14 @@ use crate::model::{
     ClusterNode, InstanceType, NodeAffinity, NodeSelectorTerm, Offering, Overhead, PodAffinity,
     PodPhase, Timestamp, WeightedPodAffinityTerm,
 };
+use crate::model::{
+    LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, SelectorOperator,
+    TopologySpreadConstraint,
+};
 use crate::requirements::{NodeSelectorRequirement, Operator};
 use crate::resources::ResourceList;
 use crate::scheduling::ExistingNodeInput;
+use crate::scheduling::ExistingNodeRef;
 use crate::taints::{TaintEffect, Toleration, TolerationOperator};
 
 // ---------------------------------------------------------------------------------------------
