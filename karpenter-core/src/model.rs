@@ -16,6 +16,9 @@ use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{ResourceList, names};
 use crate::taints::{Taint, Toleration};
 
+mod volume;
+pub use self::volume::{PodVolume, VolumeSource};
+
 /// A point in time, as nanoseconds since the Unix epoch. The core never reads the clock: callers
 /// pass times in.
 pub type Timestamp = jiff::Timestamp;
@@ -348,7 +351,7 @@ pub struct Pod {
     pub priority_class_name: Option<String>,
     /// `spec.volumes` (claims and generic ephemeral volumes matter to scheduling, spec 5.3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<crate::volumes::PodVolume>,
+    pub volumes: Vec<PodVolume>,
 }
 
 impl Pod {

@@ -19,13 +19,9 @@ pub use self::quantity::{Format, Quantity, QuantityError};
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::iter::Sum;
-use std::ops::{Add, AddAssign, Neg, Sub, SubAssign};
-use std::str::FromStr;
+use std::hash::Hash;
 
-use serde::de::Visitor;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// Well-known resource names.
 pub mod names {
