@@ -1,6 +1,7 @@
 //! Unit tests and property tests for the requirement algebra.
 
 use super::*;
+use crate::labels;
 use proptest::prelude::*;
 
 const ZONE: &str = labels::ZONE;
