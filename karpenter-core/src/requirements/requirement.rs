@@ -423,7 +423,7 @@ impl Requirement {
     ///
     /// Deviation from upstream: upstream emits only the bound entries for a bounded complement and
     /// loses its exclusions; emitting the `NotIn` as well makes the round trip through
-    /// [`Requirements::from_node_selector_requirements`] exact.
+    /// [`Requirements::from_node_selector_requirements`](super::Requirements::from_node_selector_requirements) exact.
     pub fn to_node_selector_requirements(&self) -> Vec<NodeSelectorRequirement> {
         let entry = |operator: Operator, values: Vec<String>| NodeSelectorRequirement {
             key: self.key.clone(),

@@ -41,7 +41,7 @@ pub struct PersistentVolumeClaim {
     /// Whether the claim is being deleted (`metadata.deletionTimestamp` set).
     #[serde(default)]
     pub deleting: bool,
-    /// Whether it carries the [`BIND_COMPLETED_ANNOTATION`].
+    /// Whether it carries the [`BIND_COMPLETED_ANNOTATION`](super::BIND_COMPLETED_ANNOTATION).
     #[serde(default)]
     pub bind_completed: bool,
 }
@@ -230,7 +230,7 @@ pub struct StorageClass {
     /// `volumeBindingMode`.
     #[serde(default)]
     pub volume_binding_mode: VolumeBindingMode,
-    /// Whether it carries [`DEFAULT_STORAGE_CLASS_ANNOTATION`]` = "true"`.
+    /// Whether it carries [`DEFAULT_STORAGE_CLASS_ANNOTATION`](super::DEFAULT_STORAGE_CLASS_ANNOTATION)` = "true"`.
     #[serde(default)]
     pub is_default: bool,
     /// When it was created (the newest default class wins).
