@@ -14,7 +14,9 @@ use crate::api::{Duration, NodeClaim, find_condition};
 use crate::labels;
 use crate::model::{InstanceType, Pod, PodDisruptionBudget, Timestamp};
 use crate::state::{ClusterSnapshot, StateNode};
-use crate::taints::{Taint, TaintEffect};
+
+/// The disrupted taint, defined with the other taints in [`crate::taints`].
+pub use crate::taints::disrupted_taint;
 
 use super::cost;
 
@@ -116,11 +118,6 @@ pub fn is_reschedulable(pod: &Pod) -> bool {
     (is_active(pod) || (is_owned_by_statefulset(pod) && pod.is_terminating()))
         && !pod.is_daemonset_pod()
         && !pod.is_mirror_pod()
-}
-
-/// The `karpenter.sh/disrupted:NoSchedule` taint put on nodes being disrupted.
-pub fn disrupted_taint() -> Taint {
-    Taint::new(labels::DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule)
 }
 
 /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`. Such pods are never evicted

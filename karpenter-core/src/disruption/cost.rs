@@ -1,5 +1,5 @@
 //! Cost formulas of the disruption planner (spec §1.7): how costly evicting a pod is, how much
-//! of a NodeClaim's lifetime remains, and whether a NodeClaim is still inside its pool's
+//! of a NodeClaim's lifetime remains, when it expires, and whether a NodeClaim is still inside its pool's
 //! `consolidateAfter` window.
 //!
 //! ```
@@ -90,6 +90,33 @@ pub fn reschedule_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -
 /// Parses an RFC 3339 timestamp as the API objects carry them.
 pub(crate) fn parse_time(text: Option<&str>) -> Option<Timestamp> {
     text.and_then(|t| t.trim().parse::<Timestamp>().ok())
+}
+
+/// The instant the NodeClaim expires: `metadata.creationTimestamp + expireAfter`
+/// (`expireAfter` defaults to `720h`, as the CRD does), saturating at the ends of the
+/// representable range. `None` when `expireAfter` is `Never` or the creation timestamp is
+/// missing or not RFC 3339.
+pub fn expires_at(node_claim: &NodeClaim) -> Option<Timestamp> {
+    let expire_after = node_claim.spec.effective_expire_after();
+    let d = expire_after.duration()?.as_signed_duration();
+    let created: Timestamp = node_claim
+        .metadata
+        .creation_timestamp
+        .as_deref()?
+        .parse()
+        .ok()?;
+    Some(created.checked_add(d).unwrap_or(if d.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    }))
+}
+
+/// Whether the NodeClaim has expired at `now` (upstream's expiration controller would delete
+/// it): not being deleted, and `now` is at or past [`expires_at`].
+pub fn is_expired(node_claim: &NodeClaim, now: Timestamp) -> bool {
+    node_claim.metadata.deletion_timestamp.is_none()
+        && expires_at(node_claim).is_some_and(|at| now >= at)
 }
 
 /// The fraction of the NodeClaim's lifetime that remains at `now` (upstream's
@@ -322,5 +349,31 @@ mod tests {
         let mut nc = node_claim(Some("2024-01-01T00:00:00Z"), None);
         initialized(&mut nc, ConditionStatus::False, "2024-01-01T00:59:00Z");
         assert!(!is_under_consolidate_after(&pool(Some("2h")), &nc, now));
+    }
+
+    #[test]
+    fn expires_at_adds_expire_after_to_the_creation_time() {
+        let nc = node_claim(Some("2024-01-01T00:00:00Z"), Some("1h"));
+        assert_eq!(expires_at(&nc), Some(ts("2024-01-01T01:00:00Z")));
+        assert!(!is_expired(&nc, ts("2024-01-01T00:59:59Z")));
+        assert!(is_expired(&nc, ts("2024-01-01T01:00:00Z")));
+        // Default 720h.
+        let nc = node_claim(Some("2024-01-01T00:00:00Z"), None);
+        assert_eq!(expires_at(&nc), Some(ts("2024-01-31T00:00:00Z")));
+    }
+
+    #[test]
+    fn never_unparsable_or_deleting_claims_do_not_expire() {
+        let now = ts("2030-01-01T00:00:00Z");
+        assert_eq!(
+            expires_at(&node_claim(Some("2024-01-01T00:00:00Z"), Some("Never"))),
+            None
+        );
+        assert_eq!(expires_at(&node_claim(None, Some("1h"))), None);
+        assert_eq!(expires_at(&node_claim(Some("yesterday"), Some("1h"))), None);
+        let mut deleting = node_claim(Some("2024-01-01T00:00:00Z"), Some("1h"));
+        assert!(is_expired(&deleting, now));
+        deleting.metadata.deletion_timestamp = Some("2024-01-01T00:30:00Z".into());
+        assert!(!is_expired(&deleting, now));
     }
 }

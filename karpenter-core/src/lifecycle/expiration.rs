@@ -6,9 +6,8 @@
 use crate::api::NodeClaim;
 use crate::model::Timestamp;
 
-use super::{
-    Metric, add, claim_creation_time, claim_is_deleting, disrupted_metrics, metric_reasons,
-};
+use super::{Metric, claim_is_deleting, disrupted_metrics, metric_reasons};
+use crate::disruption::cost::expires_at;
 
 /// What the expiration controller does with a NodeClaim.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,11 +41,9 @@ pub fn expiration_decision_with_pods(
     if claim_is_deleting(claim) {
         return ExpirationDecision::Skip;
     }
-    let expire_after = claim.spec.effective_expire_after();
-    let (Some(d), Some(created)) = (expire_after.duration(), claim_creation_time(claim)) else {
+    let Some(expires_at) = expires_at(claim) else {
         return ExpirationDecision::Skip;
     };
-    let expires_at = add(created, d.as_signed_duration());
     if now >= expires_at {
         ExpirationDecision::Expire {
             metrics: disrupted_metrics(claim, metric_reasons::EXPIRED, "", reschedulable_pods),

@@ -29,7 +29,9 @@ use jiff::SignedDuration;
 use crate::api::{ConditionStatus, NodeClaim, OwnerReference};
 use crate::labels;
 use crate::model::Timestamp;
-use crate::taints::{Taint, TaintEffect};
+
+/// The known ephemeral taints, defined with the other taints in [`crate::taints`].
+pub use crate::taints::{READINESS_TAINT_PREFIX, is_known_ephemeral_taint, known_ephemeral_taints};
 
 use super::conditions::{
     self, ConditionSet, INITIALIZED, LAUNCHED, NODE_REGISTRATION_HEALTHY, REGISTERED,
@@ -482,35 +484,6 @@ pub fn registration_decision(
     step.node_update = NodeUpdate::diff(node, &synced);
     step.events = events;
     step
-}
-
-/// Taints whose presence means the Node is still starting (matched by key and effect; any key
-/// prefixed `readiness.k8s.io/` also counts).
-pub fn known_ephemeral_taints() -> [Taint; 5] {
-    [
-        Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule),
-        Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute),
-        Taint::new(
-            "node.kubernetes.io/unreachable",
-            "",
-            TaintEffect::NoSchedule,
-        ),
-        Taint::new(
-            "node.cloudprovider.kubernetes.io/uninitialized",
-            "true",
-            TaintEffect::NoSchedule,
-        ),
-        unregistered_taint(),
-    ]
-}
-
-/// The prefix of readiness-gate taint keys, treated as known ephemeral taints.
-pub const READINESS_TAINT_PREFIX: &str = "readiness.k8s.io/";
-
-/// Whether a Node taint is a known ephemeral taint.
-pub fn is_known_ephemeral_taint(taint: &Taint) -> bool {
-    taint.key.starts_with(READINESS_TAINT_PREFIX)
-        || known_ephemeral_taints().iter().any(|k| k.matches(taint))
 }
 
 /// The DRA drivers a claim requests (annotation `karpenter.sh/requested-dra-drivers`,

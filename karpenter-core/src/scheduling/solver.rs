@@ -28,10 +28,10 @@ struct OfferingView {
 
 use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
-use crate::lifecycle::nodeclaim::is_known_ephemeral_taint;
 use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{ResourceList, names};
+use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint, TaintEffect};
 
 use super::dense::{self, Res, ResourceIndex};

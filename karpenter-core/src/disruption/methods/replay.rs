@@ -7,8 +7,8 @@ use crate::api::{
     self, Condition, ConditionStatus, NodeClaim, NodeClaimSpec, NodeClaimStatus, ObjectMeta,
 };
 use crate::disruption::candidates::Candidate;
+use crate::disruption::cost::is_expired;
 use crate::labels::{self, LabelPolicy};
-use crate::lifecycle::expiration::{ExpirationDecision, expiration_decision};
 use crate::model::{ClusterNode, Pod, Timestamp};
 use crate::scheduling::NewNodeClaim;
 use crate::state::{ClusterSnapshot, StateNode};
@@ -26,14 +26,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now: Timestamp, options: &DisruptionOpti
     let expired: Vec<Arc<StateNode>> = working
         .nodes
         .iter()
-        .filter(|n| {
-            n.node_claim.as_ref().is_some_and(|c| {
-                matches!(
-                    expiration_decision(c, now),
-                    ExpirationDecision::Expire { .. }
-                )
-            })
-        })
+        .filter(|n| n.node_claim.as_ref().is_some_and(|c| is_expired(c, now)))
         .cloned()
         .collect();
     if !expired.is_empty() {
