@@ -98,16 +98,14 @@ use self::group::{CommonDomains, Group, GroupSpec, KeyDomains, NodeFilter};
 use self::selector::{Selector, SelectorIndex, SelectorKey};
 pub(crate) use self::universe::{DomainUniverse, UniversePool};
 use super::PreferencePolicy;
-use crate::labels::{self, LabelPolicy};
+use crate::labels;
 use crate::model::{Pod, PodAffinityTerm, WhenUnsatisfiable};
 use crate::requirements::{Requirement, Requirements};
 use crate::taints::Taint;
 
-/// Everything [`Topology::new`] reads.
+/// Everything [`Topology::new`] reads. Node filters are always checked strictly: upstream never
+/// forwards the loose-compatibility label policy to the topology node filter.
 pub(crate) struct TopologyInput<'i, 'a> {
-    /// The label policy. Unused: upstream never forwards the loose-compatibility option to the
-    /// topology node filter (spec 4.4), so every check here is strict.
-    pub policy: &'i LabelPolicy,
     /// Under [`PreferencePolicy::Ignore`] only `DoNotSchedule` spreads and required
     /// (anti-)affinity terms create groups.
     pub preference_policy: PreferencePolicy,
@@ -275,7 +273,6 @@ impl<'a> Topology<'a> {
     /// anti-affinity, then [`update`](Self::update) for every batch pod, then registers the
     /// hostname of every existing node not marked for deletion (see the module docs).
     pub(crate) fn new(input: TopologyInput<'_, 'a>) -> Topology<'a> {
-        let _ = input.policy;
         let base = input.base;
         let removed = |i: usize| input.removed.get(i).copied().unwrap_or(false);
         let excluded: FxHashSet<&'a str> = if base.counted_uids.is_empty() {
@@ -517,16 +514,14 @@ impl<'a> Topology<'a> {
     /// its node selector and required node affinity; `Exists` if absent) and `node_reqs[key]`
     /// (`Exists` if absent) — never from the progressively tightened result; conflicting choices
     /// surface as an empty requirement in the result, which the caller's compatibility check
-    /// rejects. `node_taints` are accepted for symmetry with [`record`](Self::record): the groups
-    /// consulted here have no taint filter (inverse groups never filter nodes).
+    /// rejects. The candidate's taints play no part: the groups consulted here have no taint filter
+    /// (inverse groups never filter nodes).
     pub(crate) fn add_requirements(
         &self,
         pod: &Pod,
         strict_pod_reqs: &Requirements,
         node_reqs: &Requirements,
-        node_taints: &[Taint],
     ) -> Result<Requirements, TopologyError> {
-        let _ = node_taints;
         let mut result = node_reqs.clone();
         let entry = self.pods.get(pod.uid.as_str());
         let owned = entry.map(|e| e.owned.as_slice()).unwrap_or_default();
@@ -713,7 +708,7 @@ impl<'a> Topology<'a> {
 
     /// Forgets `domain` and its counts in every group whose key is `key` (upstream
     /// `Unregister`; the provisioning solve does not need it).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn unregister(&mut self, key: &str, domain: &str) {
         let Some(&kid) = self.key_ids.get(key) else {
             return;

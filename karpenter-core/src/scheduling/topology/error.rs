@@ -13,7 +13,7 @@ use std::fmt;
 #[error("{0}")]
 pub(crate) struct TopologyError(pub(super) Box<TopologyErrorDetails>);
 
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg(test)]
 impl TopologyError {
     /// The type of the failing group.
     pub(crate) fn kind(&self) -> TopologyType {

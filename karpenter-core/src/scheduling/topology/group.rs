@@ -285,6 +285,7 @@ impl Counts {
         self.maybe_densify();
     }
 
+    #[cfg(test)]
     fn remove(&mut self, id: u32) -> Option<u32> {
         match self {
             Counts::Sparse(v) => {
@@ -486,7 +487,7 @@ impl Group {
     }
 
     /// Forgets the domain and its count.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(super) fn unregister(&mut self, id: u32) {
         if self.in_common(id) {
             self.materialize_common();
