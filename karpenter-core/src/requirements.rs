@@ -1,4 +1,4 @@
-//! The node-requirement algebra (spec section 2): one [`Requirement`] per label key, the
+//! The node-requirement algebra (upstream `scheduling/requirements.go`): one [`Requirement`] per label key, the
 //! [`Requirements`] map that intersects them, and the serde shape upstream uses for requirements
 //! in NodePools and NodeClaims ([`NodeSelectorRequirement`]).
 //!
@@ -148,7 +148,7 @@ pub enum IncompatibleError {
 }
 
 /// The instance types do not collectively offer enough distinct values for some keys with
-/// `minValues` (spec 2.9).
+/// `minValues` (upstream `Requirements.SatisfiesMinValues`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "minValues requirement is not met for label(s) (label(s)=[{}])",
@@ -170,7 +170,7 @@ fn join_keys(map: &BTreeMap<String, usize>) -> String {
     s
 }
 
-/// Requirements by label key (spec 2.5): at most one [`Requirement`] per key; adding a second
+/// Requirements by label key (upstream `scheduling/requirements.go`): at most one [`Requirement`] per key; adding a second
 /// requirement for a key stores the intersection. Iteration is sorted by key.
 ///
 /// Keys are normalised when requirements are built; lookups (`get`, `has`, …) use the key as
@@ -270,7 +270,7 @@ impl Requirements {
         self.map.is_empty()
     }
 
-    /// Upstream `Intersects` (spec 2.6): for every key defined on both sides the requirements must
+    /// Upstream `Intersects` (upstream `Requirements.Intersects`): for every key defined on both sides the requirements must
     /// intersect ([`Requirement::has_intersection`]), except that two requirements whose derived
     /// operators are both `NotIn` or `DoesNotExist` are accepted (an absent label satisfies both).
     /// Keys defined on one side only are ignored.
@@ -302,7 +302,7 @@ impl Requirements {
         Ok(())
     }
 
-    /// Upstream `Compatible` (spec 2.7): can a node described by `self` satisfy the constraints
+    /// Upstream `Compatible` (upstream `Requirements.Compatible`): can a node described by `self` satisfy the constraints
     /// `other`?
     ///
     /// 1. Every key of `other` must be defined on `self`, unless `other`'s requirement for it is
@@ -359,7 +359,7 @@ impl Requirements {
             .collect()
     }
 
-    /// The custom labels a NodeClaim gets from these requirements (spec 3.11): for every key that
+    /// The custom labels a NodeClaim gets from these requirements (upstream `NodeClaim.FinalizeScheduling` / `nodeclaimtemplate.go`): for every key that
     /// is neither restricted nor well-known in `policy`, `key → any()` (keys whose requirement
     /// allows no deterministic value, e.g. `DoesNotExist`, are skipped).
     pub fn labels(&self, policy: &LabelPolicy) -> BTreeMap<String, String> {
@@ -370,7 +370,7 @@ impl Requirements {
             .collect()
     }
 
-    /// Upstream `SatisfiesMinValues` (spec 2.9): walks the instance types' requirements in order,
+    /// Upstream `SatisfiesMinValues` (upstream `Requirements.SatisfiesMinValues`): walks the instance types' requirements in order,
     /// accumulating for each key with `minValues` the distinct raw values the types list for it
     /// (a type that doesn't define the key adds nothing; values are counted even if `self`
     /// disallows them, and a complement contributes its excluded values, as upstream's `Values()`

@@ -115,8 +115,7 @@ impl std::fmt::Display for Taint {
 }
 
 impl Toleration {
-    /// Whether this toleration tolerates `taint` (Kubernetes `ToleratesTaint`, scheduler spec
-    /// 3.7 "Toleration rule"):
+    /// Whether this toleration tolerates `taint` (Kubernetes `ToleratesTaint`):
     ///
     /// - an absent effect matches every effect, otherwise the effects must be equal;
     /// - an empty key matches every key, but only with `Exists` (an empty key with any other

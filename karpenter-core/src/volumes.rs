@@ -1,4 +1,4 @@
-//! Storage as the scheduler sees it (spec `scheduler.md` 5.3): the volumes a pod mounts,
+//! Storage as the scheduler sees it (upstream `volumetopology.go` / `volumeusage.go`): the volumes a pod mounts,
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, and the [`VolumeCatalog`] that
 //! resolves a pod's volumes through them.
 //!
@@ -97,7 +97,7 @@ pub fn csi_driver_for_provisioner(provisioner: &str) -> &str {
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-/// Why a pod's volumes make it unschedulable for now (spec 5.3 validation). Such pods are left
+/// Why a pod's volumes make it unschedulable for now (upstream `volumetopology.go` / `volumeusage.go` validation). Such pods are left
 /// out of the solve; they become schedulable once the storage objects change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VolumeError {
@@ -350,7 +350,7 @@ impl VolumeCatalog {
         Some(csi_driver_for_provisioner(&class.provisioner).to_string())
     }
 
-    /// Spec 5.3 validation: whether every claim the pod uses can be scheduled against now. The
+    /// Upstream `volumetopology.go` / `volumeusage.go` validation: whether every claim the pod uses can be scheduled against now. The
     /// first problem, in volume order, is returned:
     ///
     /// - the claim must exist, not be deleting and not be Lost;
@@ -433,7 +433,7 @@ impl VolumeCatalog {
     }
 
     /// The topology alternatives of one pod volume: `None` when the volume does not constrain
-    /// the node, else the ORed requirement sets (spec 5.3):
+    /// the node, else the ORed requirement sets (upstream `volumetopology.go` / `volumeusage.go`):
     ///
     /// - a bound claim: one alternative per `nodeAffinity` term of its volume. For `local` and
     ///   `hostPath` volumes hostname expressions are dropped (the pod may move to a new node) and
@@ -498,7 +498,7 @@ impl VolumeCatalog {
         Ok((!alternatives.is_empty()).then_some(alternatives))
     }
 
-    /// The pod's topology alternatives (spec 5.3): the cross product of its volumes'
+    /// The pod's topology alternatives (upstream `volumetopology.go` / `volumeusage.go`): the cross product of its volumes'
     /// [alternatives](Self::volume_alternatives), in volume order, each combination merged
     /// (requirements intersected per key). After each volume, combinations whose parts do not
     /// [intersect](Requirements::intersects) are pruned — unless every one would be, in which

@@ -1,4 +1,4 @@
-//! Per-NodePool disruption budgets for one disruption reason (spec §3.3, upstream's
+//! Per-NodePool disruption budgets for one disruption reason (upstream `BuildDisruptionBudgetMapping`, upstream's
 //! `BuildDisruptionBudgetMapping`).
 //!
 //! For each NodePool of the snapshot:

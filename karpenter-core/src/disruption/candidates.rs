@@ -1,4 +1,4 @@
-//! Disruption candidates (spec §1): which nodes a disruption method may consider, the reason
+//! Disruption candidates (upstream `GetCandidates` / `NewCandidate`): which nodes a disruption method may consider, the reason
 //! every other node is not a candidate, pod classification, PodDisruptionBudget checks and the
 //! orders in which the methods walk their candidates.
 //!
@@ -36,7 +36,7 @@ pub enum DisruptionClass {
 }
 
 // ---------------------------------------------------------------------------------------------
-// do-not-disrupt on pods (§1.3)
+// do-not-disrupt on pods (upstream `pod.IsDisruptable`)
 // ---------------------------------------------------------------------------------------------
 
 /// The state of a pod's `karpenter.sh/do-not-disrupt` annotation at some time.
@@ -97,7 +97,7 @@ pub fn is_do_not_disrupt_active(pod: &Pod, now: Timestamp) -> DoNotDisrupt {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pod classification (§1.5)
+// Pod classification (upstream `utils/pod/scheduling.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Whether the pod is running or about to: neither terminal (`Succeeded`/`Failed`) nor
@@ -153,7 +153,7 @@ pub fn is_currently_reschedulable(pod: &Pod, pdbs: &PdbLimits, now: Timestamp) -
 }
 
 // ---------------------------------------------------------------------------------------------
-// PodDisruptionBudgets (§1.4)
+// PodDisruptionBudgets (upstream `utils/pdb/pdb.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Why PodDisruptionBudgets prevent evicting a set of pods. PDBs are named `namespace/name`.
@@ -255,7 +255,7 @@ impl PdbLimits {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Candidate errors (§1.2)
+// Candidate errors (upstream `NewCandidate`)
 // ---------------------------------------------------------------------------------------------
 
 /// Why a node's pods prevent its disruption (upstream's `PodBlockEvictionError`). Eventual
@@ -391,7 +391,7 @@ pub fn validate_pods_disruptable(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Candidates (§1.2, §1.6)
+// Candidates (upstream `NewCandidate`, `disruption/types.go` `Candidate`)
 // ---------------------------------------------------------------------------------------------
 
 /// A node that a disruption method may disrupt.
@@ -479,7 +479,7 @@ pub fn current_price(instance_type: Option<&InstanceType>, zone: &str, capacity_
 }
 
 /// Builds the candidate for `node` (upstream's `NewCandidate`), applying the rejection rules of
-/// §1.2 in order:
+/// upstream `NewCandidate` in order:
 ///
 /// 1. `in_queue(provider id)` → [`CandidateError::AlreadyBeingDisrupted`];
 /// 2. [`validate_node_disruptable`];
@@ -578,7 +578,7 @@ pub fn get_candidates(
 }
 
 // ---------------------------------------------------------------------------------------------
-// CapacityBuffer virtual pods (§2.2)
+// CapacityBuffer virtual pods (upstream `disruption/emptiness.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Why emptiness leaves an empty node alone: the caller's last provisioning pass placed
@@ -611,7 +611,7 @@ pub fn check_buffer_pods(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ordering (§1.8)
+// Ordering (upstream's candidate ordering in `disruption/helpers.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Sorts by [`Candidate::savings_ratio`], highest first (emptiness, multi- and single-node

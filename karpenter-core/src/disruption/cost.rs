@@ -1,4 +1,4 @@
-//! Cost formulas of the disruption planner (spec §1.7): how costly evicting a pod is, how much
+//! Cost formulas of the disruption planner (upstream `utils/disruption/disruption.go`): how costly evicting a pod is, how much
 //! of a NodeClaim's lifetime remains, when it expires, and whether a NodeClaim is still inside its pool's
 //! `consolidateAfter` window.
 //!
@@ -78,7 +78,7 @@ pub fn rescheduling_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
 }
 
 /// The cost of disrupting a node whose reschedulable pods are `pods`: [`BASE_COST`] plus the
-/// sum of the *positive* eviction costs (the candidate's `RescheduleDisruptionCost`, §1.6).
+/// sum of the *positive* eviction costs (the candidate's `RescheduleDisruptionCost`, upstream `disruption/types.go` `Candidate`).
 pub fn reschedule_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
     BASE_COST
         + pods
@@ -198,7 +198,7 @@ mod tests {
         p
     }
 
-    // Spec 9.1 "Pod Eviction Cost".
+    // Upstream `disruption/suite_test.go` "Pod Eviction Cost".
 
     #[test]
     fn should_have_a_standard_disruption_cost_for_a_pod_with_no_priority_or_disruption_cost_specified()
@@ -246,7 +246,7 @@ mod tests {
         // Unparsable (and NaN) annotations are ignored.
         assert_eq!(eviction_cost(&pod_with(Some("lots"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("NaN"), None)), 1.0);
-        // As Go's ParseFloat (spec 1.7): surrounding whitespace is a parse error, and so is a
+        // As Go's ParseFloat (upstream `utils/disruption/disruption.go`): surrounding whitespace is a parse error, and so is a
         // finite literal out of range (ErrRange), while an explicit infinity clamps.
         assert_eq!(eviction_cost(&pod_with(Some(" 134217728"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("134217728\n"), None)), 1.0);

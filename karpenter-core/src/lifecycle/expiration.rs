@@ -1,7 +1,7 @@
-//! Expiration (spec 2.5): a NodeClaim older than its `expireAfter` is deleted outright —
+//! Expiration (upstream `nodeclaim/expiration`): a NodeClaim older than its `expireAfter` is deleted outright —
 //! budgets, PDB pre-checks, node do-not-disrupt and nominations are all ignored, and no
 //! replacement is launched first (its pods become pending and are provisioned again). Drain
-//! then follows spec 6.6, bounded by the claim's `terminationGracePeriod` if set.
+//! then follows upstream `node/termination`, bounded by the claim's `terminationGracePeriod` if set.
 
 use crate::api::NodeClaim;
 use crate::model::Timestamp;
@@ -32,7 +32,7 @@ pub fn expiration_decision(claim: &NodeClaim, now: Timestamp) -> ExpirationDecis
 }
 
 /// [`expiration_decision`], counting the node's `reschedulable_pods` in
-/// `pods_disruption_initiated_total{reason="expired"}` (spec 2.5).
+/// `pods_disruption_initiated_total{reason="expired"}` (upstream `nodeclaim/expiration`).
 pub fn expiration_decision_with_pods(
     claim: &NodeClaim,
     reschedulable_pods: usize,

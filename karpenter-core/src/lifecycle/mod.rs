@@ -365,7 +365,7 @@ impl Event {
     }
 }
 
-/// Event reasons used by the lifecycle (spec section 10).
+/// Event reasons used by the lifecycle (upstream `metrics`).
 pub mod event_reasons {
     /// A disruption command is launching a replacement.
     pub const DISRUPTION_LAUNCHING: &str = "DisruptionLaunching";
@@ -425,7 +425,7 @@ impl Metric {
     }
 }
 
-/// Metric names (namespace `karpenter_`, spec section 10).
+/// Metric names (namespace `karpenter_`, upstream `metrics`).
 pub mod metric_names {
     /// `{reason, nodepool, capacity_type, consolidation_policy, termination_mode}`.
     pub const NODECLAIMS_DISRUPTED_TOTAL: &str = "karpenter_nodeclaims_disrupted_total";

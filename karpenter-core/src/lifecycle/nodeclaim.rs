@@ -1,4 +1,4 @@
-//! The NodeClaim lifecycle (spec 6.1-6.2): launch, registration, initialization and liveness,
+//! The NodeClaim lifecycle (upstream `apis/v1/nodeclaim_status.go`, `nodeclaim/lifecycle`): launch, registration, initialization and liveness,
 //! plus the per-NodePool registration-health ring buffer.
 //!
 //! Each step takes the NodeClaim as it is now and what the controller observed, and returns a
@@ -241,7 +241,7 @@ fn truncate_chars(s: &str, limit: usize) -> String {
     s.chars().take(limit).collect()
 }
 
-/// The launch step (spec 6.2 "Launch"): applies the outcome of `Create`.
+/// The launch step (upstream `nodeclaim/lifecycle` "Launch"): applies the outcome of `Create`.
 ///
 /// - `Launched` not `Unknown`: nothing (the outcome is ignored).
 /// - Created: the provider's labels are added (the claim's own labels win), its annotations
@@ -357,7 +357,7 @@ fn sync_node(claim: &NodeClaim, node: &Node) -> Node {
     synced
 }
 
-/// The registration step (spec 6.2 "Registration"). `nodes` are the Nodes whose provider id is
+/// The registration step (upstream `nodeclaim/lifecycle` "Registration"). `nodes` are the Nodes whose provider id is
 /// the claim's; `hooks` the results of the cloud provider's registration hooks for it.
 ///
 /// Nothing unless `Launched=True` and `Registered` is absent or `Unknown`. No Node →
@@ -552,7 +552,7 @@ fn initialization_blocker(
     None
 }
 
-/// The initialization step (spec 6.2 "Initialization"). `nodes` are the Nodes with the claim's
+/// The initialization step (upstream `nodeclaim/lifecycle` "Initialization"). `nodes` are the Nodes with the claim's
 /// provider id; `dra_published` is `None` when DRA support is off, else the DRA drivers that
 /// have published a complete ResourceSlice pool for the Node.
 ///
@@ -600,7 +600,7 @@ pub fn initialization_decision(
     step
 }
 
-/// The liveness step (spec 6.2 "Liveness"). Nothing once `Registered=True`. If `Launched` is
+/// The liveness step (upstream `nodeclaim/lifecycle` "Liveness"). Nothing once `Registered=True`. If `Launched` is
 /// not `True` and its `lastTransitionTime` is at least 5 minutes old, delete the claim
 /// (`launch_timeout`); if `Registered` is not `True` and at least 15 minutes old, delete it
 /// (`registration_timeout`). Either records a registration failure for the NodePool (reason:

@@ -74,7 +74,7 @@ pub(super) fn absent_ok(op: Operator) -> bool {
 
 /// One label key's constraint: a finite set of allowed values or the complement of a finite set
 /// (the excluded values), intersected with optional inclusive integer bounds, plus an optional
-/// `minValues` (spec 2.1).
+/// `minValues` (upstream `scheduling/requirement.go`).
 ///
 /// Invariants kept by every constructor and operation: the key is normalised
 /// ([`labels::normalize_key`]); values are sorted and deduplicated; a non-complement requirement
@@ -94,7 +94,7 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    /// Builds a requirement from an operator and its values (spec 2.2). The key is normalised
+    /// Builds a requirement from an operator and its values (upstream `NewRequirement`). The key is normalised
     /// with [`labels::normalize_key`].
     ///
     /// | operator | allowed values |
@@ -177,7 +177,7 @@ impl Requirement {
     }
 
     /// Builds a requirement from its YAML shape, carrying `minValues` — except for `Gt i64::MAX`
-    /// (and `Lt i64::MIN`), which become a plain `DoesNotExist` without `minValues` (spec 2.2).
+    /// (and `Lt i64::MIN`), which become a plain `DoesNotExist` without `minValues` (upstream `NewRequirement`).
     pub fn from_node_selector(r: &NodeSelectorRequirement) -> Requirement {
         let req = Requirement::new(&r.key, r.operator, &r.values);
         let bound_op = matches!(r.operator, Operator::Gt | Operator::Lt);
@@ -204,7 +204,7 @@ impl Requirement {
         &self.key
     }
 
-    /// The operator this requirement behaves as (spec 2.3), derived from its representation:
+    /// The operator this requirement behaves as (upstream `Requirement.Operator`), derived from its representation:
     /// a complement with excluded values is `NotIn`; a complement without excluded values is
     /// `Exists` (this includes pure `Gt`/`Lt`/`Gte`/`Lte` bounds); a set with values is `In`; an
     /// empty set is `DoesNotExist`. Never returns `Gt`/`Lt`/`Gte`/`Lte`.
@@ -273,7 +273,7 @@ impl Requirement {
         within(value, self.gte, self.lte)
     }
 
-    /// The intersection of two requirements (spec 2.4); the result keeps `self`'s key.
+    /// The intersection of two requirements (upstream `Requirement.Intersection`); the result keeps `self`'s key.
     ///
     /// Complement only if both are; bounds are the tighter of each (`gte` max, `lte` min) and
     /// `minValues` the larger (absent = none). Disjoint bounds give `DoesNotExist` with the merged
@@ -334,7 +334,7 @@ impl Requirement {
     }
 
     /// Whether [`intersection`](Self::intersection) would allow some value, without allocating
-    /// (spec 2.4): false if the merged bounds are empty; true if both are complements; otherwise
+    /// (upstream `Requirement.Intersection`): false if the merged bounds are empty; true if both are complements; otherwise
     /// true iff some value of a set side is allowed by the other side and within both bounds.
     /// Consequently `DoesNotExist` intersects nothing, not even another `DoesNotExist`.
     pub fn has_intersection(&self, other: &Requirement) -> bool {
@@ -366,7 +366,7 @@ impl Requirement {
     }
 
     /// A value this requirement allows, chosen deterministically (upstream picks arbitrarily or
-    /// randomly, spec 2.3):
+    /// randomly, upstream `Requirement.Operator`):
     /// - `In`: the smallest value (byte order);
     /// - `NotIn` / `Exists`: the smallest integer `>= gte` (or `>= 0` without a lower bound) and
     ///   `<= lte` whose decimal rendering is not excluded, or `None` if there is none (e.g. `Lt 0`
@@ -415,7 +415,7 @@ impl Requirement {
         }
     }
 
-    /// The YAML entries this requirement serialises to (spec 2.10), each carrying `minValues`:
+    /// The YAML entries this requirement serialises to (upstream `Requirements.NodeSelectorRequirements`), each carrying `minValues`:
     /// - set: `In [sorted values]`, or `DoesNotExist` when empty;
     /// - complement with bounds: `Gte [n]` and/or `Lte [n]`, followed by `NotIn [excluded]` if
     ///   any value is excluded;

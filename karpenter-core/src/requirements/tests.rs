@@ -592,7 +592,7 @@ fn compatible_undefined_keys() {
     );
 }
 
-/// The worked consequences listed under spec 2.7.
+/// The worked consequences listed under upstream `Requirements.Compatible`.
 #[test]
 fn compatible_worked_consequences() {
     let policy = LabelPolicy::core().with_well_known(["size", "special", "integer"]);

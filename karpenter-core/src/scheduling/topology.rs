@@ -1,4 +1,4 @@
-//! Topology spread constraints, pod affinity and pod anti-affinity (spec section 4, upstream
+//! Topology spread constraints, pod affinity and pod anti-affinity (upstream `scheduling/topology.go`, upstream
 //! `topology.go`, `topologygroup.go`, `topologydomaingroup.go`, `topologynodefilter.go`).
 //!
 //! A [`Topology`] tracks *groups*: one per distinct constraint term, shared by every pod carrying
@@ -9,7 +9,7 @@
 //! # Group identity
 //!
 //! Two terms share a group iff they have the same type, topology key, namespace set, `maxSkew`,
-//! node filter and selector (spec 4.1). The selector is compared as upstream hashes it:
+//! node filter and selector (upstream `topology.go` / `topologygroup.go`). The selector is compared as upstream hashes it:
 //! `matchLabels` plus `matchExpressions` as a set, each expression's values as a set; a nil
 //! selector differs from an empty one. `minDomains` is not part of the identity (as upstream):
 //! the first pod creating the group decides it, and so decides the group's initial domains (taint
@@ -207,18 +207,18 @@ struct Owned {
 struct PodEntry {
     namespace: String,
     labels: BTreeMap<String, String>,
-    /// Non-inverse groups the pod owns (spec 4.6 a), in creation order of its terms.
+    /// Non-inverse groups the pod owns (upstream `getMatchingTopologies`), in creation order of its terms.
     owned: SmallVec<[Owned; 4]>,
     /// Inverse groups the pod owns (its required anti-affinity terms).
     inverse_owned: SmallVec<[u32; 2]>,
-    /// Inverse groups selecting the pod (spec 4.6 b), ascending.
+    /// Inverse groups selecting the pod (upstream `getMatchingTopologies`), ascending.
     inverse_selecting: SmallVec<[u32; 2]>,
     /// The hostname-keyed subsets of `owned` and `inverse_selecting`.
     host_owned: SmallVec<[Owned; 2]>,
     host_inverse: SmallVec<[u32; 2]>,
 }
 
-/// Topology state of one solve (spec 4.1).
+/// Topology state of one solve (upstream `topology.go` / `topologygroup.go`).
 #[derive(Debug)]
 pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
@@ -269,7 +269,7 @@ where
 }
 
 impl<'a> Topology<'a> {
-    /// Builds the topology (spec 4.1-4.5): inverse groups from existing pods with required
+    /// Builds the topology (upstream `scheduling/topology.go`): inverse groups from existing pods with required
     /// anti-affinity, then [`update`](Self::update) for every batch pod, then registers the
     /// hostname of every existing node not marked for deletion (see the module docs).
     pub(crate) fn new(input: TopologyInput<'_, 'a>) -> Topology<'a> {
@@ -400,7 +400,7 @@ impl<'a> Topology<'a> {
         self.push_inverse(group, identity)
     }
 
-    /// Registers the pod's constraints (spec 4.5). Call it for the original pod and again after
+    /// Registers the pod's constraints (upstream `Topology.Update`). Call it for the original pod and again after
     /// every relaxation (with the relaxed copy) or failure (with the original); the pod is keyed
     /// by UID.
     ///
@@ -506,7 +506,7 @@ impl<'a> Topology<'a> {
         self.pods.insert(Box::from(pod.uid.as_str()), entry);
     }
 
-    /// The domains `pod` may use on a candidate node or NodeClaim (spec 4.6-4.8): `node_reqs`
+    /// The domains `pod` may use on a candidate node or NodeClaim (upstream `scheduling/topology.go`): `node_reqs`
     /// intersected with the domains chosen by every group constraining the pod — the groups it
     /// owns, then the inverse anti-affinity groups selecting it.
     ///
@@ -596,7 +596,7 @@ impl<'a> Topology<'a> {
     }
 
     /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs`
-    /// and taints `node_taints` (spec 4.9). Call it for every placement, whether or not the pod
+    /// and taints `node_taints` (upstream `Topology.Record`). Call it for every placement, whether or not the pod
     /// [`constrains`](Self::constrains) anything: groups owned by other pods may select it.
     ///
     /// For every non-inverse group that selects the pod and whose node filter matches
@@ -666,7 +666,7 @@ impl<'a> Topology<'a> {
     }
 
     /// Makes `domain` known (count 0) to every group, normal and inverse, whose key is `key`
-    /// (spec 4.9 `Register`): hostnames of existing nodes at construction, and the hostname
+    /// (upstream `Topology.Record` `Register`): hostnames of existing nodes at construction, and the hostname
     /// placeholder of each NodeClaim when a pod is added to it. Groups created later do not
     /// learn it (as upstream).
     pub(crate) fn register(&mut self, key: &str, domain: &str) {
@@ -768,8 +768,8 @@ impl<'a> Topology<'a> {
         }
     }
 
-    /// The zones the pod's own zone-keyed groups allow, for the effective-zone metric (spec
-    /// 4.12, upstream `GetTopologyZoneConstraints`): `None` when the pod owns no non-inverse
+    /// The zones the pod's own zone-keyed groups allow, for the effective-zone metric
+    /// (upstream `GetTopologyZoneConstraints`): `None` when the pod owns no non-inverse
     /// group keyed by `topology.kubernetes.io/zone`; otherwise the intersection over those groups
     /// of, with no node-side restriction and `pod_reqs[zone]` (`Exists` if absent) as the pod's
     /// domains:

@@ -1,4 +1,4 @@
-//! Spec 7.2 `topology_test.go`, Context "Topology › DefaultConstraints": kube-scheduler's default
+//! Upstream `topology_test.go` `topology_test.go`, Context "Topology › DefaultConstraints": kube-scheduler's default
 //! topology spread constraints, applied by the harness before each solve
 //! (`karpenter_core::scheduling::defaults`).
 //!

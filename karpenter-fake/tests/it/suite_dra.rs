@@ -1,4 +1,4 @@
-//! `suite_test.go` › Dynamic Resource Allocation (DRA) (spec `scheduler.md` 7.1, 5.5). The model
+//! `suite_test.go` › Dynamic Resource Allocation (DRA) (upstream `suite_test.go`, upstream's DRA handling in `scheduler.go`). The model
 //! records whether a pod references resource claims (from its containers or init containers)
 //! as one flag; requests are the effective ones.
 

@@ -121,7 +121,7 @@ pub(super) fn compute_consolidation(
         return Ok(Some((vec![replacement], sim)));
     }
     filter_by_price(&mut replacement, candidate_price, policy)?;
-    // Prefer spot when both spot and on-demand remain possible (§2.6 step 9). A replacement
+    // Prefer spot when both spot and on-demand remain possible (upstream `disruption/consolidation.go`). A replacement
     // without a capacity-type requirement admits both (upstream reads it as `Exists`), whatever
     // its instance types offer.
     match replacement.requirements.get(labels::CAPACITY_TYPE).cloned() {
@@ -183,7 +183,7 @@ pub(super) fn filter_by_price(
 
 /// Multi-node: drop replacement options priced at or above the cheapest candidate of the same
 /// instance type ([A, A, small] → delete one A instead of buying another A), as upstream's
-/// `filterOutSameInstanceType` (§2.7):
+/// `filterOutSameInstanceType` (upstream `disruption/multinodeconsolidation.go`):
 ///
 /// - a candidate's type is priced at its cheapest offering compatible with the node's labels
 ///   (available or not), the cheapest over the candidates of that type; a type none of whose

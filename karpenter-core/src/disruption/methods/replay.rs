@@ -22,7 +22,7 @@ pub fn plan(snapshot: &ClusterSnapshot, now: Timestamp, options: &DisruptionOpti
     let mut working = snapshot.clone();
     let mut counter = 0usize;
 
-    // Expiration (§2.5): forceful, outside budgets and candidacy rules.
+    // Expiration (upstream `nodeclaim/expiration`): forceful, outside budgets and candidacy rules.
     let expired: Vec<Arc<StateNode>> = working
         .nodes
         .iter()

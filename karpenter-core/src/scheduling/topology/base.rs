@@ -130,7 +130,7 @@ impl<'a> TopologyBase<'a> {
     }
 }
 
-/// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated, given the
+/// The namespaces of a pod (anti-)affinity term (upstream `Topology.Update`), sorted and deduplicated, given the
 /// known namespaces.
 pub(super) fn term_namespaces(
     known: &BTreeMap<String, BTreeMap<String, String>>,

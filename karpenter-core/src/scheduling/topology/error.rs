@@ -4,7 +4,7 @@ use crate::requirements::Requirement;
 use crate::scheduling::topology::group::TopologyType;
 use std::fmt;
 
-/// A topology constraint no domain can satisfy on the candidate node (spec 4.7).
+/// A topology constraint no domain can satisfy on the candidate node (upstream `Topology.AddRequirements`).
 ///
 /// Displays as upstream: `unsatisfiable topology constraint for <type>, key=<key> (counts =
 /// <up to 25 domain: count pairs, sorted>, podDomains = <requirement>, nodeDomains =

@@ -1,5 +1,5 @@
-//! Topology groups: per-domain counts and the domain choice of each group type (spec 4.1, 4.8),
-//! plus the spread node filter (spec 4.4) and per-key domain interning.
+//! Topology groups: per-domain counts and the domain choice of each group type (upstream `topology.go` / `topologygroup.go`, `TopologyGroup.Get`),
+//! plus the spread node filter (upstream `TopologyNodeFilter`) and per-key domain interning.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -84,7 +84,7 @@ impl KeyDomains {
     }
 }
 
-/// Which nodes count for a topology spread constraint (spec 4.4, upstream `TopologyNodeFilter`).
+/// Which nodes count for a topology spread constraint (upstream `TopologyNodeFilter`, upstream `TopologyNodeFilter`).
 ///
 /// Built from the pod that created the group: the terms are `nodeSelector ∧ requiredTerm_i` for
 /// each required node-affinity term, or just `[nodeSelector]`; plus the pod's tolerations and the
@@ -345,13 +345,13 @@ impl Iterator for CountsIter<'_> {
     }
 }
 
-/// One topology group: a constraint shared by every pod with the same term (spec 4.1).
+/// One topology group: a constraint shared by every pod with the same term (upstream `topology.go` / `topologygroup.go`).
 #[derive(Debug)]
 pub(super) struct Group {
     pub(super) kind: TopologyType,
     /// Index into the topology's [`KeyDomains`].
     pub(super) key: u32,
-    /// Whether the key is `kubernetes.io/hostname` (special cases of spec 4.8).
+    /// Whether the key is `kubernetes.io/hostname` (special cases of upstream `TopologyGroup.Get`).
     pub(super) hostname: bool,
     pub(super) max_skew: i32,
     pub(super) min_domains: Option<i32>,
@@ -404,7 +404,7 @@ impl Group {
         }
     }
 
-    /// Whether the group selects a pod in `namespace` with `labels` (spec 4.1).
+    /// Whether the group selects a pod in `namespace` with `labels` (upstream `topology.go` / `topologygroup.go`).
     pub(super) fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
         self.in_namespace(namespace) && self.selector.matches(labels)
     }
@@ -554,7 +554,7 @@ impl Group {
             .map(|(name, _)| name)
     }
 
-    /// The domains a pod may use for this group (spec 4.7/4.8, upstream `TopologyGroup.Get`), as
+    /// The domains a pod may use for this group (upstream `Topology.AddRequirements`, `TopologyGroup.Get`, upstream `TopologyGroup.Get`), as
     /// an `In` requirement, or `None` if no domain is allowed.
     pub(super) fn next_domains(
         &self,

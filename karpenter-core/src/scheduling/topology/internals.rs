@@ -93,7 +93,7 @@ impl<'a> Topology<'a> {
         }
     }
 
-    /// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated.
+    /// The namespaces of a pod (anti-)affinity term (upstream `Topology.Update`), sorted and deduplicated.
     pub(super) fn term_namespaces(
         &self,
         pod_namespace: &str,
@@ -108,7 +108,7 @@ impl<'a> Topology<'a> {
     }
 
     /// Finds or creates a non-inverse group; creation initialises its domains and counts the
-    /// existing pods (spec 4.3).
+    /// existing pods (upstream `NewTopologyGroup` / `countDomains`).
     pub(super) fn owned_group(&mut self, pod: &Pod, term: OwnedTerm<'_>) -> u32 {
         let key = self.key_id(term.key);
         let filter = term.filter.map(|f| self.filter_id(f));
@@ -201,7 +201,7 @@ impl<'a> Topology<'a> {
         gid
     }
 
-    /// Registers the universe domains of the group's key (spec 4.3): all of them, or with
+    /// Registers the universe domains of the group's key (upstream `NewTopologyGroup` / `countDomains`): all of them, or with
     /// `honor_taints` only those some producing pool's taints are tolerated by `pod`.
     pub(super) fn init_domains(&mut self, group: &mut Group, pod: &Pod, honor_taints: bool) {
         let Some(kd) = self.keys.get_mut(group.key as usize) else {
@@ -214,7 +214,7 @@ impl<'a> Topology<'a> {
         }
     }
 
-    /// Discovers domains from existing nodes and counts existing pods (spec 4.3).
+    /// Discovers domains from existing nodes and counts existing pods (upstream `NewTopologyGroup` / `countDomains`).
     pub(super) fn count_domains(&mut self, group: &mut Group) {
         let passing = self.filter_nodes(group.filter);
         let passes = |i: usize| passing.as_ref().is_none_or(|set| set.contains(i));

@@ -1,4 +1,4 @@
-//! Unit tests of the topology (spec section 4 and the topology scenarios of 7.2, reduced to
+//! Unit tests of the topology (upstream `scheduling/topology.go` and the topology scenarios of 7.2, reduced to
 //! direct calls of `add_requirements` / `record`).
 
 use std::collections::BTreeMap;
