@@ -10,9 +10,11 @@
 //!   quantity patterns, the CRD defaults (`expireAfter: 720h`, `consolidateAfter: 0s`, budgets
 //!   `[{nodes: 10%}]`, ...) and upstream's CEL rules on requirements, budgets and
 //!   `nodeClassRef`.
-//! - [`api::NodePool`] and [`api::NodeClaim`] implement [`CustomResourceExt`](kube::core::CustomResourceExt).
+//! - [`api::NodePool`] and [`api::NodeClaim`] implement
+//!   [`CustomResourceExt`](kube::core::CustomResourceExt).
 //! - [`KubeNodePool`] and [`KubeNodeClaim`] implement [`kube::Resource`] (plus
-//!   [`HasSpec`](kube::core::object::HasSpec) / [`HasStatus`](kube::core::object::HasStatus)), so `kube::Api<KubeNodePool>` reads and writes NodePools.
+//!   [`HasSpec`](kube::core::object::HasSpec) / [`HasStatus`](kube::core::object::HasStatus)), so
+//!   `kube::Api<KubeNodePool>` reads and writes NodePools.
 //!
 //! # Why wrappers
 //!

@@ -1,9 +1,9 @@
 //! The scheduling view of the world: compact pods, nodes, DaemonSets, instance types and
 //! offerings.
 //!
-//! These types carry exactly what the scheduler and the disruption planner read. They are built
-//! by the caller: from the [`crate::api`] types, from Kubernetes objects (feature `k8s-openapi`,
-//! see the `convert` module) or by hand in tests. Affinity and topology-spread types use Kubernetes'
+//! These types carry exactly what the scheduler and the disruption planner read. They are built by
+//! the caller: from the [`crate::api`] types, from Kubernetes objects (feature `k8s-openapi`, see
+//! the `convert` module) or by hand in tests. Affinity and topology-spread types use Kubernetes'
 //! field names in serde, so fixtures can be written as the familiar YAML.
 
 use std::collections::BTreeMap;

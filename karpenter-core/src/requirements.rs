@@ -1,6 +1,6 @@
-//! The node-requirement algebra (upstream `scheduling/requirements.go`): one [`Requirement`] per label key, the
-//! [`Requirements`] map that intersects them, and the serde shape upstream uses for requirements
-//! in NodePools and NodeClaims ([`NodeSelectorRequirement`]).
+//! The node-requirement algebra (upstream `scheduling/requirements.go`): one [`Requirement`] per
+//! label key, the [`Requirements`] map that intersects them, and the serde shape upstream uses for
+//! requirements in NodePools and NodeClaims ([`NodeSelectorRequirement`]).
 //!
 //! A [`Requirement`] is a finite set of values or the complement of one (every string except the
 //! listed ones), optionally intersected with inclusive integer bounds. Bounds only admit values
@@ -170,8 +170,9 @@ fn join_keys(map: &BTreeMap<String, usize>) -> String {
     s
 }
 
-/// Requirements by label key (upstream `scheduling/requirements.go`): at most one [`Requirement`] per key; adding a second
-/// requirement for a key stores the intersection. Iteration is sorted by key.
+/// Requirements by label key (upstream `scheduling/requirements.go`): at most one [`Requirement`]
+/// per key; adding a second requirement for a key stores the intersection. Iteration is sorted by
+/// key.
 ///
 /// Keys are normalised when requirements are built; lookups (`get`, `has`, …) use the key as
 /// given.
@@ -270,10 +271,10 @@ impl Requirements {
         self.map.is_empty()
     }
 
-    /// Upstream `Intersects` (upstream `Requirements.Intersects`): for every key defined on both sides the requirements must
-    /// intersect ([`Requirement::has_intersection`]), except that two requirements whose derived
-    /// operators are both `NotIn` or `DoesNotExist` are accepted (an absent label satisfies both).
-    /// Keys defined on one side only are ignored.
+    /// Upstream `Intersects` (upstream `Requirements.Intersects`): for every key defined on both
+    /// sides the requirements must intersect ([`Requirement::has_intersection`]), except that two
+    /// requirements whose derived operators are both `NotIn` or `DoesNotExist` are accepted (an
+    /// absent label satisfies both). Keys defined on one side only are ignored.
     ///
     /// Reports the first failing key in key order (upstream aggregates all failures).
     pub fn intersects(&self, other: &Requirements) -> Result<(), IncompatibleError> {
@@ -302,8 +303,8 @@ impl Requirements {
         Ok(())
     }
 
-    /// Upstream `Compatible` (upstream `Requirements.Compatible`): can a node described by `self` satisfy the constraints
-    /// `other`?
+    /// Upstream `Compatible` (upstream `Requirements.Compatible`): can a node described by `self`
+    /// satisfy the constraints `other`?
     ///
     /// 1. Every key of `other` must be defined on `self`, unless `other`'s requirement for it is
     ///    `NotIn`/`DoesNotExist`, or (loose mode, `allow_undefined = Some(policy)`) the key is
@@ -359,9 +360,10 @@ impl Requirements {
             .collect()
     }
 
-    /// The custom labels a NodeClaim gets from these requirements (upstream `NodeClaim.FinalizeScheduling` / `nodeclaimtemplate.go`): for every key that
-    /// is neither restricted nor well-known in `policy`, `key → any()` (keys whose requirement
-    /// allows no deterministic value, e.g. `DoesNotExist`, are skipped).
+    /// The custom labels a NodeClaim gets from these requirements (upstream
+    /// `NodeClaim.FinalizeScheduling` / `nodeclaimtemplate.go`): for every key that is neither
+    /// restricted nor well-known in `policy`, `key → any()` (keys whose requirement allows no
+    /// deterministic value, e.g. `DoesNotExist`, are skipped).
     pub fn labels(&self, policy: &LabelPolicy) -> BTreeMap<String, String> {
         self.map
             .iter()
@@ -370,14 +372,14 @@ impl Requirements {
             .collect()
     }
 
-    /// Upstream `SatisfiesMinValues` (upstream `Requirements.SatisfiesMinValues`): walks the instance types' requirements in order,
-    /// accumulating for each key with `minValues` the distinct raw values the types list for it
-    /// (a type that doesn't define the key adds nothing; values are counted even if `self`
-    /// disallows them, and a complement contributes its excluded values, as upstream's `Values()`
-    /// does). Returns the number of types needed (index + 1) as soon as every such key has at
-    /// least `minValues` distinct values, `Ok(0)` when no key has `minValues` (or, with no
-    /// instance types, when every `minValues` is `<= 0`), else the achieved counts of the
-    /// unsatisfied keys.
+    /// Upstream `SatisfiesMinValues` (upstream `Requirements.SatisfiesMinValues`): walks the
+    /// instance types' requirements in order, accumulating for each key with `minValues` the
+    /// distinct raw values the types list for it (a type that doesn't define the key adds nothing;
+    /// values are counted even if `self` disallows them, and a complement contributes its excluded
+    /// values, as upstream's `Values()` does). Returns the number of types needed (index + 1) as
+    /// soon as every such key has at least `minValues` distinct values, `Ok(0)` when no key has
+    /// `minValues` (or, with no instance types, when every `minValues` is `<= 0`), else the
+    /// achieved counts of the unsatisfied keys.
     pub fn satisfies_min_values<'a, I>(
         &self,
         instance_type_requirements: I,

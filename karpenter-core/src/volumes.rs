@@ -1,6 +1,6 @@
-//! Storage as the scheduler sees it (upstream `volumetopology.go` / `volumeusage.go`): the volumes a pod mounts,
-//! PersistentVolumeClaims, PersistentVolumes, StorageClasses, and the [`VolumeCatalog`] that
-//! resolves a pod's volumes through them.
+//! Storage as the scheduler sees it (upstream `volumetopology.go` / `volumeusage.go`): the volumes
+//! a pod mounts, PersistentVolumeClaims, PersistentVolumes, StorageClasses, and the
+//! [`VolumeCatalog`] that resolves a pod's volumes through them.
 //!
 //! Like the rest of the crate this is plain data: callers copy the cluster's storage objects into
 //! a [`VolumeCatalog`] (by hand, from fixtures, or with the `convert` module's helpers) and pass
@@ -97,8 +97,9 @@ pub fn csi_driver_for_provisioner(provisioner: &str) -> &str {
 // Errors
 // ---------------------------------------------------------------------------------------------
 
-/// Why a pod's volumes make it unschedulable for now (upstream `volumetopology.go` / `volumeusage.go` validation). Such pods are left
-/// out of the solve; they become schedulable once the storage objects change.
+/// Why a pod's volumes make it unschedulable for now (upstream `volumetopology.go` /
+/// `volumeusage.go` validation). Such pods are left out of the solve; they become schedulable once
+/// the storage objects change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VolumeError {
     /// The claim a volume refers to does not exist.
@@ -350,8 +351,8 @@ impl VolumeCatalog {
         Some(csi_driver_for_provisioner(&class.provisioner).to_string())
     }
 
-    /// Upstream `volumetopology.go` / `volumeusage.go` validation: whether every claim the pod uses can be scheduled against now. The
-    /// first problem, in volume order, is returned:
+    /// Upstream `volumetopology.go` / `volumeusage.go` validation: whether every claim the pod uses
+    /// can be scheduled against now. The first problem, in volume order, is returned:
     ///
     /// - the claim must exist, not be deleting and not be Lost;
     /// - a claim naming a volume must have that volume (not deleting) and the bind-completed
@@ -498,12 +499,12 @@ impl VolumeCatalog {
         Ok((!alternatives.is_empty()).then_some(alternatives))
     }
 
-    /// The pod's topology alternatives (upstream `volumetopology.go` / `volumeusage.go`): the cross product of its volumes'
-    /// [alternatives](Self::volume_alternatives), in volume order, each combination merged
-    /// (requirements intersected per key). After each volume, combinations whose parts do not
-    /// [intersect](Requirements::intersects) are pruned — unless every one would be, in which
-    /// case all are kept and scheduling fails on them later. Empty when no volume constrains the
-    /// node.
+    /// The pod's topology alternatives (upstream `volumetopology.go` / `volumeusage.go`): the cross
+    /// product of its volumes' [alternatives](Self::volume_alternatives), in volume order, each
+    /// combination merged (requirements intersected per key). After each volume, combinations whose
+    /// parts do not [intersect](Requirements::intersects) are pruned — unless every one would be,
+    /// in which case all are kept and scheduling fails on them later. Empty when no volume
+    /// constrains the node.
     ///
     /// A node (or NodeClaim) may take the pod if it satisfies any alternative; alternatives
     /// constrain the node only, never the pod's own topology domains.

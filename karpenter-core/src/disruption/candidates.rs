@@ -1,6 +1,6 @@
-//! Disruption candidates (upstream `GetCandidates` / `NewCandidate`): which nodes a disruption method may consider, the reason
-//! every other node is not a candidate, pod classification, PodDisruptionBudget checks and the
-//! orders in which the methods walk their candidates.
+//! Disruption candidates (upstream `GetCandidates` / `NewCandidate`): which nodes a disruption
+//! method may consider, the reason every other node is not a candidate, pod classification,
+//! PodDisruptionBudget checks and the orders in which the methods walk their candidates.
 //!
 //! [`get_candidates`] applies upstream's `NewCandidate` rules ([`new_candidate`]) to every node
 //! of a [`ClusterSnapshot`] and returns both the candidates and the rejections (a plan can show

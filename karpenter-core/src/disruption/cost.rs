@@ -1,6 +1,6 @@
-//! Cost formulas of the disruption planner (upstream `utils/disruption/disruption.go`): how costly evicting a pod is, how much
-//! of a NodeClaim's lifetime remains, when it expires, and whether a NodeClaim is still inside its pool's
-//! `consolidateAfter` window.
+//! Cost formulas of the disruption planner (upstream `utils/disruption/disruption.go`): how costly
+//! evicting a pod is, how much of a NodeClaim's lifetime remains, when it expires, and whether a
+//! NodeClaim is still inside its pool's `consolidateAfter` window.
 //!
 //! ```
 //! use karpenter_core::disruption::cost::{POD_DELETION_COST_ANNOTATION, eviction_cost};
@@ -77,8 +77,9 @@ pub fn rescheduling_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
     pods.into_iter().map(eviction_cost).sum()
 }
 
-/// The cost of disrupting a node whose reschedulable pods are `pods`: [`BASE_COST`] plus the
-/// sum of the *positive* eviction costs (the candidate's `RescheduleDisruptionCost`, upstream `disruption/types.go` `Candidate`).
+/// The cost of disrupting a node whose reschedulable pods are `pods`: [`BASE_COST`] plus the sum of
+/// the *positive* eviction costs (the candidate's `RescheduleDisruptionCost`, upstream
+/// `disruption/types.go` `Candidate`).
 pub fn reschedule_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
     BASE_COST
         + pods
@@ -246,8 +247,9 @@ mod tests {
         // Unparsable (and NaN) annotations are ignored.
         assert_eq!(eviction_cost(&pod_with(Some("lots"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("NaN"), None)), 1.0);
-        // As Go's ParseFloat (upstream `utils/disruption/disruption.go`): surrounding whitespace is a parse error, and so is a
-        // finite literal out of range (ErrRange), while an explicit infinity clamps.
+        // As Go's ParseFloat (upstream `utils/disruption/disruption.go`): surrounding whitespace is
+        // a parse error, and so is a finite literal out of range (ErrRange), while an explicit
+        // infinity clamps.
         assert_eq!(eviction_cost(&pod_with(Some(" 134217728"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("134217728\n"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("1e400"), None)), 1.0);

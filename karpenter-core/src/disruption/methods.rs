@@ -1,11 +1,12 @@
-//! The disruption methods (upstream `controllers/disruption`) and a driver that plays the disruption
-//! controller's passes forward on a snapshot.
+//! The disruption methods (upstream `controllers/disruption`) and a driver that plays the
+//! disruption controller's passes forward on a snapshot.
 //!
-//! [`run_pass`] is one pass of upstream's controller: the methods in production order —
-//! emptiness, static drift, drift, multi-node consolidation, single-node consolidation — and the
-//! first one that produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
+//! [`run_pass`] is one pass of upstream's controller: the methods in production order — emptiness,
+//! static drift, drift, multi-node consolidation, single-node consolidation — and the first one
+//! that produces a command wins. [`plan`] repeats passes on a copy of the snapshot, applying each
 //! command (candidates removed, replacements and moved pods added), until nothing more would be
-//! done; expired NodeClaims (upstream `nodeclaim/expiration`, not a method: no budgets, no simulation) come first.
+//! done; expired NodeClaims (upstream `nodeclaim/expiration`, not a method: no budgets, no
+//! simulation) come first.
 //!
 //! Differences from upstream, each deliberate:
 //! - no 15 s validation wait: a pure planner has no clock to wait on; the controller re-validates
@@ -16,11 +17,12 @@
 //! - single-node consolidation evaluates every candidate unless the caller passes a
 //!   [`TimeBudget`] ([`DisruptionOptions::single_node_time_budget`]); the NodePools it did not
 //!   reach are data the caller carries to the next pass, not state kept here;
-//! - a replacement that upstream `disruption/consolidation.go` narrows to spot while none of its options offers spot is
-//!   not issued (upstream issues it, the launch fails and the node stays: the same end state);
+//! - a replacement that upstream `disruption/consolidation.go` narrows to spot while none of its
+//!   options offers spot is not issued (upstream issues it, the launch fails and the node stays:
+//!   the same end state);
 //! - a NodeClaim without a `Consolidatable` condition (a hand-written or offline snapshot) is
-//!   judged by the rule the condition controller applies (upstream `nodeclaim/disruption/consolidation.go`): initialized and outside
-//!   `consolidateAfter`.
+//!   judged by the rule the condition controller applies (upstream
+//!   `nodeclaim/disruption/consolidation.go`): initialized and outside `consolidateAfter`.
 
 mod balanced;
 mod consolidation;
@@ -84,8 +86,9 @@ pub struct DisruptionOptions {
     /// Cap on multi-node consolidation's candidates (upstream: 100). `None`: every candidate.
     pub multi_node_candidate_limit: Option<usize>,
     /// Feature gate `CapacityBuffer` (upstream default: off): simulations count the snapshot's
-    /// [`ClusterSnapshot::buffer_pods`] as pending pods (upstream `SimulateScheduling`). Emptiness's protection of
-    /// nodes hosting buffer pods reads [`ClusterSnapshot::buffer_pod_counts`] either way.
+    /// [`ClusterSnapshot::buffer_pods`] as pending pods (upstream `SimulateScheduling`).
+    /// Emptiness's protection of nodes hosting buffer pods reads
+    /// [`ClusterSnapshot::buffer_pod_counts`] either way.
     pub capacity_buffer: bool,
     /// The caller's time budget for single-node consolidation (upstream: a 3-minute deadline).
     /// Default [`TimeBudget::Unlimited`]: every candidate is evaluated.
@@ -247,11 +250,11 @@ pub struct PassOutcome {
     pub commands: Vec<Command>,
     /// Nodes that a method would disrupt but could not, with the reason.
     pub blocked: Vec<(String, String)>,
-    /// The consolidation methods (emptiness, multi-node, single-node) whose "consolidated"
-    /// memo upstream would set in this pass (upstream `disruption/controller.go`): the method ran, had candidates, found no
-    /// command, and no candidate was held back by a budget. The caller keeps the memo (upstream
-    /// skips a memoized method until cluster state changes); a method that produced a command,
-    /// or whose candidates were blocked by a budget, is never listed.
+    /// The consolidation methods (emptiness, multi-node, single-node) whose "consolidated" memo
+    /// upstream would set in this pass (upstream `disruption/controller.go`): the method ran, had
+    /// candidates, found no command, and no candidate was held back by a budget. The caller keeps
+    /// the memo (upstream skips a memoized method until cluster state changes); a method that
+    /// produced a command, or whose candidates were blocked by a budget, is never listed.
     pub consolidated: BTreeSet<Method>,
     /// The new value of [`DisruptionOptions::previously_unseen_node_pools`], when single-node
     /// consolidation changed it: the NodePools it did not reach before its time budget ran out,
@@ -305,7 +308,8 @@ fn consolidation_disabled(pool: &api::NodePool) -> bool {
         .is_none()
 }
 
-/// `Consolidatable`: the NodeClaim's condition when present, else the rule of upstream `nodeclaim/disruption/consolidation.go`.
+/// `Consolidatable`: the NodeClaim's condition when present, else the rule of upstream
+/// `nodeclaim/disruption/consolidation.go`.
 fn consolidatable(pool: &api::NodePool, node: &StateNode, now: Timestamp) -> bool {
     if let Some(v) = condition_true(node, "Consolidatable") {
         return v;
@@ -350,9 +354,10 @@ pub(super) fn should_consolidate(
         && consolidatable(pool, &c.node, now)
 }
 
-/// Evaluates consolidating exactly `candidates` (upstream `disruption/consolidation.go`): the command it would give (a delete or a
-/// replacement by one cheaper node), `Ok(None)` when a candidate is already being deleted, or
-/// the reason it is not worth doing. Budgets and Balanced scoring are not applied here.
+/// Evaluates consolidating exactly `candidates` (upstream `disruption/consolidation.go`): the
+/// command it would give (a delete or a replacement by one cheaper node), `Ok(None)` when a
+/// candidate is already being deleted, or the reason it is not worth doing. Budgets and Balanced
+/// scoring are not applied here.
 ///
 /// Each call prepares the scheduler over the whole snapshot; to evaluate many candidate sets of
 /// one snapshot, prepare once with [`SimulationContext`] and call [`evaluate_consolidation_with`].
@@ -441,7 +446,8 @@ fn one_method_pass(
     out
 }
 
-/// Multi-node consolidation alone (upstream `disruption/multinodeconsolidation.go`), over every candidate of the snapshot.
+/// Multi-node consolidation alone (upstream `disruption/multinodeconsolidation.go`), over every
+/// candidate of the snapshot.
 pub fn multi_node_pass(
     snapshot: &ClusterSnapshot,
     now: Timestamp,
@@ -450,9 +456,9 @@ pub fn multi_node_pass(
     one_method_pass(snapshot, now, options, multi_node)
 }
 
-/// Single-node consolidation alone (upstream `disruption/singlenodeconsolidation.go`), over every candidate of the snapshot: what upstream's
-/// controller runs next when multi-node consolidation found nothing or its command failed
-/// validation.
+/// Single-node consolidation alone (upstream `disruption/singlenodeconsolidation.go`), over every
+/// candidate of the snapshot: what upstream's controller runs next when multi-node consolidation
+/// found nothing or its command failed validation.
 pub fn single_node_pass(
     snapshot: &ClusterSnapshot,
     now: Timestamp,
@@ -461,10 +467,10 @@ pub fn single_node_pass(
     one_method_pass(snapshot, now, options, single_node)
 }
 
-/// One pass of the disruption controller (upstream `disruption/controller.go`): emptiness, static drift, drift,
-/// multi-node and single-node consolidation in production order; the first method with a
-/// command wins (static drift may issue several commands, one per replaced node).
-/// `in_queue` says which provider ids are already being disrupted.
+/// One pass of the disruption controller (upstream `disruption/controller.go`): emptiness, static
+/// drift, drift, multi-node and single-node consolidation in production order; the first method
+/// with a command wins (static drift may issue several commands, one per replaced node). `in_queue`
+/// says which provider ids are already being disrupted.
 pub fn run_pass(
     snapshot: &ClusterSnapshot,
     now: Timestamp,

@@ -1,7 +1,8 @@
-//! Expiration (upstream `nodeclaim/expiration`): a NodeClaim older than its `expireAfter` is deleted outright —
-//! budgets, PDB pre-checks, node do-not-disrupt and nominations are all ignored, and no
-//! replacement is launched first (its pods become pending and are provisioned again). Drain
-//! then follows upstream `node/termination`, bounded by the claim's `terminationGracePeriod` if set.
+//! Expiration (upstream `nodeclaim/expiration`): a NodeClaim older than its `expireAfter` is
+//! deleted outright — budgets, PDB pre-checks, node do-not-disrupt and nominations are all ignored,
+//! and no replacement is launched first (its pods become pending and are provisioned again). Drain
+//! then follows upstream `node/termination`, bounded by the claim's `terminationGracePeriod` if
+//! set.
 
 use crate::api::NodeClaim;
 use crate::model::Timestamp;

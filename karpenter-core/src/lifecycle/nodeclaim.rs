@@ -1,5 +1,6 @@
-//! The NodeClaim lifecycle (upstream `apis/v1/nodeclaim_status.go`, `nodeclaim/lifecycle`): launch, registration, initialization and liveness,
-//! plus the per-NodePool registration-health ring buffer.
+//! The NodeClaim lifecycle (upstream `apis/v1/nodeclaim_status.go`, `nodeclaim/lifecycle`): launch,
+//! registration, initialization and liveness, plus the per-NodePool registration-health ring
+//! buffer.
 //!
 //! Each step takes the NodeClaim as it is now and what the controller observed, and returns a
 //! [`LifecycleStep`]: the NodeClaim after the step (conditions, labels, status), a change to
@@ -357,8 +358,9 @@ fn sync_node(claim: &NodeClaim, node: &Node) -> Node {
     synced
 }
 
-/// The registration step (upstream `nodeclaim/lifecycle` "Registration"). `nodes` are the Nodes whose provider id is
-/// the claim's; `hooks` the results of the cloud provider's registration hooks for it.
+/// The registration step (upstream `nodeclaim/lifecycle` "Registration"). `nodes` are the Nodes
+/// whose provider id is the claim's; `hooks` the results of the cloud provider's registration hooks
+/// for it.
 ///
 /// Nothing unless `Launched=True` and `Registered` is absent or `Unknown`. No Node →
 /// `Registered=Unknown` (`NodeNotFound`); several → `Registered=False` (`MultipleNodesFound`).
@@ -552,9 +554,9 @@ fn initialization_blocker(
     None
 }
 
-/// The initialization step (upstream `nodeclaim/lifecycle` "Initialization"). `nodes` are the Nodes with the claim's
-/// provider id; `dra_published` is `None` when DRA support is off, else the DRA drivers that
-/// have published a complete ResourceSlice pool for the Node.
+/// The initialization step (upstream `nodeclaim/lifecycle` "Initialization"). `nodes` are the Nodes
+/// with the claim's provider id; `dra_published` is `None` when DRA support is off, else the DRA
+/// drivers that have published a complete ResourceSlice pool for the Node.
 ///
 /// Nothing unless `Registered=True` and `Initialized` is absent or `Unknown`. Otherwise
 /// `Initialized=Unknown` with the first unmet requirement's reason: `NodeNotFound` (not exactly
@@ -600,12 +602,12 @@ pub fn initialization_decision(
     step
 }
 
-/// The liveness step (upstream `nodeclaim/lifecycle` "Liveness"). Nothing once `Registered=True`. If `Launched` is
-/// not `True` and its `lastTransitionTime` is at least 5 minutes old, delete the claim
-/// (`launch_timeout`); if `Registered` is not `True` and at least 15 minutes old, delete it
-/// (`registration_timeout`). Either records a registration failure for the NodePool (reason:
-/// the `Launched` condition's reason, or `RegistrationFailed`). Otherwise requeue when the
-/// nearer timeout falls due.
+/// The liveness step (upstream `nodeclaim/lifecycle` "Liveness"). Nothing once `Registered=True`.
+/// If `Launched` is not `True` and its `lastTransitionTime` is at least 5 minutes old, delete the
+/// claim (`launch_timeout`); if `Registered` is not `True` and at least 15 minutes old, delete it
+/// (`registration_timeout`). Either records a registration failure for the NodePool (reason: the
+/// `Launched` condition's reason, or `RegistrationFailed`). Otherwise requeue when the nearer
+/// timeout falls due.
 pub fn liveness_decision(claim: &NodeClaim, now: Timestamp) -> LifecycleStep {
     let conds = &claim.status.conditions;
     if conditions::is_true(conds, REGISTERED) {

@@ -1,4 +1,5 @@
-//! The disruption command queue (upstream `Queue.StartCommand`, `Queue.Reconcile`) as a state machine.
+//! The disruption command queue (upstream `Queue.StartCommand`, `Queue.Reconcile`) as a state
+//! machine.
 //!
 //! A [`Command`] disrupts candidate nodes, optionally after launching replacement NodeClaims.
 //! Starting it ([`start_steps`]) cordons the candidates with the disrupted taint and sets their
@@ -129,9 +130,10 @@ pub struct Command {
 }
 
 impl Command {
-    /// The queue command of a planned disruption command (upstream `Queue.StartCommand`, `Queue.Reconcile`), `None` for
-    /// expiration (not a queued method). `replacements` names the replacement NodeClaims the
-    /// controller creates (one per planned replacement). The command carries:
+    /// The queue command of a planned disruption command (upstream `Queue.StartCommand`,
+    /// `Queue.Reconcile`), `None` for expiration (not a queued method). `replacements` names the
+    /// replacement NodeClaims the controller creates (one per planned replacement). The command
+    /// carries:
     ///
     /// - `method`: the consolidation type, `empty`, `multi` or `single`, `""` for drift;
     /// - `consolidation_policy`: for consolidation commands the snake_case
@@ -475,11 +477,11 @@ pub fn rollback_steps(command: &Command) -> Vec<Step> {
     steps
 }
 
-/// The cleanup of stale disruption marks that opens every disruption pass (upstream `disruption/controller.go`):
-/// a node that is neither part of a queued command (`queued` holds the queued provider ids)
-/// nor being deleted must not keep the disrupted taint or a `DisruptionReason` condition left
-/// over from an earlier command (for instance one whose controller restarted mid-way). Returns
-/// [`Step::RemoveTaint`] for each such Node still carrying the taint and
+/// The cleanup of stale disruption marks that opens every disruption pass (upstream
+/// `disruption/controller.go`): a node that is neither part of a queued command (`queued` holds the
+/// queued provider ids) nor being deleted must not keep the disrupted taint or a `DisruptionReason`
+/// condition left over from an earlier command (for instance one whose controller restarted
+/// mid-way). Returns [`Step::RemoveTaint`] for each such Node still carrying the taint and
 /// [`Step::ClearDisruptionReason`] for each such initialized NodeClaim still carrying the
 /// condition, in snapshot order. Nothing for nodes that are queued or being deleted.
 pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>) -> Vec<Step> {

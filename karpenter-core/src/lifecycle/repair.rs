@@ -1,4 +1,5 @@
-//! Node repair (upstream `node/health`): replacing nodes whose conditions have been unhealthy for too long.
+//! Node repair (upstream `node/health`): replacing nodes whose conditions have been unhealthy for
+//! too long.
 //!
 //! The cloud provider lists [`RepairPolicy`]s (a Node condition type, its unhealthy status and
 //! how long it is tolerated). For a Node with a NodeClaim, among the policies that match one of

@@ -94,8 +94,8 @@ pub struct Requirement {
 }
 
 impl Requirement {
-    /// Builds a requirement from an operator and its values (upstream `NewRequirement`). The key is normalised
-    /// with [`labels::normalize_key`].
+    /// Builds a requirement from an operator and its values (upstream `NewRequirement`). The key is
+    /// normalised with [`labels::normalize_key`].
     ///
     /// | operator | allowed values |
     /// |---|---|
@@ -177,7 +177,8 @@ impl Requirement {
     }
 
     /// Builds a requirement from its YAML shape, carrying `minValues` — except for `Gt i64::MAX`
-    /// (and `Lt i64::MIN`), which become a plain `DoesNotExist` without `minValues` (upstream `NewRequirement`).
+    /// (and `Lt i64::MIN`), which become a plain `DoesNotExist` without `minValues` (upstream
+    /// `NewRequirement`).
     pub fn from_node_selector(r: &NodeSelectorRequirement) -> Requirement {
         let req = Requirement::new(&r.key, r.operator, &r.values);
         let bound_op = matches!(r.operator, Operator::Gt | Operator::Lt);
@@ -204,10 +205,10 @@ impl Requirement {
         &self.key
     }
 
-    /// The operator this requirement behaves as (upstream `Requirement.Operator`), derived from its representation:
-    /// a complement with excluded values is `NotIn`; a complement without excluded values is
-    /// `Exists` (this includes pure `Gt`/`Lt`/`Gte`/`Lte` bounds); a set with values is `In`; an
-    /// empty set is `DoesNotExist`. Never returns `Gt`/`Lt`/`Gte`/`Lte`.
+    /// The operator this requirement behaves as (upstream `Requirement.Operator`), derived from its
+    /// representation: a complement with excluded values is `NotIn`; a complement without excluded
+    /// values is `Exists` (this includes pure `Gt`/`Lt`/`Gte`/`Lte` bounds); a set with values is
+    /// `In`; an empty set is `DoesNotExist`. Never returns `Gt`/`Lt`/`Gte`/`Lte`.
     pub fn operator(&self) -> Operator {
         match (self.complement, self.values.is_empty()) {
             (true, false) => Operator::NotIn,
@@ -273,7 +274,8 @@ impl Requirement {
         within(value, self.gte, self.lte)
     }
 
-    /// The intersection of two requirements (upstream `Requirement.Intersection`); the result keeps `self`'s key.
+    /// The intersection of two requirements (upstream `Requirement.Intersection`); the result keeps
+    /// `self`'s key.
     ///
     /// Complement only if both are; bounds are the tighter of each (`gte` max, `lte` min) and
     /// `minValues` the larger (absent = none). Disjoint bounds give `DoesNotExist` with the merged
@@ -334,9 +336,10 @@ impl Requirement {
     }
 
     /// Whether [`intersection`](Self::intersection) would allow some value, without allocating
-    /// (upstream `Requirement.Intersection`): false if the merged bounds are empty; true if both are complements; otherwise
-    /// true iff some value of a set side is allowed by the other side and within both bounds.
-    /// Consequently `DoesNotExist` intersects nothing, not even another `DoesNotExist`.
+    /// (upstream `Requirement.Intersection`): false if the merged bounds are empty; true if both
+    /// are complements; otherwise true iff some value of a set side is allowed by the other side
+    /// and within both bounds. Consequently `DoesNotExist` intersects nothing, not even another
+    /// `DoesNotExist`.
     pub fn has_intersection(&self, other: &Requirement) -> bool {
         if bounds_empty(max_opt(self.gte, other.gte), min_opt(self.lte, other.lte)) {
             return false;
@@ -415,7 +418,8 @@ impl Requirement {
         }
     }
 
-    /// The YAML entries this requirement serialises to (upstream `Requirements.NodeSelectorRequirements`), each carrying `minValues`:
+    /// The YAML entries this requirement serialises to (upstream
+    /// `Requirements.NodeSelectorRequirements`), each carrying `minValues`:
     /// - set: `In [sorted values]`, or `DoesNotExist` when empty;
     /// - complement with bounds: `Gte [n]` and/or `Lte [n]`, followed by `NotIn [excluded]` if
     ///   any value is excluded;
@@ -423,7 +427,8 @@ impl Requirement {
     ///
     /// Deviation from upstream: upstream emits only the bound entries for a bounded complement and
     /// loses its exclusions; emitting the `NotIn` as well makes the round trip through
-    /// [`Requirements::from_node_selector_requirements`](super::Requirements::from_node_selector_requirements) exact.
+    /// [`Requirements::from_node_selector_requirements`](super::Requirements::from_node_selector_requirements)
+    /// exact.
     pub fn to_node_selector_requirements(&self) -> Vec<NodeSelectorRequirement> {
         let entry = |operator: Operator, values: Vec<String>| NodeSelectorRequirement {
             key: self.key.clone(),

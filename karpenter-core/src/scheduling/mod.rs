@@ -1,4 +1,5 @@
-//! The provisioning scheduler (upstream's provisioning scheduler (`provisioning/scheduling/scheduler.go`), `scheduling/topology.go`, `scheduler.go`).
+//! The provisioning scheduler (upstream's provisioning scheduler
+//! (`provisioning/scheduling/scheduler.go`), `scheduling/topology.go`, `scheduler.go`).
 //!
 //! Given pending pods, the cluster's existing nodes (and in-flight NodeClaims), the NodePools and
 //! their instance types, [`solve`] decides where every pod goes: onto an existing node, onto a
@@ -40,7 +41,8 @@ pub enum PreferencePolicy {
     Ignore,
 }
 
-/// How reserved-capacity offerings constrain placement (upstream `offeringsToReserve` / `reservationmanager.go`).
+/// How reserved-capacity offerings constrain placement (upstream `offeringsToReserve` /
+/// `reservationmanager.go`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReservedCapacityMode {
     /// A pod compatible with a reservation that has no capacity left waits (the provisioner's
@@ -209,8 +211,9 @@ pub struct SchedulingInput {
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses the pods' volumes resolve
     /// through (upstream `volumetopology.go` / `volumeusage.go`).
     pub volumes: VolumeCatalog,
-    /// Set when the solve simulates a consolidation (upstream `Requirements.NodeSelectorRequirements`): existing nodes still inside
-    /// their NodePool's `consolidateAfter` window refuse pods displaced from the candidates.
+    /// Set when the solve simulates a consolidation (upstream
+    /// `Requirements.NodeSelectorRequirements`): existing nodes still inside their NodePool's
+    /// `consolidateAfter` window refuse pods displaced from the candidates.
     pub consolidation: Option<ConsolidationSimulation>,
 }
 

@@ -1,5 +1,6 @@
-//! Topology spread constraints, pod affinity and pod anti-affinity (upstream `scheduling/topology.go`, upstream
-//! `topology.go`, `topologygroup.go`, `topologydomaingroup.go`, `topologynodefilter.go`).
+//! Topology spread constraints, pod affinity and pod anti-affinity (upstream
+//! `scheduling/topology.go`, upstream `topology.go`, `topologygroup.go`, `topologydomaingroup.go`,
+//! `topologynodefilter.go`).
 //!
 //! A [`Topology`] tracks *groups*: one per distinct constraint term, shared by every pod carrying
 //! that term. A group counts, per domain (label value of its topology key), the pods it selects.
@@ -9,11 +10,11 @@
 //! # Group identity
 //!
 //! Two terms share a group iff they have the same type, topology key, namespace set, `maxSkew`,
-//! node filter and selector (upstream `topology.go` / `topologygroup.go`). The selector is compared as upstream hashes it:
-//! `matchLabels` plus `matchExpressions` as a set, each expression's values as a set; a nil
-//! selector differs from an empty one. `minDomains` is not part of the identity (as upstream):
-//! the first pod creating the group decides it, and so decides the group's initial domains (taint
-//! policy and tolerations) and node filter.
+//! node filter and selector (upstream `topology.go` / `topologygroup.go`). The selector is compared
+//! as upstream hashes it: `matchLabels` plus `matchExpressions` as a set, each expression's values
+//! as a set; a nil selector differs from an empty one. `minDomains` is not part of the identity (as
+//! upstream): the first pod creating the group decides it, and so decides the group's initial
+//! domains (taint policy and tolerations) and node filter.
 //!
 //! Deviation: upstream hashes only the *keys* of the node filter's requirements, so two spreads
 //! whose `nodeSelector`s differ only in values share a group and the first one's filter. Here the
@@ -207,7 +208,8 @@ struct Owned {
 struct PodEntry {
     namespace: String,
     labels: BTreeMap<String, String>,
-    /// Non-inverse groups the pod owns (upstream `getMatchingTopologies`), in creation order of its terms.
+    /// Non-inverse groups the pod owns (upstream `getMatchingTopologies`), in creation order of its
+    /// terms.
     owned: SmallVec<[Owned; 4]>,
     /// Inverse groups the pod owns (its required anti-affinity terms).
     inverse_owned: SmallVec<[u32; 2]>,
@@ -269,9 +271,9 @@ where
 }
 
 impl<'a> Topology<'a> {
-    /// Builds the topology (upstream `scheduling/topology.go`): inverse groups from existing pods with required
-    /// anti-affinity, then [`update`](Self::update) for every batch pod, then registers the
-    /// hostname of every existing node not marked for deletion (see the module docs).
+    /// Builds the topology (upstream `scheduling/topology.go`): inverse groups from existing pods
+    /// with required anti-affinity, then [`update`](Self::update) for every batch pod, then
+    /// registers the hostname of every existing node not marked for deletion (see the module docs).
     pub(crate) fn new(input: TopologyInput<'_, 'a>) -> Topology<'a> {
         let base = input.base;
         let removed = |i: usize| input.removed.get(i).copied().unwrap_or(false);
@@ -400,9 +402,9 @@ impl<'a> Topology<'a> {
         self.push_inverse(group, identity)
     }
 
-    /// Registers the pod's constraints (upstream `Topology.Update`). Call it for the original pod and again after
-    /// every relaxation (with the relaxed copy) or failure (with the original); the pod is keyed
-    /// by UID.
+    /// Registers the pod's constraints (upstream `Topology.Update`). Call it for the original pod
+    /// and again after every relaxation (with the relaxed copy) or failure (with the original); the
+    /// pod is keyed by UID.
     ///
     /// 1. The pod stops owning the non-inverse groups it owned.
     /// 2. Each **required** anti-affinity term finds or creates its inverse group and the pod
@@ -506,9 +508,10 @@ impl<'a> Topology<'a> {
         self.pods.insert(Box::from(pod.uid.as_str()), entry);
     }
 
-    /// The domains `pod` may use on a candidate node or NodeClaim (upstream `scheduling/topology.go`): `node_reqs`
-    /// intersected with the domains chosen by every group constraining the pod — the groups it
-    /// owns, then the inverse anti-affinity groups selecting it.
+    /// The domains `pod` may use on a candidate node or NodeClaim (upstream
+    /// `scheduling/topology.go`): `node_reqs` intersected with the domains chosen by every group
+    /// constraining the pod — the groups it owns, then the inverse anti-affinity groups selecting
+    /// it.
     ///
     /// Each group chooses independently from `strict_pod_reqs[key]` (the pod's own domains, from
     /// its node selector and required node affinity; `Exists` if absent) and `node_reqs[key]`
@@ -595,9 +598,10 @@ impl<'a> Topology<'a> {
         out
     }
 
-    /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs`
-    /// and taints `node_taints` (upstream `Topology.Record`). Call it for every placement, whether or not the pod
-    /// [`constrains`](Self::constrains) anything: groups owned by other pods may select it.
+    /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs` and
+    /// taints `node_taints` (upstream `Topology.Record`). Call it for every placement, whether or
+    /// not the pod [`constrains`](Self::constrains) anything: groups owned by other pods may select
+    /// it.
     ///
     /// For every non-inverse group that selects the pod and whose node filter matches
     /// `(node_taints, node_reqs)`:
@@ -666,9 +670,9 @@ impl<'a> Topology<'a> {
     }
 
     /// Makes `domain` known (count 0) to every group, normal and inverse, whose key is `key`
-    /// (upstream `Topology.Record` `Register`): hostnames of existing nodes at construction, and the hostname
-    /// placeholder of each NodeClaim when a pod is added to it. Groups created later do not
-    /// learn it (as upstream).
+    /// (upstream `Topology.Record` `Register`): hostnames of existing nodes at construction, and
+    /// the hostname placeholder of each NodeClaim when a pod is added to it. Groups created later
+    /// do not learn it (as upstream).
     pub(crate) fn register(&mut self, key: &str, domain: &str) {
         let Some(&kid) = self.key_ids.get(key) else {
             return;
@@ -733,8 +737,10 @@ impl<'a> Topology<'a> {
     }
 
     /// The hostname groups constraining `pod`, resolved once per placement attempt so that
-    /// [`HostnameCheck::rejects`] costs a few array reads per candidate. Same rules as
-    /// the hostname special cases of `Group::next_domains`: an owned anti-affinity group or an inverse group selecting the pod that counts the host, an owned spread that would exceed `maxSkew` there, an owned affinity group that does not count the host and cannot bootstrap it.
+    /// [`HostnameCheck::rejects`] costs a few array reads per candidate. Same rules as the hostname
+    /// special cases of `Group::next_domains`: an owned anti-affinity group or an inverse group
+    /// selecting the pod that counts the host, an owned spread that would exceed `maxSkew` there,
+    /// an owned affinity group that does not count the host and cannot bootstrap it.
     pub(crate) fn hostname_check(&self, pod: &Pod) -> HostnameCheck<'_> {
         let mut check = HostnameCheck {
             owned: SmallVec::new(),

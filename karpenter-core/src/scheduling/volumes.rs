@@ -78,9 +78,9 @@ impl NodeVolumes {
         volumes
     }
 
-    /// Upstream `existingnode.go`: whether, for every limited driver, the distinct claims already on the
-    /// node together with the pod's stay within the limit. Returns a description of the first
-    /// driver over its limit.
+    /// Upstream `existingnode.go`: whether, for every limited driver, the distinct claims already
+    /// on the node together with the pod's stay within the limit. Returns a description of the
+    /// first driver over its limit.
     pub(crate) fn fits(&self, pod: &VolumeUsage) -> Result<(), String> {
         if self.over_limit {
             return Err("the node's volumes already exceed its volume limits".into());

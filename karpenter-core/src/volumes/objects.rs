@@ -230,7 +230,8 @@ pub struct StorageClass {
     /// `volumeBindingMode`.
     #[serde(default)]
     pub volume_binding_mode: VolumeBindingMode,
-    /// Whether it carries [`DEFAULT_STORAGE_CLASS_ANNOTATION`](super::DEFAULT_STORAGE_CLASS_ANNOTATION)` = "true"`.
+    /// Whether it carries
+    /// [`DEFAULT_STORAGE_CLASS_ANNOTATION`](super::DEFAULT_STORAGE_CLASS_ANNOTATION)` = "true"`.
     #[serde(default)]
     pub is_default: bool,
     /// When it was created (the newest default class wins).

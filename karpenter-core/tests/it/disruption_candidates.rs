@@ -1,7 +1,7 @@
 //! `karpenter_core::disruption::{candidates, budgets}`: upstream's "Candidate Filtering" and
 //! "BuildDisruptionBudgetMapping" scenarios (upstream `disruption/suite_test.go`), duration-based
-//! do-not-disrupt (upstream `drift_test.go`) at the candidate level, ordering helpers, and a property test of the
-//! budget mapping against a reference computation.
+//! do-not-disrupt (upstream `drift_test.go`) at the candidate level, ordering helpers, and a
+//! property test of the budget mapping against a reference computation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -443,9 +443,9 @@ fn should_not_consider_candidates_that_have_do_not_disrupt_on_nodes() {
     accepted(&one_node(n), DisruptionClass::Graceful);
 }
 
-/// Upstream `NewCandidate`: the do-not-disrupt annotation is read from the Node once it is registered, from the
-/// NodeClaim before (upstream `StateNode.Annotations`). An initialized Node without the
-/// `karpenter.sh/registered` label is not registered yet.
+/// Upstream `NewCandidate`: the do-not-disrupt annotation is read from the Node once it is
+/// registered, from the NodeClaim before (upstream `StateNode.Annotations`). An initialized Node
+/// without the `karpenter.sh/registered` label is not registered yet.
 #[test]
 fn do_not_disrupt_on_nodes_is_read_from_the_nodeclaim_until_the_node_registers() {
     let unregistered = |on_node: bool| {

@@ -244,10 +244,10 @@ fn launched_replacement(name: &str, cmd: &Command, i: usize) -> StateNode {
 /// (upstream calls `SimulateScheduling` directly) yields no error for its pod: it goes to a new
 /// NodeClaim.
 ///
-/// The rule behind the title (upstream `SimulateScheduling`): a pod moved off a *deleting* node may land on an
-/// uninitialized node without error, while a pod displaced from a *candidate* onto an
-/// uninitialized node gets the "would schedule against uninitialized nodeclaim" error. Both
-/// halves are asserted below.
+/// The rule behind the title (upstream `SimulateScheduling`): a pod moved off a *deleting* node may
+/// land on an uninitialized node without error, while a pod displaced from a *candidate* onto an
+/// uninitialized node gets the "would schedule against uninitialized nodeclaim" error. Both halves
+/// are asserted below.
 #[test]
 fn simulate_scheduling_should_allow_pods_on_deleting_nodes_to_reschedule_to_uninitialized_nodes() {
     let mut p = pool(

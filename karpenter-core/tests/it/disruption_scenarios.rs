@@ -1,8 +1,10 @@
-//! Upstream's disruption scenarios (upstream `emptiness_test.go` emptiness, upstream `drift_test.go` drift,
-//! upstream `consolidation_test.go` consolidation, upstream `singlenodeconsolidation_test.go` single-node sorting) ported against our pure planner
+//! Upstream's disruption scenarios (upstream `emptiness_test.go` emptiness, upstream
+//! `drift_test.go` drift, upstream `consolidation_test.go` consolidation, upstream
+//! `singlenodeconsolidation_test.go` single-node sorting) ported against our pure planner
 //! (`karpenter_core::disruption`). One test per scenario, named after it.
 //!
-//! Harness differences (upstream's disruption tests "Harness facts", upstream's disruption code), applied throughout:
+//! Harness differences (upstream's disruption tests "Harness facts", upstream's disruption code),
+//! applied throughout:
 //! - our method order is PRODUCTION order (Emptiness → Drift → Multi → Single); upstream's suite
 //!   runs StaticDrift → Drift → Emptiness → Multi → Single. Where a scenario depends on it, the
 //!   test asserts what production order gives and says so;
@@ -12,7 +14,8 @@
 //! - no 15 s validation, no metrics and no events: TTL / metric-only scenarios are skipped (see
 //!   the list at the end of this file) and decisions are asserted instead of events;
 //! - upstream's drift suite clears the `Consolidatable` condition; our planner judges an *absent*
-//!   condition by the upstream `nodeclaim/disruption/consolidation.go` rule, so "cleared" is modelled as `Consolidatable=False`.
+//!   condition by the upstream `nodeclaim/disruption/consolidation.go` rule, so "cleared" is
+//!   modelled as `Consolidatable=False`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -658,7 +661,8 @@ fn emptiness_static_nodepool_should_not_consolidate_static_nodepool_nodes() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// upstream `drift_test.go` drift_test.go (consolidateAfter 1h, 100 % budget, Consolidatable cleared)
+// upstream `drift_test.go` drift_test.go (consolidateAfter 1h, 100 % budget, Consolidatable
+// cleared)
 // ---------------------------------------------------------------------------------------------
 
 fn drift_pool(name: &str, budget: &str) -> NodePoolState {
@@ -1061,15 +1065,17 @@ fn drift_static_nodepool_should_not_consider_static_nodepool_for_drift() {
         vec![p],
         vec![drift_node("node-0", "default", &it("medium"), 1, "1")],
     );
-    // The dynamic Drift method never takes static NodePools' nodes; StaticDrift (upstream `disruption/staticdrift.go`) does,
-    // replacing the node one for one from the template without a simulation.
+    // The dynamic Drift method never takes static NodePools' nodes; StaticDrift (upstream
+    // `disruption/staticdrift.go`) does, replacing the node one for one from the template without a
+    // simulation.
     let out = pass(&s);
     assert!(out.commands.iter().all(|c| c.method != Method::Drift));
     assert!(out.commands.iter().all(|c| c.method == Method::StaticDrift));
 }
 
 // ---------------------------------------------------------------------------------------------
-// upstream `consolidation_test.go` consolidation_test.go (WhenEmptyOrUnderutilized, consolidateAfter 0s, 100 %; SpotToSpot on)
+// upstream `consolidation_test.go` consolidation_test.go (WhenEmptyOrUnderutilized,
+// consolidateAfter 0s, 100 %; SpotToSpot on)
 // ---------------------------------------------------------------------------------------------
 
 pub(super) fn consolidation_pool(budget: &str) -> NodePoolState {
@@ -2227,8 +2233,9 @@ fn zonal_catalog() -> Vec<Arc<InstanceType>> {
         )
     };
     // Upstream's assorted fake catalog has single-offering types, spot ones among them: a
-    // replacement narrowed to spot (upstream `disruption/consolidation.go`) launches as one of those. This one costs what
-    // `small` does, so it never makes replacing a `small` node worthwhile.
+    // replacement narrowed to spot (upstream `disruption/consolidation.go`) launches as one of
+    // those. This one costs what `small` does, so it never makes replacing a `small` node
+    // worthwhile.
     let spot_small = itype(
         "small-spot",
         2,
@@ -2358,7 +2365,8 @@ fn reserved_options() -> DisruptionOptions {
 
 /// Type `large` with on-demand 0.4, spot 0.16, a full reservation `r-pricey` (0.4 / 1e5, no
 /// capacity left: the node of the reserved-to-reserved scenario holds it; listed first, so by
-/// upstream `disruption/types.go` `Candidate`'s first-match rule it prices a reserved node) and reservation `r-cheap` (0.4 / 1e6).
+/// upstream `disruption/types.go` `Candidate`'s first-match rule it prices a reserved node) and
+/// reservation `r-cheap` (0.4 / 1e6).
 fn reserved_catalog() -> Vec<Arc<InstanceType>> {
     vec![itype(
         "large",
@@ -2530,7 +2538,8 @@ fn consolidation_min_values_policy_should_not_consolidate_a_node_by_relaxing_min
 }
 
 // ---------------------------------------------------------------------------------------------
-// upstream `singlenodeconsolidation_test.go` singlenodeconsolidation_test.go (3 NodePools × 3 nodes)
+// upstream `singlenodeconsolidation_test.go` singlenodeconsolidation_test.go (3 NodePools × 3
+// nodes)
 // ---------------------------------------------------------------------------------------------
 
 fn three_by_three(pods_of: impl Fn(usize) -> usize) -> ClusterSnapshot {

@@ -1,6 +1,7 @@
-//! Upstream's disruption scenarios that need the 15 s validation wait, the "consolidated" memo
-//! or the command queue (upstream `disruption/controller.go`, `disruption/validation.go` and `orchestration/queue.go`, `emptiness_test.go`, `drift_test.go`, `consolidation_test.go`), ported against our pure
-//! planner and state machines.
+//! Upstream's disruption scenarios that need the 15 s validation wait, the "consolidated" memo or
+//! the command queue (upstream `disruption/controller.go`, `disruption/validation.go` and
+//! `orchestration/queue.go`, `emptiness_test.go`, `drift_test.go`, `consolidation_test.go`), ported
+//! against our pure planner and state machines.
 //!
 //! How upstream's behaviour is modelled, sans-IO:
 //! - **the validation wait is data.** Upstream computes a command, blocks 15 s on its clock
@@ -704,9 +705,10 @@ fn consolidation_budgets_should_not_mark_single_node_consolidated_if_all_candida
     assert_not_marked(&pass_at(&s, now()), Method::SingleNode);
 }
 
-/// The other side of the memo (upstream `controllers/disruption`): with candidates, no budget in the way and
-/// nothing worth doing, multi- and single-node consolidation mark themselves consolidated; a
-/// method without candidates (emptiness here) does not run its computation and is not marked.
+/// The other side of the memo (upstream `controllers/disruption`): with candidates, no budget in
+/// the way and nothing worth doing, multi- and single-node consolidation mark themselves
+/// consolidated; a method without candidates (emptiness here) does not run its computation and is
+/// not marked.
 #[test]
 fn consolidation_memo_is_marked_when_nothing_can_be_done_within_budget() {
     // On-demand only; two large nodes with a 7-CPU pod each: neither pod fits on the other
@@ -747,7 +749,8 @@ fn consolidation_memo_is_marked_when_nothing_can_be_done_within_budget() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Queue / orchestration (upstream `Queue.StartCommand`, `Queue.Reconcile`): drift untaint, Parallelization
+// Queue / orchestration (upstream `Queue.StartCommand`, `Queue.Reconcile`): drift untaint,
+// Parallelization
 // ---------------------------------------------------------------------------------------------
 
 fn has_disruption_reason(s: &ClusterSnapshot, node: &str) -> bool {

@@ -350,9 +350,9 @@ impl Unbound {
 
 /// A provisioning round triggered with no new pods while some nodes are marked for deletion
 /// (upstream `provisioner.go`): the pods of every deleting node that are currently reschedulable
-/// (upstream `pod.IsReschedulable`: active or a terminating StatefulSet pod, not DaemonSet or mirror, no
-/// active do-not-disrupt, not fully blocked by `pdbs`) are offered as pending pods of the round.
-/// The harness only offers unbound pods, so they are detached from their node first.
+/// (upstream `pod.IsReschedulable`: active or a terminating StatefulSet pod, not DaemonSet or
+/// mirror, no active do-not-disrupt, not fully blocked by `pdbs`) are offered as pending pods of
+/// the round. The harness only offers unbound pods, so they are detached from their node first.
 pub fn provision_deleting_round(cluster: &mut Cluster, pdbs: &[PodDisruptionBudget]) -> Round {
     let limits = PdbLimits::new(pdbs);
     let now = Timestamp::UNIX_EPOCH;

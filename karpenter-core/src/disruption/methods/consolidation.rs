@@ -121,9 +121,9 @@ pub(super) fn compute_consolidation(
         return Ok(Some((vec![replacement], sim)));
     }
     filter_by_price(&mut replacement, candidate_price, policy)?;
-    // Prefer spot when both spot and on-demand remain possible (upstream `disruption/consolidation.go`). A replacement
-    // without a capacity-type requirement admits both (upstream reads it as `Exists`), whatever
-    // its instance types offer.
+    // Prefer spot when both spot and on-demand remain possible (upstream
+    // `disruption/consolidation.go`). A replacement without a capacity-type requirement admits both
+    // (upstream reads it as `Exists`), whatever its instance types offer.
     match replacement.requirements.get(labels::CAPACITY_TYPE).cloned() {
         Some(ct) => {
             if ct.has(labels::CAPACITY_TYPE_SPOT) && ct.has(labels::CAPACITY_TYPE_ON_DEMAND) {

@@ -15,10 +15,10 @@ use crate::state::ClusterSnapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// StaticDrift (upstream `disruption/staticdrift.go`): per static NodePool, within its budget and its `nodes` limit and only
-/// once scale-down has caught up (running nodes ≤ replicas), each drifted node gets one
-/// replacement built straight from the NodePool template (no scheduling simulation: the cloud
-/// provider chooses among the pool's instance types).
+/// StaticDrift (upstream `disruption/staticdrift.go`): per static NodePool, within its budget and
+/// its `nodes` limit and only once scale-down has caught up (running nodes ≤ replicas), each
+/// drifted node gets one replacement built straight from the NodePool template (no scheduling
+/// simulation: the cloud provider chooses among the pool's instance types).
 pub(super) fn static_drift(
     snapshot: &ClusterSnapshot,
     candidates: &[Candidate],

@@ -130,8 +130,8 @@ impl<'a> TopologyBase<'a> {
     }
 }
 
-/// The namespaces of a pod (anti-)affinity term (upstream `Topology.Update`), sorted and deduplicated, given the
-/// known namespaces.
+/// The namespaces of a pod (anti-)affinity term (upstream `Topology.Update`), sorted and
+/// deduplicated, given the known namespaces.
 pub(super) fn term_namespaces(
     known: &BTreeMap<String, BTreeMap<String, String>>,
     extra: &BTreeMap<String, BTreeMap<String, String>>,

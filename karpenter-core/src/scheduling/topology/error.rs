@@ -4,7 +4,8 @@ use crate::requirements::Requirement;
 use crate::scheduling::topology::group::TopologyType;
 use std::fmt;
 
-/// A topology constraint no domain can satisfy on the candidate node (upstream `Topology.AddRequirements`).
+/// A topology constraint no domain can satisfy on the candidate node (upstream
+/// `Topology.AddRequirements`).
 ///
 /// Displays as upstream: `unsatisfiable topology constraint for <type>, key=<key> (counts =
 /// <up to 25 domain: count pairs, sorted>, podDomains = <requirement>, nodeDomains =

@@ -1,5 +1,6 @@
-//! Topology groups: per-domain counts and the domain choice of each group type (upstream `topology.go` / `topologygroup.go`, `TopologyGroup.Get`),
-//! plus the spread node filter (upstream `TopologyNodeFilter`) and per-key domain interning.
+//! Topology groups: per-domain counts and the domain choice of each group type (upstream
+//! `topology.go` / `topologygroup.go`, `TopologyGroup.Get`), plus the spread node filter (upstream
+//! `TopologyNodeFilter`) and per-key domain interning.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -84,7 +85,8 @@ impl KeyDomains {
     }
 }
 
-/// Which nodes count for a topology spread constraint (upstream `TopologyNodeFilter`, upstream `TopologyNodeFilter`).
+/// Which nodes count for a topology spread constraint (upstream `TopologyNodeFilter`, upstream
+/// `TopologyNodeFilter`).
 ///
 /// Built from the pod that created the group: the terms are `nodeSelector ∧ requiredTerm_i` for
 /// each required node-affinity term, or just `[nodeSelector]`; plus the pod's tolerations and the
@@ -345,7 +347,8 @@ impl Iterator for CountsIter<'_> {
     }
 }
 
-/// One topology group: a constraint shared by every pod with the same term (upstream `topology.go` / `topologygroup.go`).
+/// One topology group: a constraint shared by every pod with the same term (upstream `topology.go`
+/// / `topologygroup.go`).
 #[derive(Debug)]
 pub(super) struct Group {
     pub(super) kind: TopologyType,
@@ -404,7 +407,8 @@ impl Group {
         }
     }
 
-    /// Whether the group selects a pod in `namespace` with `labels` (upstream `topology.go` / `topologygroup.go`).
+    /// Whether the group selects a pod in `namespace` with `labels` (upstream `topology.go` /
+    /// `topologygroup.go`).
     pub(super) fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
         self.in_namespace(namespace) && self.selector.matches(labels)
     }
@@ -554,8 +558,9 @@ impl Group {
             .map(|(name, _)| name)
     }
 
-    /// The domains a pod may use for this group (upstream `Topology.AddRequirements`, `TopologyGroup.Get`, upstream `TopologyGroup.Get`), as
-    /// an `In` requirement, or `None` if no domain is allowed.
+    /// The domains a pod may use for this group (upstream `Topology.AddRequirements`,
+    /// `TopologyGroup.Get`, upstream `TopologyGroup.Get`), as an `In` requirement, or `None` if no
+    /// domain is allowed.
     pub(super) fn next_domains(
         &self,
         kd: &KeyDomains,

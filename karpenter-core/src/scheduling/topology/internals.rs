@@ -93,7 +93,8 @@ impl<'a> Topology<'a> {
         }
     }
 
-    /// The namespaces of a pod (anti-)affinity term (upstream `Topology.Update`), sorted and deduplicated.
+    /// The namespaces of a pod (anti-)affinity term (upstream `Topology.Update`), sorted and
+    /// deduplicated.
     pub(super) fn term_namespaces(
         &self,
         pod_namespace: &str,
@@ -201,8 +202,9 @@ impl<'a> Topology<'a> {
         gid
     }
 
-    /// Registers the universe domains of the group's key (upstream `NewTopologyGroup` / `countDomains`): all of them, or with
-    /// `honor_taints` only those some producing pool's taints are tolerated by `pod`.
+    /// Registers the universe domains of the group's key (upstream `NewTopologyGroup` /
+    /// `countDomains`): all of them, or with `honor_taints` only those some producing pool's taints
+    /// are tolerated by `pod`.
     pub(super) fn init_domains(&mut self, group: &mut Group, pod: &Pod, honor_taints: bool) {
         let Some(kd) = self.keys.get_mut(group.key as usize) else {
             return;
@@ -214,7 +216,8 @@ impl<'a> Topology<'a> {
         }
     }
 
-    /// Discovers domains from existing nodes and counts existing pods (upstream `NewTopologyGroup` / `countDomains`).
+    /// Discovers domains from existing nodes and counts existing pods (upstream `NewTopologyGroup`
+    /// / `countDomains`).
     pub(super) fn count_domains(&mut self, group: &mut Group) {
         let passing = self.filter_nodes(group.filter);
         let passes = |i: usize| passing.as_ref().is_none_or(|set| set.contains(i));

@@ -1,5 +1,5 @@
-//! Unit tests of the topology (upstream `scheduling/topology.go` and the topology scenarios of 7.2, reduced to
-//! direct calls of `add_requirements` / `record`).
+//! Unit tests of the topology (upstream `scheduling/topology.go` and the topology scenarios of 7.2,
+//! reduced to direct calls of `add_requirements` / `record`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
