@@ -3,8 +3,6 @@
 //! The AWS provider for `karpenter-core`: EC2NodeClass, instance types built from EC2 data with
 //! upstream's capacity and overhead rules, and the offline us-east-1 catalog.
 
-#![cfg_attr(docsrs, feature(doc_cfg))]
-
 pub mod catalog;
 
 pub use catalog::{

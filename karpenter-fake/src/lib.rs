@@ -9,8 +9,6 @@
 //!   provider, records every call and can be told to fail;
 //! - [`harness`]: a provisioning-round [`harness::Cluster`] for conformance tests.
 
-#![cfg_attr(docsrs, feature(doc_cfg))]
-
 pub mod catalog;
 pub mod harness;
 pub mod provider;
