@@ -499,7 +499,8 @@ fn emptiness_can_delete_empty_and_drifted_nodes() {
 
 #[test]
 #[ignore = "DEVIATION (documented in methods.rs): a NodeClaim without a Consolidatable condition \
-            is judged by the upstream `nodeclaim/disruption/consolidation.go` rule (initialized, outside consolidateAfter) instead of being \
+            is judged by the Consolidatable condition controller's rule (initialized, outside \
+            consolidateAfter) instead of being \
             skipped; see emptiness_should_ignore_nodes_with_the_consolidatable_status_condition_set_to_false"]
 fn emptiness_should_ignore_nodes_without_the_consolidatable_status_condition() {
     let mut s = one_empty(ConsolidationPolicy::WhenEmpty);
