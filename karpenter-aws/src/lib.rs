@@ -3,7 +3,10 @@
 //! The AWS provider for `karpenter-core`: EC2NodeClass, instance types built from EC2 data with
 //! upstream's capacity and overhead rules, and the offline us-east-1 catalog.
 
+pub mod ami;
 pub mod catalog;
+pub mod nodeclass;
+pub mod resolve;
 
 pub use catalog::{
     AwsCatalogOptions, CatalogError, CatalogInstanceType, CatalogOffering, CatalogOverhead,
