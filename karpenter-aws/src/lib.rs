@@ -5,6 +5,7 @@
 
 pub mod ami;
 pub mod catalog;
+pub mod drift;
 pub mod interruption;
 pub mod nodeclass;
 pub mod resolve;

@@ -447,3 +447,6 @@ pub fn map_to_instance_types<'a>(
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
