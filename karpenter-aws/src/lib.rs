@@ -7,6 +7,7 @@ pub mod ami;
 pub mod catalog;
 pub mod drift;
 pub mod interruption;
+pub mod launch;
 pub mod nodeclass;
 pub mod resolve;
 
