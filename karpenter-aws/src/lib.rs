@@ -10,6 +10,7 @@ pub mod interruption;
 pub mod launch;
 pub mod nodeclass;
 pub mod resolve;
+pub mod userdata;
 
 pub use catalog::{
     AwsCatalogOptions, CatalogError, CatalogInstanceType, CatalogOffering, CatalogOverhead,
