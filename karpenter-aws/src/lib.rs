@@ -9,6 +9,7 @@ pub mod drift;
 pub mod interruption;
 pub mod launch;
 pub mod nodeclass;
+pub mod pricing;
 pub mod resolve;
 pub mod userdata;
 
