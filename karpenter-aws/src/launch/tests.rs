@@ -267,7 +267,7 @@ fn other_errors_become_create_errors_and_instances_win() {
     };
     let d = handle_fleet_result(
         "spot",
-        &[inst.clone()],
+        std::slice::from_ref(&inst),
         &[err(
             "InsufficientInstanceCapacity",
             "m5.large",
