@@ -5,6 +5,8 @@
 
 pub mod ami;
 pub mod catalog;
+#[cfg(feature = "kube")]
+pub mod crd;
 pub mod drift;
 pub mod interruption;
 pub mod launch;

@@ -35,6 +35,7 @@ pub const GROUP: &str = "karpenter.k8s.aws";
 
 /// An `EC2NodeClass` object.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EC2NodeClass {
     /// `karpenter.k8s.aws/v1`.
@@ -93,6 +94,7 @@ pub struct DecodeError {
 
 /// `EC2NodeClass.spec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EC2NodeClassSpec {
     /// Subnets to launch into (terms ORed; required, 1..30).
@@ -228,6 +230,7 @@ impl Alias {
 
 /// `subnetSelectorTerms[]`: by id, or by tags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubnetSelectorTerm {
     /// Tags the subnet must carry (`*` matches any value).
@@ -240,6 +243,7 @@ pub struct SubnetSelectorTerm {
 
 /// `securityGroupSelectorTerms[]`: by id, by group name, or by tags.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SecurityGroupSelectorTerm {
     /// Tags the group must carry (`*` matches any value).
@@ -255,6 +259,7 @@ pub struct SecurityGroupSelectorTerm {
 
 /// `capacityReservationSelectorTerms[]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CapacityReservationSelectorTerm {
     /// Tags the reservation must carry.
@@ -273,6 +278,7 @@ pub struct CapacityReservationSelectorTerm {
 
 /// `placementGroupSelector`: by name or by id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlacementGroupSelector {
     /// The group name.
@@ -285,6 +291,7 @@ pub struct PlacementGroupSelector {
 
 /// `amiSelectorTerms[]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AmiSelectorTerm {
     /// `family@version` (must be the only term).
@@ -310,6 +317,7 @@ pub struct AmiSelectorTerm {
 /// `kubelet`: the typed settings Karpenter reads, plus any other `KubeletConfiguration` field
 /// (passed through on AL2023 and Custom, rejected on the other families).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct KubeletConfiguration {
     /// Cluster DNS server addresses.
@@ -367,6 +375,7 @@ pub struct KubeletConfiguration {
 
 /// `blockDeviceMappings[]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlockDeviceMapping {
     /// The device name (`/dev/xvda`).
@@ -382,6 +391,7 @@ pub struct BlockDeviceMapping {
 
 /// `blockDeviceMappings[].ebs`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BlockDevice {
     /// Delete the volume with the instance.
@@ -419,6 +429,7 @@ pub struct BlockDevice {
 
 /// `networkInterfaces[]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NetworkInterface {
     /// The network card.
@@ -434,6 +445,7 @@ pub struct NetworkInterface {
 
 /// `metadataOptions` as written (unset fields take the CRD defaults, see [`Self::resolved`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MetadataOptions {
     /// `enabled` or `disabled` (default `enabled`).
@@ -482,6 +494,7 @@ impl MetadataOptions {
 
 /// `connectionTracking` timeouts in seconds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConnectionTracking {
     /// 60..432000.
@@ -497,6 +510,7 @@ pub struct ConnectionTracking {
 
 /// `cpuOptions`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CpuOptions {
     /// `enabled` or `disabled`.
@@ -506,6 +520,7 @@ pub struct CpuOptions {
 
 /// `EC2NodeClass.status`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EC2NodeClassStatus {
     /// Resolved subnets, most available IPs first, then by id.
@@ -542,6 +557,7 @@ impl EC2NodeClassStatus {
 
 /// `status.subnets[]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatusSubnet {
     /// The subnet id.
@@ -555,6 +571,7 @@ pub struct StatusSubnet {
 
 /// `status.securityGroups[]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatusSecurityGroup {
     /// The group id.
@@ -566,6 +583,7 @@ pub struct StatusSecurityGroup {
 
 /// `status.capacityReservations[]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatusCapacityReservation {
     /// The zone.
@@ -596,6 +614,7 @@ pub struct StatusCapacityReservation {
 
 /// `status.amis[]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct StatusAmi {
     /// The image id.
