@@ -6,7 +6,7 @@
 //!
 //! - [`nodeclass`]: the `EC2NodeClass` types (upstream YAML unchanged), validation equal to the
 //!   CRD's rules, defaults, how a class shapes instance types, its static hash, and the
-//!   node-class reconcile step ([`nodeclass::reconcile::reconcile`]); [`crd`] (feature `kube`)
+//!   node-class reconcile step ([`nodeclass::reconcile::reconcile`]); `crd` (feature `kube`)
 //!   is its CustomResourceDefinition.
 //! - [`ami`], [`resolve`]: AMI, subnet and security-group resolution.
 //! - [`launch`], [`userdata`]: launch tags, provider IDs, launch-template names, user data per
