@@ -151,6 +151,46 @@ pub fn nodeclaim_drift(
     Ok(None)
 }
 
+/// The drift reason per NodeClaim name for a snapshot, as a disruption planner's
+/// "cloud provider drift" input (karpenter-core's snapshot drift step takes such a map): for
+/// every NodeClaim whose `nodeClassRef` names an EC2NodeClass in `classes`, its
+/// [`DriftReason`] (as upstream spells it) when it has one. Without an instance view (offline),
+/// only `NodeClassDrift` and `AMIDrift` are evaluated; a class without resolved AMIs in its
+/// status, or a claim whose instance type `type_requirements` does not know, skips the AMI
+/// check. `type_requirements` maps an instance-type name to its requirements.
+pub fn cloud_drift<'a>(
+    classes: &[EC2NodeClass],
+    claims: &[NodeClaim],
+    type_requirements: impl Fn(&str) -> Option<&'a Requirements>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for claim in claims {
+        let r = &claim.spec.node_class_ref;
+        if r.group != crate::nodeclass::GROUP || r.kind != crate::nodeclass::KIND {
+            continue;
+        }
+        let Some(class) = classes.iter().find(|c| c.name() == r.name) else {
+            continue;
+        };
+        let reason = if hash_drifted(class, claim) {
+            Some(DriftReason::NodeClassDrift)
+        } else {
+            claim
+                .metadata
+                .labels
+                .get("node.kubernetes.io/instance-type")
+                .and_then(|t| type_requirements(t))
+                .filter(|_| !class.status.amis.is_empty())
+                .and_then(|reqs| ami_drifted(class, claim, reqs).ok())
+                .and_then(|d| d.then_some(DriftReason::AmiDrift))
+        };
+        if let Some(reason) = reason {
+            out.insert(claim.name().to_string(), reason.as_str().to_string());
+        }
+    }
+    out
+}
+
 /// The annotations to stamp on a NodeClaim launched from `class` (and on the class itself).
 pub fn hash_annotations(class: &EC2NodeClass) -> [(&'static str, String); 2] {
     [
@@ -273,6 +313,36 @@ mod tests {
             nodeclaim_drift(&c, &ok, &m5(), Some(&sn)).unwrap(),
             Some(DriftReason::SubnetDrift)
         );
+    }
+
+    #[test]
+    fn cloud_drift_map_for_a_snapshot() {
+        let c = class();
+        let mut changed = c.clone();
+        changed.spec.tags.insert("a".into(), "b".into());
+        let mut hashed = claim("ami-new-amd64", &c);
+        hashed.metadata.name = Some("hashed".into());
+        let mut old_ami = claim("ami-old", &changed);
+        old_ami.metadata.name = Some("old-ami".into());
+        old_ami
+            .metadata
+            .labels
+            .insert("node.kubernetes.io/instance-type".into(), "m5.large".into());
+        let mut unknown_type = claim("ami-old", &changed);
+        unknown_type.metadata.name = Some("unknown-type".into());
+        let mut other_class = claim("ami-old", &c);
+        other_class.metadata.name = Some("other".into());
+        other_class.spec.node_class_ref =
+            NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "missing");
+        let m5 = m5();
+        let map = cloud_drift(
+            &[changed],
+            &[hashed, old_ami, unknown_type, other_class],
+            |t| (t == "m5.large").then_some(&m5),
+        );
+        assert_eq!(map.len(), 2, "{map:?}");
+        assert_eq!(map["hashed"], "NodeClassDrift");
+        assert_eq!(map["old-ami"], "AMIDrift");
     }
 
     #[test]
