@@ -22,6 +22,7 @@ pub mod catalog;
 #[cfg(feature = "kube")]
 pub mod crd;
 pub mod drift;
+pub mod instanceprofile;
 pub mod interruption;
 pub mod launch;
 pub mod nodeclass;

@@ -567,6 +567,19 @@ impl UnavailableOfferings {
             || (!zone_subnets.is_empty() && zone_subnets.iter().all(|s| live(self.subnets.get(s))))
     }
 
+    /// The offerings still available at `now` (the next scheduling round's view after an
+    /// insufficient-capacity error).
+    pub fn available<'a>(
+        &self,
+        offerings: &'a [Offering],
+        now: jiff::Timestamp,
+    ) -> Vec<&'a Offering> {
+        offerings
+            .iter()
+            .filter(|o| !self.is_unavailable(&o.capacity_type, &o.instance_type, &o.zone, &[], now))
+            .collect()
+    }
+
     /// The sequence number of an instance type (changes on insert and expiry) combined with
     /// the global one.
     pub fn seq_num(&self, instance_type: &str) -> (u64, u64) {

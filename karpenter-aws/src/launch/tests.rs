@@ -340,3 +340,53 @@ fn unavailable_offerings_expire_after_three_minutes() {
     assert!(cache.is_unavailable("on-demand", "c5.large", "us-east-1a", &subnets, t0));
     assert_eq!(cache.seq_num("c5.large").1, 3);
 }
+
+#[test]
+fn an_insufficient_capacity_error_moves_the_next_launch_to_another_offering() {
+    let t0 = t("2026-01-01T00:00:00Z");
+    let mut cache = UnavailableOfferings::new();
+    let mut first = input("spot");
+    first.templates.truncate(1);
+    let req = build_fleet_request(&first).unwrap();
+    let cheapest = &req.launch_template_configs[0].overrides[0];
+    assert_eq!(
+        (
+            cheapest.instance_type.as_str(),
+            cheapest.availability_zone.as_str()
+        ),
+        ("m5.large", "us-east-1a")
+    );
+    // EC2 answers with ICE for that override.
+    let d = handle_fleet_result(
+        "spot",
+        &[],
+        &[err(
+            "InsufficientInstanceCapacity",
+            "m5.large",
+            "us-east-1a",
+        )],
+    );
+    assert!(matches!(d.outcome, LaunchOutcome::InsufficientCapacity(_)));
+    cache.apply(&d, t0);
+    // The next round only sees the remaining offerings.
+    let mut next = first.clone();
+    next.offerings = cache
+        .available(&first.offerings, t("2026-01-01T00:00:10Z"))
+        .into_iter()
+        .cloned()
+        .collect();
+    let req = build_fleet_request(&next).unwrap();
+    let picked: Vec<(&str, &str)> = req.launch_template_configs[0]
+        .overrides
+        .iter()
+        .map(|o| (o.instance_type.as_str(), o.availability_zone.as_str()))
+        .collect();
+    assert_eq!(picked, [("m5.large", "us-east-1b")]);
+    // After three minutes the offering is back.
+    assert_eq!(
+        cache
+            .available(&first.offerings, t("2026-01-01T00:03:00Z"))
+            .len(),
+        first.offerings.len()
+    );
+}
