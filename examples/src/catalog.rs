@@ -258,6 +258,20 @@ pub fn aws_options(
     object: &str,
     value: &Value,
 ) -> Result<AwsCatalogOptions, ManifestError> {
+    let class = typed_nodeclass(origin, object, value)?;
+    class
+        .catalog_options(&AwsCatalogOptions::default())
+        .map_err(|errs| nodeclass_error(origin, object, errs))
+}
+
+/// Decodes an EC2NodeClass document as the typed class and validates it with upstream's CRD
+/// rules ([`EC2NodeClass::validate`]); errors name the first offending field and list every
+/// violation.
+pub fn typed_nodeclass(
+    origin: &Origin,
+    object: &str,
+    value: &Value,
+) -> Result<EC2NodeClass, ManifestError> {
     let class = EC2NodeClass::from_json_value(value.clone()).map_err(|e| {
         ManifestError::invalid(
             origin,
@@ -266,31 +280,32 @@ pub fn aws_options(
             format!("Invalid value: {}", e.message),
         )
     })?;
-    let to_manifest = |errs: ValidationErrors| {
-        let first = errs
-            .errors()
-            .first()
-            .map(|e| e.path.clone())
-            .unwrap_or_default();
-        let message = errs
-            .errors()
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
-                let text = e.to_string();
-                match (i, text.strip_prefix(&format!("{}: ", e.path))) {
-                    (0, Some(rest)) => rest.to_string(),
-                    _ => text,
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        ManifestError::invalid(origin, object, first, message)
-    };
-    class.validate().map_err(to_manifest)?;
     class
-        .catalog_options(&AwsCatalogOptions::default())
-        .map_err(to_manifest)
+        .validate()
+        .map_err(|errs| nodeclass_error(origin, object, errs))?;
+    Ok(class)
+}
+
+fn nodeclass_error(origin: &Origin, object: &str, errs: ValidationErrors) -> ManifestError {
+    let first = errs
+        .errors()
+        .first()
+        .map(|e| e.path.clone())
+        .unwrap_or_default();
+    let message = errs
+        .errors()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let text = e.to_string();
+            match (i, text.strip_prefix(&format!("{}: ", e.path))) {
+                (0, Some(rest)) => rest.to_string(),
+                _ => text,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    ManifestError::invalid(origin, object, first, message)
 }
 
 #[cfg(test)]
