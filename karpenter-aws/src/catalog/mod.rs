@@ -1,6 +1,7 @@
 //! The offline AWS instance-type catalog: real EC2 data for us-east-1 embedded in the crate and
 //! converted with upstream Karpenter's capacity, overhead, label and offering rules
-//! (`specs/aws.md` §2–§3), into the catalog-file shape of the `karpenter plan` contract
+//! (aws/karpenter-provider-aws `pkg/providers/instancetype`, `pkg/providers/pricing`), into the
+//! catalog-file shape of the `karpenter plan` contract
 //! ([`karpenter_core::catalog`], which owns the format; its types are re-exported here).
 //!
 //! ```
@@ -93,7 +94,8 @@ const EMBEDDED_INSTANCE_TYPES: &[u8] = include_bytes!("../../data/aws-instance-t
 /// `DescribeInstanceTypeOfferings` by availability zone for us-east-1, gzip-compressed.
 const EMBEDDED_OFFERINGS: &[u8] = include_bytes!("../../data/aws-offerings-us-east-1.json.gz");
 /// On-demand Linux prices for us-east-1, gzip-compressed.
-const EMBEDDED_PRICES: &[u8] = include_bytes!("../../data/aws-ondemand-prices-us-east-1.json.gz");
+pub(crate) const EMBEDDED_PRICES: &[u8] =
+    include_bytes!("../../data/aws-ondemand-prices-us-east-1.json.gz");
 
 /// Why the catalog could not be built.
 #[derive(Debug, thiserror::Error)]
