@@ -359,6 +359,7 @@ pub struct Results {
 
 pub mod defaults;
 mod dense;
+mod gosort;
 mod metrics;
 mod podreqs;
 pub(crate) mod solver;
