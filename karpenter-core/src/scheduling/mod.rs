@@ -371,6 +371,8 @@ pub use metrics::{SolveMetrics, ZONE_FLEXIBLE, ZONE_NONE};
 pub use solver::{solve, solve_with_existing};
 
 #[cfg(test)]
+mod fidelity_tests;
+#[cfg(test)]
 mod prepared_tests;
 #[cfg(test)]
 mod tests;

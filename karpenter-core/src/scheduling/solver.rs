@@ -35,6 +35,7 @@ use crate::resources::{ResourceList, names};
 use crate::taints::{self, Taint, TaintEffect};
 
 use super::dense::{self, Res, ResourceIndex};
+use super::gosort;
 use super::podreqs::{self, PodRequirements};
 use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput, UniversePool};
 use super::volumes::{NodeVolumes, PodVolumes};
@@ -613,7 +614,13 @@ struct Solver<'a> {
     /// The existing nodes' remaining CPU (resource index 0), to skip full nodes.
     existing_cpu: dense::MaxTree,
     claims: Vec<Claim>,
-    claim_order: BTreeSet<(usize, usize)>,
+    /// The NodeClaims of this solve in upstream's order: one persistent list, re-sorted in
+    /// place by pod count with Go's `sort.Slice` before each placement attempt that reaches
+    /// it (spec 3.8), new claims appended at the end. See [`Solver::sort_claims`].
+    claim_order: Vec<usize>,
+    /// Whether `claim_order` may be out of order (a claim gained a pod or was appended since
+    /// the last sort).
+    claim_order_dirty: bool,
     topology: Topology<'a>,
     tolerate_prefer_no_schedule: bool,
     hostname_counter: usize,
@@ -694,7 +701,8 @@ impl<'a> Solver<'a> {
             existing,
             existing_meta,
             claims: Vec::new(),
-            claim_order: BTreeSet::new(),
+            claim_order: Vec::new(),
+            claim_order_dirty: false,
             topology,
             tolerate_prefer_no_schedule: prepared.tolerate_prefer_no_schedule,
             hostname_counter: 0,
@@ -838,6 +846,10 @@ impl<'a> Solver<'a> {
                 "pod has Dynamic Resource Allocation requirements that are not supported".into(),
             ));
         }
+        // Upstream sorts its claims only when the pod fits no existing node; the existing
+        // nodes do not change the claims and sorting a sorted list is the identity, so sorting
+        // first gives the same order.
+        self.sort_claims();
         // Placement on an existing node or an in-flight claim. Two cheap, exact pre-checks run
         // first, both resolved once per attempt: the pod's hostname groups (per candidate: a
         // few array reads by interned hostname) and node-independent topology domain limits.
@@ -883,9 +895,9 @@ impl<'a> Solver<'a> {
                     break;
                 }
             }
-            // 2. NodeClaims of this solve, fewest pods first.
+            // 2. NodeClaims of this solve, fewest pods first, in upstream's order.
             if chosen.is_none() {
-                for &(_, c) in &self.claim_order {
+                for &c in &self.claim_order {
                     let claim = &self.claims[c];
                     if host.rejects(claim.hostname_id)
                         || self.claim_over_capacity(claim, st)
@@ -1451,7 +1463,7 @@ impl<'a> Solver<'a> {
             hostname_id: None,
             topology_keys: TopologyKeyCache::new(),
         });
-        self.claim_order.insert((0, c));
+        self.claim_order.push(c);
         self.claim_add(c, idx, st, update);
         // Subtract the largest capacity among the claim's options from the pool's limits.
         let tpl = &self.templates[t];
@@ -1468,12 +1480,29 @@ impl<'a> Solver<'a> {
         Ok(())
     }
 
+    /// Upstream sorts its NodeClaim list with Go's `sort.Slice` by pod count before every
+    /// placement attempt that gets past the existing nodes. That sort is deterministic but
+    /// not stable beyond 12 claims, so ties depend on the list's history: we keep the same
+    /// list and run the same algorithm ([`gosort`]). The sort is skipped when no claim gained
+    /// a pod since the last one, and when the list is still in order (checked in one pass):
+    /// on sorted input Go's sort swaps nothing, so both skips give the identical order.
+    fn sort_claims(&mut self) {
+        if !self.claim_order_dirty {
+            return;
+        }
+        self.claim_order_dirty = false;
+        let claims = &self.claims;
+        let mut less = |a: &usize, b: &usize| claims[*a].pods.len() < claims[*b].pods.len();
+        if !gosort::is_sorted(&self.claim_order, &mut less) {
+            gosort::sort_slice(&mut self.claim_order, &mut less);
+        }
+    }
+
     fn claim_add(&mut self, c: usize, idx: usize, st: &PodState, update: ClaimUpdate) {
         let claim = &mut self.claims[c];
         let tpl = &self.templates[claim.template];
-        self.claim_order.remove(&(claim.pods.len(), c));
         claim.pods.push(idx);
-        self.claim_order.insert((claim.pods.len(), c));
+        self.claim_order_dirty = true;
         claim.requirements = update.requirements;
         claim.options = update.options;
         claim.min_values_relaxed |= update.min_values_relaxed;
