@@ -16,7 +16,8 @@ use k8s_openapi::api::core::v1::{Pod as K8sPod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use karpenter_core::api::{NodeClaim, NodePool};
 use karpenter_core::convert::{
-    ConvertError, csi_node_limits_from_k8s, daemonset_from_k8s, node_from_k8s, pdb_from_k8s,
+    ConvertError, csi_node_limits_from_k8s, daemonset_from_k8s_with_pod, newest_daemonset_pod,
+    node_from_k8s, pdb_from_k8s,
     pod_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s,
 };
 use karpenter_core::labels::{self, LabelPolicy};
@@ -690,11 +691,14 @@ fn build_world(
         pools.push(p.object.clone());
     }
 
+    // A DaemonSet's newest live pod, when the input has one, is its template (as upstream).
     let daemonsets = m
         .daemonsets
         .iter()
         .map(|d| {
-            daemonset_from_k8s(&d.object).map_err(|e| convert_error(&d.origin, &d.name, "", &e))
+            let live = newest_daemonset_pod(&d.object, m.pods.iter().map(|p| &p.object));
+            daemonset_from_k8s_with_pod(&d.object, live)
+                .map_err(|e| convert_error(&d.origin, &d.name, "", &e))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let pdbs = m
