@@ -890,7 +890,8 @@ fn newest_controlled_pod_is_the_daemonset_template() {
     // A DaemonSet without a UID (offline manifests) matches by kind and name.
     let mut no_uid = daemonset();
     no_uid.metadata.uid = None;
-    let chosen = newest_daemonset_pod(&no_uid, [&old, &stranger]).and_then(|p| p.metadata.name.clone());
+    let chosen =
+        newest_daemonset_pod(&no_uid, [&old, &stranger]).and_then(|p| p.metadata.name.clone());
     assert_eq!(chosen.as_deref(), Some("agent-z"));
 }
 
@@ -905,15 +906,23 @@ fn daemonset_running_only_on_amd64_adds_no_overhead_to_an_arm64_claim() {
     // The template runs anywhere; its live pods carry an amd64 node selector (say, added by a
     // webhook), so upstream counts the DaemonSet only where amd64 nodes are.
     let mut ds_obj = daemonset();
-    ds_obj.spec.as_mut().unwrap().template.spec.as_mut().unwrap().affinity = None;
+    ds_obj
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .affinity = None;
     let live = agent_pod(
         "agent-x",
         "2024-01-01T00:00:00Z",
         "ds-uid",
         json!({"kubernetes.io/arch": "amd64"}),
     );
-    let from_live = daemonset_from_k8s_with_pod(&ds_obj, newest_daemonset_pod(&ds_obj, [&live]))
-        .unwrap();
+    let from_live =
+        daemonset_from_k8s_with_pod(&ds_obj, newest_daemonset_pod(&ds_obj, [&live])).unwrap();
     let from_template = daemonset_from_k8s(&ds_obj).unwrap();
 
     let it = |name: &str, arch: &str| {
@@ -930,7 +939,11 @@ fn daemonset_running_only_on_amd64_adds_no_overhead_to_an_arm64_claim() {
         Arc::new(InstanceType::new(
             name,
             reqs,
-            vec![Offering::new("zone-a", labels::CAPACITY_TYPE_ON_DEMAND, 0.1)],
+            vec![Offering::new(
+                "zone-a",
+                labels::CAPACITY_TYPE_ON_DEMAND,
+                0.1,
+            )],
             capacity,
             Overhead::default(),
         ))
@@ -961,7 +974,10 @@ fn daemonset_running_only_on_amd64_adds_no_overhead_to_an_arm64_claim() {
         };
         let r = solve(&input, &SchedulerOptions::default());
         assert!(r.pod_errors.is_empty(), "{:?}", r.pod_errors);
-        r.new_node_claims[0].requests.get_or_zero("cpu").milli_value()
+        r.new_node_claims[0]
+            .requests
+            .get_or_zero("cpu")
+            .milli_value()
     };
     // From the live pod: the arm64 claim carries the pod alone.
     assert_eq!(claim_cpu(&from_live), 1000);

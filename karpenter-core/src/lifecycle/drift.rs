@@ -468,3 +468,126 @@ pub fn drift_condition_update(
         requeue_after,
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Drift over a snapshot
+// ---------------------------------------------------------------------------------------------
+
+/// What the caller knows per NodeClaim for [`evaluate_snapshot_drift`], beyond the snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotDriftInput {
+    /// See [`DriftOptions`].
+    pub options: DriftOptions,
+    /// The cloud provider's drift reason (its `IsDrifted` result) per NodeClaim name; a claim
+    /// absent here has none (the offline planner has no provider to ask).
+    pub cloud_drift: BTreeMap<String, String>,
+    /// The last successful `InstanceTypeNotFound` check per NodeClaim name (see
+    /// [`drift_reason`]); absent means never checked.
+    pub last_instance_type_check: BTreeMap<String, Timestamp>,
+}
+
+/// What [`evaluate_snapshot_drift`] did to the snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SnapshotDrift {
+    /// The hash controller's writes, per NodePool name (only pools with something to write),
+    /// already applied to the snapshot.
+    pub hash_updates: Vec<(String, HashReconcile)>,
+    /// NodeClaims whose `Drifted` condition changed, with their drift reason (`None`: cleared),
+    /// already applied to the snapshot. In node order.
+    pub changed: Vec<(String, Option<DriftReason>)>,
+    /// NodeClaims whose instance-type check ran and passed at `now` (remember them as
+    /// [`SnapshotDriftInput::last_instance_type_check`]).
+    pub instance_type_checks_passed: Vec<String>,
+}
+
+/// Evaluates drift over a snapshot as the controllers do before a disruption pass, and writes
+/// the result into it:
+///
+/// 1. the NodePool hash controller ([`hash_reconcile`]) for every NodePool: the pool's hash
+///    annotations are made current and, when its hash version is not ours, its NodeClaims
+///    are re-stamped (the hash-version rule: no spurious drift after a version change, and
+///    claims already `Drifted` stay drifted);
+/// 2. the NodeClaim drift controller for every NodeClaim of a NodePool in the snapshot and
+///    not being deleted: [`drift_reason`] (static drift, requirements drift,
+///    `InstanceTypeNotFound` against the pool's current instance types, the cloud provider's
+///    reason), applied with [`drift_condition_update`] (only `Launched` claims drift).
+///
+/// The disruption methods then read the `Drifted` conditions as usual. Used by the offline
+/// planner; the controller's operator loop calls the same function on its view.
+pub fn evaluate_snapshot_drift(
+    snapshot: &mut crate::state::ClusterSnapshot,
+    now: Timestamp,
+    input: &SnapshotDriftInput,
+) -> SnapshotDrift {
+    let mut out = SnapshotDrift::default();
+    // 1. Hash controller.
+    for pool in &mut snapshot.node_pools {
+        let np = &mut pool.node_pool;
+        let claims: Vec<NodeClaim> = snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| n.node_claim.clone())
+            .collect();
+        let update = hash_reconcile(np, &claims);
+        if update == HashReconcile::default() {
+            continue;
+        }
+        if let Some(a) = &update.nodepool_annotations {
+            np.metadata.annotations.extend(a.clone());
+        }
+        for u in &update.claim_updates {
+            for node in &mut snapshot.nodes {
+                if node
+                    .node_claim
+                    .as_ref()
+                    .is_some_and(|c| c.name() == u.claim_name)
+                {
+                    let node = Arc::make_mut(node);
+                    if let Some(c) = node.node_claim.as_mut() {
+                        c.metadata.annotations.extend(u.annotations.clone());
+                    }
+                }
+            }
+        }
+        out.hash_updates.push((np.name().to_string(), update));
+    }
+    // 2. Drift controller.
+    for node in &mut snapshot.nodes {
+        let Some(claim) = node.node_claim.as_ref() else {
+            continue;
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(pool) = claim
+            .metadata
+            .labels
+            .get(labels::NODEPOOL)
+            .and_then(|p| snapshot.node_pools.iter().find(|s| s.node_pool.name() == p))
+        else {
+            continue;
+        };
+        let name = claim.name().to_string();
+        let check = drift_reason(
+            claim,
+            &pool.node_pool,
+            &pool.instance_types,
+            input.cloud_drift.get(&name).map(String::as_str),
+            now,
+            input.last_instance_type_check.get(&name).copied(),
+            &input.options,
+        );
+        if check.instance_type_check_passed {
+            out.instance_type_checks_passed.push(name.clone());
+        }
+        let update = drift_condition_update(claim, &check, now);
+        if update.changed {
+            let reason = conditions::is_true(&update.claim.status.conditions, DRIFTED)
+                .then(|| check.reason.clone())
+                .flatten();
+            out.changed.push((name, reason));
+            Arc::make_mut(node).node_claim = Some(update.claim);
+        }
+    }
+    out
+}
