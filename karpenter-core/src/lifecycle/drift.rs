@@ -591,3 +591,173 @@ pub fn evaluate_snapshot_drift(
     }
     out
 }
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::model::Offering;
+    use crate::resources::ResourceList;
+    use crate::state::{ClusterSnapshot, NodePoolState, StateNode};
+
+    const POOL: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    metadata: {labels: {team: a}}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+";
+
+    fn pool(yaml: &str) -> NodePool {
+        serde_saphyr::from_str(yaml).expect("valid NodePool")
+    }
+
+    /// A launched NodeClaim of `np` (with its hash annotations), created at 00:00.
+    fn claim(np: &NodePool, instance_type: &str) -> NodeClaim {
+        let yaml = format!(
+            "apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-x
+  creationTimestamp: '2026-01-01T00:00:00Z'
+  labels:
+    karpenter.sh/nodepool: default
+    karpenter.sh/capacity-type: on-demand
+    node.kubernetes.io/instance-type: {instance_type}
+    topology.kubernetes.io/zone: zone-a
+    team: a
+spec:
+  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+status:
+  conditions:
+    - {{type: Launched, status: 'True', reason: Launched, message: '', lastTransitionTime: '2026-01-01T00:00:00Z'}}
+"
+        );
+        let mut c: NodeClaim = serde_saphyr::from_str(&yaml).expect("valid NodeClaim");
+        c.metadata.annotations.extend(claim_hash_annotations(np));
+        c
+    }
+
+    fn it(name: &str) -> Arc<InstanceType> {
+        Arc::new(InstanceType::new(
+            name,
+            Requirements::new(),
+            vec![Offering::new("zone-a", labels::CAPACITY_TYPE_ON_DEMAND, 0.1)],
+            ResourceList::new(),
+            Default::default(),
+        ))
+    }
+
+    fn snapshot(np: NodePool, claim: NodeClaim, types: &[&str]) -> ClusterSnapshot {
+        ClusterSnapshot {
+            node_pools: vec![NodePoolState {
+                node_pool: np,
+                instance_types: types.iter().map(|t| it(t)).collect(),
+                ready: true,
+            }],
+            nodes: vec![Arc::new(StateNode {
+                node: None,
+                node_claim: Some(claim),
+                pods: vec![],
+                marked_for_deletion: false,
+                nominated_until: None,
+                ready: true,
+                volume_limits: Default::default(),
+            })],
+            ..ClusterSnapshot::default()
+        }
+    }
+
+    fn drifted(s: &ClusterSnapshot) -> Option<String> {
+        let c = s.nodes[0].node_claim.as_ref()?;
+        crate::api::find_condition(&c.status.conditions, DRIFTED)
+            .filter(|c| c.is_true())
+            .and_then(|c| c.reason.clone())
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn unchanged_pool_and_offered_type_do_not_drift() {
+        let np = pool(POOL);
+        let mut s = snapshot(np.clone(), claim(&np, "m5.large"), &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T05:00:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+        assert!(out.changed.is_empty());
+        assert_eq!(out.instance_type_checks_passed, ["default-x"]);
+        // The pool got its hash annotations, as the hash controller writes them.
+        assert_eq!(
+            s.node_pools[0].node_pool.metadata.annotations.get(labels::NODEPOOL_HASH_ANNOTATION),
+            Some(&nodepool_hash(&np))
+        );
+    }
+
+    #[test]
+    fn a_template_change_drifts_by_hash() {
+        let old = pool(POOL);
+        let new = pool(&POOL.replace("team: a", "team: b"));
+        let mut s = snapshot(new, claim(&old, "m5.large"), &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T00:10:00Z"), &Default::default());
+        assert_eq!(drifted(&s).as_deref(), Some("NodePoolDrifted"));
+        assert_eq!(
+            out.changed,
+            [("default-x".to_string(), Some(DriftReason::NodePoolDrifted))]
+        );
+    }
+
+    #[test]
+    fn another_hash_version_is_restamped_not_drifted() {
+        // A claim stamped by another implementation (upstream's `v3`): the version rule
+        // re-stamps it with the pool's current hash instead of reporting drift.
+        let old = pool(POOL);
+        let new = pool(&POOL.replace("team: a", "team: b"));
+        let mut c = claim(&old, "m5.large");
+        c.metadata.annotations.insert(
+            labels::NODEPOOL_HASH_VERSION_ANNOTATION.to_string(),
+            "v3".to_string(),
+        );
+        let mut new_with_v3 = new.clone();
+        new_with_v3.metadata.annotations.insert(
+            labels::NODEPOOL_HASH_VERSION_ANNOTATION.to_string(),
+            "v3".to_string(),
+        );
+        let mut s = snapshot(new_with_v3, c, &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T00:10:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+        assert_eq!(out.hash_updates[0].1.claim_updates.len(), 1);
+        let annotations = &s.nodes[0].node_claim.as_ref().unwrap().metadata.annotations;
+        assert_eq!(
+            annotations.get(labels::NODEPOOL_HASH_ANNOTATION),
+            Some(&nodepool_hash(&new))
+        );
+    }
+
+    #[test]
+    fn a_requirement_change_drifts() {
+        let old = pool(POOL);
+        // Requirements are not hashed: only the requirements check sees this.
+        let new = pool(&POOL.replace("values: [on-demand]", "values: [spot]"));
+        let mut s = snapshot(new, claim(&old, "m5.large"), &["m5.large"]);
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T00:10:00Z"), &Default::default());
+        assert_eq!(drifted(&s).as_deref(), Some("RequirementsDrifted"));
+    }
+
+    #[test]
+    fn a_vanished_instance_type_drifts_after_an_hour() {
+        let np = pool(POOL);
+        let c = claim(&np, "m4.large");
+        // Younger than 1 h: not checked yet.
+        let mut s = snapshot(np.clone(), c.clone(), &["m5.large"]);
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T00:30:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+        let mut s = snapshot(np, c, &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T02:00:00Z"), &Default::default());
+        assert_eq!(drifted(&s).as_deref(), Some("InstanceTypeNotFound"));
+        assert!(out.instance_type_checks_passed.is_empty());
+    }
+}
