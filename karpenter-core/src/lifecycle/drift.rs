@@ -645,7 +645,11 @@ status:
         Arc::new(InstanceType::new(
             name,
             Requirements::new(),
-            vec![Offering::new("zone-a", labels::CAPACITY_TYPE_ON_DEMAND, 0.1)],
+            vec![Offering::new(
+                "zone-a",
+                labels::CAPACITY_TYPE_ON_DEMAND,
+                0.1,
+            )],
             ResourceList::new(),
             Default::default(),
         ))
@@ -692,7 +696,11 @@ status:
         assert_eq!(out.instance_type_checks_passed, ["default-x"]);
         // The pool got its hash annotations, as the hash controller writes them.
         assert_eq!(
-            s.node_pools[0].node_pool.metadata.annotations.get(labels::NODEPOOL_HASH_ANNOTATION),
+            s.node_pools[0]
+                .node_pool
+                .metadata
+                .annotations
+                .get(labels::NODEPOOL_HASH_ANNOTATION),
             Some(&nodepool_hash(&np))
         );
     }
