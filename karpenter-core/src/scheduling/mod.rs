@@ -7,8 +7,9 @@
 //!
 //! The solve is deterministic: the same [`SchedulingInput`] and [`SchedulerOptions`] always give
 //! the same [`Results`], byte for byte once serialised. Where upstream Karpenter is
-//! nondeterministic (Go map order, unstable sorts, random label values) this module uses the
-//! documented rules in `docs/conformance.md`.
+//! deterministic, including its unstable but deterministic `sort.Slice` orders (the in-flight
+//! NodeClaim list), this module decides exactly as upstream; where upstream depends on Go map
+//! order or random values it uses the documented rules in `docs/conformance.md`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
