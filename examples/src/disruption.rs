@@ -2,7 +2,8 @@
 //!
 //! [`plan_disruption`] turns the input into a [`ClusterSnapshot`], evaluates drift over it as
 //! the controllers would before a pass ([`evaluate_snapshot_drift`]: NodePool hash,
-//! requirements, instance types; no cloud provider offline), and runs
+//! requirements, instance types; offline, the provider reasons already recorded in `Drifted`
+//! conditions stand in for the cloud provider), and runs
 //! [`karpenter_core::disruption::plan`]: expired NodeClaims first, then pass after pass of
 //! emptiness, drift, multi-node and single-node consolidation, each command applied to a working
 //! copy before the next pass. A Node that carries `karpenter.sh/nodepool` but has no NodeClaim in
@@ -13,7 +14,9 @@ use karpenter_core::api::{
     Condition, ConditionStatus, NodeClaim, NodeClaimSpec, NodeClassReference, NodePool,
 };
 use karpenter_core::disruption::DisruptionOptions;
-use karpenter_core::lifecycle::drift::{DriftOptions, SnapshotDriftInput, evaluate_snapshot_drift};
+use karpenter_core::lifecycle::drift::{
+    DriftOptions, SnapshotDriftInput, evaluate_snapshot_drift, recorded_provider_drift,
+};
 use karpenter_core::model::ClusterNode;
 use karpenter_core::model::{DaemonSet, InstanceType, PodDisruptionBudget, Timestamp};
 use karpenter_core::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
@@ -97,6 +100,8 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
                 .cloned()
                 .collect(),
         },
+        // No cloud provider offline: keep the provider reasons the input already records.
+        cloud_drift: recorded_provider_drift(&snapshot),
         ..SnapshotDriftInput::default()
     };
     evaluate_snapshot_drift(&mut snapshot, input.now, &drift);

@@ -500,6 +500,32 @@ pub struct SnapshotDrift {
     pub instance_type_checks_passed: Vec<String>,
 }
 
+/// The cloud provider's drift reasons already recorded on the snapshot's NodeClaims: a
+/// `Drifted=True` condition whose reason is none of the core reasons (`NodePoolDrifted`,
+/// `RequirementsDrifted`, `InstanceTypeNotFound`), by NodeClaim name. A caller without a cloud
+/// provider (the offline planner) passes these as [`SnapshotDriftInput::cloud_drift`], so
+/// that drift the provider reported (an image or subnet change) is kept, not cleared.
+pub fn recorded_provider_drift(
+    snapshot: &crate::state::ClusterSnapshot,
+) -> BTreeMap<String, String> {
+    let core = [
+        DriftReason::NodePoolDrifted,
+        DriftReason::RequirementsDrifted,
+        DriftReason::InstanceTypeNotFound,
+    ];
+    snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| n.node_claim.as_ref())
+        .filter_map(|c| {
+            let cond = crate::api::find_condition(&c.status.conditions, DRIFTED)?;
+            let reason = cond.reason.as_deref().filter(|r| !r.is_empty())?;
+            (cond.is_true() && !core.iter().any(|k| k.as_str() == reason))
+                .then(|| (c.name().to_string(), reason.to_string()))
+        })
+        .collect()
+}
+
 /// Evaluates drift over a snapshot as the controllers do before a disruption pass, and writes
 /// the result into it:
 ///
@@ -767,5 +793,33 @@ status:
         let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T02:00:00Z"), &Default::default());
         assert_eq!(drifted(&s).as_deref(), Some("InstanceTypeNotFound"));
         assert!(out.instance_type_checks_passed.is_empty());
+    }
+
+    #[test]
+    fn a_recorded_provider_reason_is_kept() {
+        let np = pool(POOL);
+        let mut c = claim(&np, "m5.large");
+        c.status.conditions.push(crate::api::Condition {
+            type_: DRIFTED.to_string(),
+            status: crate::api::ConditionStatus::True,
+            reason: Some("AMIDrift".to_string()),
+            message: Some("AMIDrift".to_string()),
+            last_transition_time: Some("2026-01-01T01:00:00Z".to_string()),
+            observed_generation: None,
+        });
+        let mut s = snapshot(np, c, &["m5.large"]);
+        let input = SnapshotDriftInput {
+            cloud_drift: recorded_provider_drift(&s),
+            ..SnapshotDriftInput::default()
+        };
+        assert_eq!(
+            input.cloud_drift.get("default-x").map(String::as_str),
+            Some("AMIDrift")
+        );
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T05:00:00Z"), &input);
+        assert_eq!(drifted(&s).as_deref(), Some("AMIDrift"));
+        // Without it, nothing the core checks finds drift: the condition is cleared.
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T05:00:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
     }
 }
