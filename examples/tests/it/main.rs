@@ -7,6 +7,7 @@ mod dumps;
 mod edges;
 mod errors;
 mod examples;
+mod fidelity;
 mod options;
 mod perf;
 mod robustness;

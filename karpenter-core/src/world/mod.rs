@@ -86,7 +86,9 @@ use k8s_openapi::api::policy::v1 as policy;
 use k8s_openapi::api::storage::v1 as storage;
 
 use crate::api::{NodeClaim, NodePool};
-use crate::convert::{ConvertError, daemonset_from_k8s, pdb_from_k8s, pod_from_k8s};
+use crate::convert::{
+    ConvertError, daemonset_from_k8s_with_pod, newest_daemonset_pod, pdb_from_k8s, pod_from_k8s,
+};
 use crate::labels::LabelPolicy;
 use crate::model::{DaemonSet, InstanceType, Pod, PodDisruptionBudget};
 use crate::scheduling::{ExistingNodeInput, NodePoolInput, SchedulingInput};
@@ -365,8 +367,11 @@ pub fn build(objects: &Objects<'_>) -> Result<World, WorldError> {
             .push(NodePoolInput::from_nodepool(pool, types.clone()));
         world.node_pools.push(pool.clone());
     }
+    // A DaemonSet's newest live pod, when the input has one, is its template (as upstream).
     for d in objects.daemonsets {
-        let ds = daemonset_from_k8s(&d.object).map_err(|e| WorldError::convert(d, "", &e))?;
+        let live = newest_daemonset_pod(&d.object, objects.pods.iter().map(|p| &p.object));
+        let ds = daemonset_from_k8s_with_pod(&d.object, live)
+            .map_err(|e| WorldError::convert(d, "", &e))?;
         world.daemonsets.push(ds);
     }
     for p in objects.pdbs {

@@ -342,6 +342,14 @@ fn owner_kind_of(w: &Workload) -> &'static str {
     }
 }
 
+/// The synthetic UID of a workload's `i`-th replica: `<namespace>/<name>-<i>`, the index
+/// zero-padded to 7 digits so that equal replicas queue by index (`web-2` before `web-10`).
+/// Real replicas queue by creation time (one-second resolution), then by their random UIDs;
+/// the index stands in for the order a controller creates them in.
+fn replica_uid(namespace: &str, name: &str, i: i32) -> String {
+    format!("{namespace}/{name}-{i:07}")
+}
+
 /// The pods `<name>-<i>` of a plan, as the workload's controller would create them.
 fn generate(plan: &Plan<'_>) -> Vec<K8sPod> {
     let meta = plan.meta;
@@ -354,7 +362,7 @@ fn generate(plan: &Plan<'_>) -> Vec<K8sPod> {
             let pod_name = format!("{name}-{i}");
             K8sPod {
                 metadata: ObjectMeta {
-                    uid: Some(format!("{namespace}/{pod_name}")),
+                    uid: Some(replica_uid(&namespace, name, *i)),
                     name: Some(pod_name),
                     namespace: Some(namespace.clone()),
                     labels: tmeta.labels.clone(),
