@@ -123,7 +123,7 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
                 .iter()
                 .map(|r| {
                     let launch = crate::plan::launch_of(&r.instance_types, &r.requirements, policy);
-                    crate::plan::claim_output(r, launch)
+                    crate::plan::claim_output(r, launch, None)
                 })
                 .collect(),
             savings_per_hour: round6(c.savings_per_hour),

@@ -3,7 +3,9 @@
 //!
 //! - [`manifests`]: `-f` inputs into typed, located objects;
 //! - [`catalog`]: `--catalog aws|fake:N|PATH`;
-//! - [`plan`]: validation, the scheduler's input, the solve, pricing, explanations;
+//! - [`plan`]: the catalog's instance types per NodePool, the world
+//!   ([`karpenter_core::world`]), the solve, pricing;
+//! - [`explain`]: why pods were left out (`--explain`);
 //! - [`lowerbound`]: the proven cost lower bound;
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
@@ -13,6 +15,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod disruption;
+pub mod explain;
 pub mod lowerbound;
 pub mod manifests;
 pub mod output;

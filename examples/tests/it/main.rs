@@ -3,6 +3,8 @@
 //! Expected plans live in `tests/expected/<scenario>.json`; run with `UPDATE_EXPECT=1` to
 //! regenerate them after an intended change, and review the diff.
 
+mod dumps;
+mod edges;
 mod errors;
 mod examples;
 mod fidelity;
