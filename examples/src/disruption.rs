@@ -2,8 +2,9 @@
 //!
 //! [`plan_disruption`] turns the input into a [`ClusterSnapshot`], evaluates drift over it as
 //! the controllers would before a pass ([`evaluate_snapshot_drift`]: NodePool hash,
-//! requirements, instance types; offline, the provider reasons already recorded in `Drifted`
-//! conditions stand in for the cloud provider), and runs
+//! requirements, instance types; the cloud provider's part is the EC2NodeClass static hash and
+//! AMI checks of `karpenter_aws::drift`, plus the provider reasons already recorded in `Drifted`
+//! conditions), and runs
 //! [`karpenter_core::disruption::plan`]: expired NodeClaims first, then pass after pass of
 //! emptiness, drift, multi-node and single-node consolidation, each command applied to a working
 //! copy before the next pass. A Node that carries `karpenter.sh/nodepool` but has no NodeClaim in
@@ -22,6 +23,7 @@ use karpenter_core::model::{DaemonSet, InstanceType, PodDisruptionBudget, Timest
 use karpenter_core::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::output::ClaimOutput;
@@ -47,6 +49,10 @@ pub struct DisruptionInput<'a> {
     pub instance_types: &'a [Arc<InstanceType>],
     /// The options the provisioning plan used (label policy included).
     pub scheduler_options: &'a SchedulerOptions,
+    /// Drift the cloud provider reports, by NodeClaim name (for the AWS catalog: the
+    /// EC2NodeClass static hash and AMI checks of `karpenter_aws::drift::cloud_drift`). It wins
+    /// over a provider reason already recorded in a NodeClaim's `Drifted` condition.
+    pub cloud_drift: &'a BTreeMap<String, String>,
 }
 
 /// The contract's `disruption` object.
@@ -100,8 +106,18 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
                 .cloned()
                 .collect(),
         },
-        // No cloud provider offline: keep the provider reasons the input already records.
-        cloud_drift: recorded_provider_drift(&snapshot),
+        // Provider reasons the input already records, then what the provider's own checks
+        // find now (those win).
+        cloud_drift: {
+            let mut drift = recorded_provider_drift(&snapshot);
+            drift.extend(
+                input
+                    .cloud_drift
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            drift
+        },
         ..SnapshotDriftInput::default()
     };
     evaluate_snapshot_drift(&mut snapshot, input.now, &drift);

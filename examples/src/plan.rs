@@ -581,8 +581,22 @@ pub fn plan(
                 .cloned()
                 .collect()
         };
+        // EC2NodeClass drift (static hash, AMI) as the AWS provider's IsDrifted reports it,
+        // from the typed classes of the input.
+        let classes = m
+            .nodeclasses
+            .iter()
+            .map(|c| crate::catalog::typed_nodeclass(&c.origin, &c.name, &c.object.value))
+            .collect::<Result<Vec<_>, _>>()?;
+        let cloud_drift = karpenter_aws::drift::cloud_drift(&classes, &world.node_claims, |t| {
+            all_types
+                .iter()
+                .find(|it| it.name == t)
+                .map(|it| &it.requirements)
+        });
         let plan = disruption::plan_disruption(&DisruptionInput {
             now: opts.now,
+            cloud_drift: &cloud_drift,
             nodepools: &world.node_pools,
             node_pool_inputs: &world.node_pool_inputs,
             nodes: &input.existing_nodes,

@@ -237,3 +237,70 @@ spec:
     // With the live pod: it does not.
     assert_eq!(cpu(&format!("{daemonset}{live}")), "1");
 }
+
+const CLASS: &str = "apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: c}}]
+status:
+  amis:
+    - {id: ami-current, name: al2023-current, requirements: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]}
+";
+
+/// [`cluster`] whose NodeClaim also carries `class`'s hash annotations (as the AWS provider
+/// stamps them at launch) and runs the image `image`.
+fn cluster_with_class(class: &str, image: &str) -> String {
+    let typed = karpenter_aws::nodeclass::EC2NodeClass::from_json_value(
+        serde_saphyr::from_str(class).unwrap(),
+    )
+    .expect("valid EC2NodeClass");
+    let extra: Vec<String> = karpenter_aws::drift::hash_annotations(&typed)
+        .iter()
+        .map(|(k, v)| format!("{k}: '{v}', "))
+        .collect();
+    cluster(POOL, "m5.large")
+        .replacen(
+            "  annotations: {",
+            &format!("  annotations: {{{}", extra.concat()),
+            1,
+        )
+        .replacen(
+            "status:\n  nodeName: n1\n",
+            &format!("status:\n  nodeName: n1\n  imageID: {image}\n"),
+            1,
+        )
+}
+
+#[test]
+fn unchanged_ec2nodeclass_and_current_ami_do_not_drift() {
+    let d = disruption(&format!(
+        "{POOL}---\n{CLASS}---\n{}",
+        cluster_with_class(CLASS, "ami-current")
+    ));
+    assert!(drift_candidates(&d).is_empty(), "{d}");
+}
+
+#[test]
+fn changed_ec2nodeclass_drifts_the_node() {
+    // The NodeClaim was launched before the class's role changed (a hashed field).
+    let changed = CLASS.replace("role: KarpenterNodeRole", "role: OtherNodeRole");
+    let d = disruption(&format!(
+        "{POOL}---\n{changed}---\n{}",
+        cluster_with_class(CLASS, "ami-current")
+    ));
+    assert_eq!(drift_candidates(&d), ["n1"], "{d}");
+}
+
+#[test]
+fn ami_no_longer_in_the_class_status_drifts_the_node() {
+    // The node runs an image the class no longer resolves (AMIDrift).
+    let d = disruption(&format!(
+        "{POOL}---\n{CLASS}---\n{}",
+        cluster_with_class(CLASS, "ami-previous")
+    ));
+    assert_eq!(drift_candidates(&d), ["n1"], "{d}");
+}
