@@ -120,7 +120,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::api::{ConditionStatus, NodeClaim, NodePool};
+use crate::api::{ConditionStatus, NodeClaim, NodeClassReference, NodePool};
+use crate::labels::LabelPolicy;
 use crate::model::InstanceType;
 
 /// A cloud provider: launches machines for NodeClaims and answers questions about them.
@@ -169,6 +170,78 @@ pub trait CloudProvider: Send + Sync {
 
     /// The provider's name (`aws`, `fake`, ...), for logs and metrics.
     fn name(&self) -> &str;
+
+    /// The label keys the provider's instance types define beyond core's well-known labels
+    /// (e.g. `karpenter.k8s.aws/instance-family`). Pods may select them although a NodePool
+    /// leaves them undefined; their values come from the instance types. Default: none.
+    fn well_known_labels(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Label domains NodePools may not set and pods may not select, beyond `karpenter.sh`
+    /// (a provider's own domain, e.g. `karpenter.k8s.aws`). Default: none.
+    fn restricted_label_domains(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The label key under which nodes launched into a capacity reservation carry the
+    /// reservation's id, if the provider has reservations. Default: none.
+    fn reservation_id_label(&self) -> Option<&str> {
+        None
+    }
+
+    /// The label policy a solve for this provider uses: core's well-known labels plus
+    /// [`well_known_labels`](Self::well_known_labels), core's restricted domain plus
+    /// [`restricted_label_domains`](Self::restricted_label_domains). This is what makes a pod
+    /// selecting a provider label schedulable; see
+    /// [`SchedulerOptions::for_provider`](crate::scheduling::SchedulerOptions::for_provider).
+    fn label_policy(&self) -> LabelPolicy {
+        LabelPolicy::core()
+            .with_well_known(self.well_known_labels())
+            .with_restricted_domains(self.restricted_label_domains())
+    }
+
+    /// The node class kinds the provider launches from (upstream `GetSupportedNodeClasses`):
+    /// a NodePool whose `nodeClassRef` names another kind is not the provider's. Default: none
+    /// declared, which [`supports_node_class`](Self::supports_node_class) reads as "any".
+    fn supported_node_classes(&self) -> Vec<NodeClassKind> {
+        Vec::new()
+    }
+
+    /// Whether a NodePool or NodeClaim referring to `node_class` can be launched by this
+    /// provider: its group and kind are among
+    /// [`supported_node_classes`](Self::supported_node_classes), or the provider declares none.
+    fn supports_node_class(&self, node_class: &NodeClassReference) -> bool {
+        let supported = self.supported_node_classes();
+        supported.is_empty() || supported.iter().any(|k| k.matches(node_class))
+    }
+}
+
+/// A kind of node class (API group and kind, e.g. `karpenter.k8s.aws` / `EC2NodeClass`), as a
+/// provider declares it in [`CloudProvider::supported_node_classes`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub struct NodeClassKind {
+    /// The API group (`karpenter.k8s.aws`).
+    pub group: String,
+    /// The kind (`EC2NodeClass`).
+    pub kind: String,
+}
+
+impl NodeClassKind {
+    /// The node class kind `kind` of API group `group`.
+    pub fn new(group: impl Into<String>, kind: impl Into<String>) -> Self {
+        NodeClassKind {
+            group: group.into(),
+            kind: kind.into(),
+        }
+    }
+
+    /// Whether `reference` names a node class of this kind (group and kind equal; the version
+    /// is not compared).
+    pub fn matches(&self, reference: &NodeClassReference) -> bool {
+        reference.group == self.group && reference.kind == self.kind
+    }
 }
 
 /// A node condition that, held for longer than `toleration_duration`, makes Karpenter replace

@@ -387,6 +387,46 @@ impl Pod {
         }
     }
 
+    /// The pod with these effective requests (replacing any set before).
+    ///
+    /// ```
+    /// use karpenter_core::model::Pod;
+    /// use karpenter_core::resources::Quantity;
+    ///
+    /// let pod = Pod::new("default", "web").with_requests([("cpu", Quantity::from_milli(500))]);
+    /// assert_eq!(pod.requests.get("cpu"), Some(Quantity::from_milli(500)));
+    /// ```
+    pub fn with_requests<'a>(
+        mut self,
+        requests: impl IntoIterator<Item = (&'a str, crate::resources::Quantity)>,
+    ) -> Pod {
+        self.requests = requests.into_iter().collect();
+        self
+    }
+
+    /// The pod with these labels added.
+    pub fn with_labels<'a>(mut self, labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Pod {
+        self.labels.extend(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        self
+    }
+
+    /// The pod with these `spec.nodeSelector` entries added.
+    pub fn with_node_selector<'a>(
+        mut self,
+        selector: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Pod {
+        self.node_selector.extend(
+            selector
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        self
+    }
+
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -566,6 +606,21 @@ impl Offering {
         self.requirements = r;
     }
 
+    /// `topology.kubernetes.io/zone`.
+    pub fn zone(&self) -> &str {
+        &self.zone
+    }
+
+    /// `karpenter.sh/capacity-type`: `spot`, `on-demand` or `reserved`.
+    pub fn capacity_type(&self) -> &str {
+        &self.capacity_type
+    }
+
+    /// For reserved offerings: the reservation's id.
+    pub fn reservation_id(&self) -> Option<&str> {
+        self.reservation_id.as_deref()
+    }
+
     /// The offering's requirements (zone, capacity type, reservation id).
     pub fn requirements(&self) -> &Requirements {
         &self.requirements
@@ -658,6 +713,26 @@ impl InstanceType {
             overhead,
             allocatable,
         }
+    }
+
+    /// The name; equals its `node.kubernetes.io/instance-type` value.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The labels nodes of this type may have, as requirements.
+    pub fn requirements(&self) -> &Requirements {
+        &self.requirements
+    }
+
+    /// Full capacity.
+    pub fn capacity(&self) -> &ResourceList {
+        &self.capacity
+    }
+
+    /// System overhead.
+    pub fn overhead(&self) -> &Overhead {
+        &self.overhead
     }
 
     /// Capacity − overhead (see [`InstanceType::new`]).

@@ -119,6 +119,12 @@ impl NodeSelectorRequirement {
             min_values: None,
         }
     }
+
+    /// The requirement with this `minValues`.
+    pub fn with_min_values(mut self, min_values: Option<i64>) -> Self {
+        self.min_values = min_values;
+        self
+    }
 }
 
 /// The value set of a [`Requirement`]: sorted (byte order), without duplicates. Most

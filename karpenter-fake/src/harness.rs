@@ -12,7 +12,7 @@
 //!    ([`karpenter_core::scheduling::defaults`]); then
 //!    [`karpenter_core::scheduling::solve`] places every pending pod;
 //! 3. every new NodeClaim is launched like [`crate::FakeCloudProvider`] does (spec 6.4, see
-//!    [`crate::provider::choose_launch`]) from its NodePool's instance types, and becomes a
+//!    [`karpenter_core::launch::choose_launch`]) from its NodePool's instance types, and becomes a
 //!    registered but uninitialized managed node (labels of the launch plus
 //!    `kubernetes.io/hostname` = node name, `karpenter.sh/nodepool` and
 //!    `karpenter.sh/registered=true`; the claim's taints and startup taints; the type's capacity
@@ -50,7 +50,7 @@ use karpenter_core::scheduling::{
 use karpenter_core::volumes::{CsiNodeLimits, VolumeCatalog};
 
 use crate::catalog::{self, RESERVATION_ID_LABEL};
-use crate::provider::{choose_launch, consume_reservation, drop_zeros, launch_labels};
+use karpenter_core::launch::{choose_launch, consume_reservation, drop_zeros, launch_labels};
 
 /// A NodePool named `name` offering `instance_types`, with weight 0 and no requirements, labels,
 /// taints, node class or limits. Adjust the public fields as a test needs.
@@ -512,6 +512,7 @@ impl Cluster {
             &offering,
             &claim_requirements,
             &claim.labels,
+            self.options.reservation_id_label.as_deref(),
         );
         node_labels.insert(labels::NODEPOOL.to_string(), claim.node_pool.clone());
         node_labels.insert(labels::HOSTNAME.to_string(), name.clone());

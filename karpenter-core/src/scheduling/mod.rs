@@ -85,6 +85,19 @@ impl Default for SchedulerOptions {
     }
 }
 
+impl SchedulerOptions {
+    /// The default options with the provider's label policy
+    /// ([`CloudProvider::label_policy`](crate::cloud::CloudProvider::label_policy)) and
+    /// reservation-id label, so that pods selecting the provider's labels schedule.
+    pub fn for_provider<P: crate::cloud::CloudProvider + ?Sized>(provider: &P) -> Self {
+        SchedulerOptions {
+            label_policy: provider.label_policy(),
+            reservation_id_label: provider.reservation_id_label().map(str::to_string),
+            ..SchedulerOptions::default()
+        }
+    }
+}
+
 /// A NodePool as the scheduler needs it: its template and its instance types.
 ///
 /// Build it from a `karpenter.sh/v1` NodePool with [`NodePoolInput::from_nodepool`] (once the

@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use karpenter_core::labels;
+use karpenter_core::launch::consume_reservation;
 use karpenter_core::model::{ClusterNode, InstanceType, Offering, Pod};
 use karpenter_core::requirements::Operator::In;
 use karpenter_core::resources::names;
@@ -23,7 +24,6 @@ use karpenter_fake::catalog::{
     price_from_resources,
 };
 use karpenter_fake::harness::{Cluster, Round};
-use karpenter_fake::provider::consume_reservation;
 
 use crate::suite_kit::*;
 
