@@ -384,7 +384,7 @@ fn bound_columns(
             }
         }
         for it in &np.instance_types {
-            if it.requirements.intersects(&reqs).is_err() {
+            if it.requirements().intersects(&reqs).is_err() {
                 continue;
             }
             let price = it
@@ -398,7 +398,7 @@ fn bound_columns(
             let mut allocatable = it.allocatable().sub(&overhead);
             allocatable.clamp_non_negative();
             columns.push(BoundColumn {
-                name: format!("{}/{}", np.name, it.name),
+                name: format!("{}/{}", np.name, it.name()),
                 price,
                 allocatable,
             });
@@ -478,7 +478,7 @@ fn compute_lower_bound(
                             && ResourceList::fits(&requests, &columns[k].allocatable)
                             && terms.iter().any(|t| {
                                 t.intersects(&pool_reqs[*pi]).is_ok()
-                                    && t.intersects(&it.requirements).is_ok()
+                                    && t.intersects(it.requirements()).is_ok()
                             })
                     })
                     .collect()
@@ -513,9 +513,9 @@ pub(crate) fn launch_of(
             && best.as_ref().is_none_or(|b| o.price < b.price_per_hour)
         {
             best = Some(Launch {
-                instance_type: it.name.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type.clone(),
+                instance_type: it.name().to_string(),
+                zone: o.zone().to_string(),
+                capacity_type: o.capacity_type().to_string(),
                 price_per_hour: o.price,
             });
         }
@@ -574,9 +574,9 @@ fn inflight_node(
             .filter(|p| pool.is_none_or(|n| *n == p.name))
             .chain(pools.iter())
             .flat_map(|p| p.instance_types.iter())
-            .find(|it| it.name == *it_name);
+            .find(|it| it.name() == *it_name);
         if let Some(it) = found {
-            node.capacity = it.capacity.clone();
+            node.capacity = it.capacity().clone();
             node.allocatable = it.allocatable().clone();
         }
     }
@@ -1153,7 +1153,7 @@ pub fn plan(
                 .pool_inputs
                 .iter()
                 .flat_map(|p| p.instance_types.iter())
-                .filter(|it| seen.insert(it.name.clone()))
+                .filter(|it| seen.insert(it.name().to_string()))
                 .cloned()
                 .collect()
         };
@@ -1194,7 +1194,7 @@ pub(crate) fn claim_output(claim: &NewNodeClaim, launch: Option<Launch>) -> Clai
         instance_types: claim
             .instance_types
             .iter()
-            .map(|it| it.name.clone())
+            .map(|it| it.name().to_string())
             .collect(),
         launch,
         requirements: claim.requirements.to_node_selector_requirements(),

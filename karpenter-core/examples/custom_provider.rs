@@ -49,9 +49,11 @@ impl CloudProvider for ExampleCloud {
             self.reservation_id_label(),
             |_, _| false,
         )
-        .ok_or_else(|| CloudProviderError::InsufficientCapacity {
-            offerings: Vec::<UnavailableOffering>::new(),
-            message: "no instance type can launch the nodeclaim".to_string(),
+        .ok_or_else(|| {
+            CloudProviderError::insufficient_capacity(
+                Vec::<UnavailableOffering>::new(),
+                "no instance type can launch the nodeclaim",
+            )
         })?;
         if let Some(slot) = catalog.get_mut(launch.choice().instance_type) {
             consume_reservation(slot, launch.choice().offering);

@@ -80,7 +80,7 @@
 //!
 //!     fn repair_policies(&self) -> Vec<RepairPolicy> {
 //!         vec![RepairPolicy {
-//!             condition_type: "Ready".into(),
+//!             condition_type: karpenter_core::api::condition_types::READY.into(),
 //!             condition_status: ConditionStatus::False,
 //!             toleration_duration: Duration::from_secs(30 * 60),
 //!         }]
@@ -277,8 +277,30 @@ impl std::fmt::Display for UnavailableOffering {
     }
 }
 
+/// The error a provider's failure came from (an SDK error, an I/O error, ...), kept as the
+/// [`source`](std::error::Error::source) of a [`CloudProviderError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors of a [`CloudProvider`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Callers branch on the variant; the provider's own error, when there is one, is kept as the
+/// error's [`source`](std::error::Error::source) (as `object_store` does), so that logs show the
+/// whole chain. Build errors with the constructors ([`not_found`](Self::not_found),
+/// [`insufficient_capacity`](Self::insufficient_capacity), [`create`](Self::create),
+/// [`other`](Self::other), ...) and attach the cause with [`with_source`](Self::with_source):
+///
+/// ```
+/// use std::error::Error as _;
+/// use karpenter_core::cloud::CloudProviderError;
+///
+/// let io = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out");
+/// let err = CloudProviderError::timeout("describing instances").with_source(io);
+/// assert!(err.is_retryable());
+/// assert_eq!(err.to_string(), "timed out: describing instances");
+/// assert_eq!(err.source().unwrap().to_string(), "connect timed out");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CloudProviderError {
     /// The machine does not exist (any more). On delete this means success for the caller.
     #[error("nodeclaim not found: {message}")]
@@ -287,6 +309,8 @@ pub enum CloudProviderError {
         provider_id: Option<String>,
         /// Details.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
     /// No capacity was available for any offering tried; the caller marks `offerings`
     /// unavailable for a while and provisions again.
@@ -296,12 +320,16 @@ pub enum CloudProviderError {
         offerings: Vec<UnavailableOffering>,
         /// Details.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
     /// The NodeClaim's node class is not ready (missing, or not resolved yet); the claim waits.
     #[error("node class not ready: {message}")]
     NodeClassNotReady {
         /// Details.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
     /// The launch failed for another reason; `reason` and `message` go into the NodeClaim's
     /// `Launched` condition (upstream `CreateError`).
@@ -311,24 +339,32 @@ pub enum CloudProviderError {
         reason: String,
         /// A human-readable message, for the condition's `message`.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
     /// The cloud API throttled the request; retry later.
     #[error("throttled: {message}")]
     Throttled {
         /// Details.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
     /// The cloud API did not answer in time; retry later.
     #[error("timed out: {message}")]
     Timeout {
         /// Details.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
     /// Any other failure.
     #[error("{message}")]
     Other {
         /// Details.
         message: String,
+        /// The provider's error, if any.
+        source: Option<BoxError>,
     },
 }
 
@@ -339,6 +375,52 @@ impl CloudProviderError {
         CloudProviderError::NodeClaimNotFound {
             message: format!("no instance with provider id {provider_id:?}"),
             provider_id: Some(provider_id),
+            source: None,
+        }
+    }
+
+    /// [`CloudProviderError::InsufficientCapacity`] for the offerings that failed.
+    pub fn insufficient_capacity(
+        offerings: Vec<UnavailableOffering>,
+        message: impl Into<String>,
+    ) -> Self {
+        CloudProviderError::InsufficientCapacity {
+            offerings,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`CloudProviderError::NodeClassNotReady`] with a message.
+    pub fn node_class_not_ready(message: impl Into<String>) -> Self {
+        CloudProviderError::NodeClassNotReady {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`CloudProviderError::Create`] with a CamelCase reason and a message.
+    pub fn create(reason: impl Into<String>, message: impl Into<String>) -> Self {
+        CloudProviderError::Create {
+            reason: reason.into(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`CloudProviderError::Throttled`] with a message.
+    pub fn throttled(message: impl Into<String>) -> Self {
+        CloudProviderError::Throttled {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`CloudProviderError::Timeout`] with a message.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        CloudProviderError::Timeout {
+            message: message.into(),
+            source: None,
         }
     }
 
@@ -346,6 +428,35 @@ impl CloudProviderError {
     pub fn other(message: impl Into<String>) -> Self {
         CloudProviderError::Other {
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The error with `source` as its cause (replacing any set before).
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        let slot = match &mut self {
+            CloudProviderError::NodeClaimNotFound { source, .. }
+            | CloudProviderError::InsufficientCapacity { source, .. }
+            | CloudProviderError::NodeClassNotReady { source, .. }
+            | CloudProviderError::Create { source, .. }
+            | CloudProviderError::Throttled { source, .. }
+            | CloudProviderError::Timeout { source, .. }
+            | CloudProviderError::Other { source, .. } => source,
+        };
+        *slot = Some(source.into());
+        self
+    }
+
+    /// The error's message (without the variant's prefix).
+    pub fn message(&self) -> &str {
+        match self {
+            CloudProviderError::NodeClaimNotFound { message, .. }
+            | CloudProviderError::InsufficientCapacity { message, .. }
+            | CloudProviderError::NodeClassNotReady { message, .. }
+            | CloudProviderError::Create { message, .. }
+            | CloudProviderError::Throttled { message, .. }
+            | CloudProviderError::Timeout { message, .. }
+            | CloudProviderError::Other { message, .. } => message,
         }
     }
 
@@ -370,5 +481,39 @@ impl CloudProviderError {
             self,
             CloudProviderError::Throttled { .. } | CloudProviderError::Timeout { .. }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn the_providers_error_is_kept_as_source() {
+        let cause = std::io::Error::other("api said no");
+        let err = CloudProviderError::create("LaunchFailed", "run instances").with_source(cause);
+        assert_eq!(
+            err.to_string(),
+            "creating nodeclaim: LaunchFailed: run instances"
+        );
+        assert_eq!(err.message(), "run instances");
+        let source = err.source().expect("source kept");
+        assert_eq!(source.to_string(), "api said no");
+        assert!(source.downcast_ref::<std::io::Error>().is_some());
+        assert!(CloudProviderError::other("x").source().is_none());
+    }
+
+    #[test]
+    fn predicates_follow_the_variant() {
+        assert!(CloudProviderError::not_found("a").is_not_found());
+        assert!(
+            CloudProviderError::insufficient_capacity(Vec::new(), "m").is_insufficient_capacity()
+        );
+        assert!(CloudProviderError::node_class_not_ready("m").is_node_class_not_ready());
+        assert!(CloudProviderError::throttled("m").is_retryable());
+        assert!(CloudProviderError::timeout("m").is_retryable());
+        assert!(!CloudProviderError::create("R", "m").is_retryable());
     }
 }

@@ -226,12 +226,12 @@ pub fn new_instance_type(name: &str, options: InstanceTypeOptions) -> InstanceTy
     reqs.add(Requirement::new(
         labels::ZONE,
         Operator::In,
-        available.iter().map(|o| o.zone.as_str()),
+        available.iter().map(|o| o.zone()),
     ));
     reqs.add(Requirement::new(
         labels::CAPACITY_TYPE,
         Operator::In,
-        available.iter().map(|o| o.capacity_type.as_str()),
+        available.iter().map(|o| o.capacity_type()),
     ));
     reqs.add(Requirement::new(
         INTEGER_LABEL,

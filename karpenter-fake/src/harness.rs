@@ -524,7 +524,7 @@ impl Cluster {
         node.labels = node_labels;
         node.taints = taints;
         node.startup_taints = claim.startup_taints.clone();
-        node.capacity = drop_zeros(&instance_type.capacity);
+        node.capacity = drop_zeros(&instance_type.capacity());
         node.allocatable = drop_zeros(instance_type.allocatable());
         node.managed = true;
         node.initialized = false;

@@ -306,11 +306,11 @@ impl FakeCloudProvider {
     }
 
     /// Makes the next `n` calls that can fail (every method but `repair_policies` and `name`)
-    /// return `error`. Queued after errors already injected.
-    pub fn fail_next(&self, n: usize, error: CloudProviderError) {
-        self.state()
-            .next_errors
-            .extend(std::iter::repeat_n(error, n));
+    /// return an error made by `error` (called `n` times now: errors carry their source and are
+    /// not `Clone`). Queued after errors already injected.
+    pub fn fail_next(&self, n: usize, error: impl Fn() -> CloudProviderError) {
+        let errors: Vec<CloudProviderError> = (0..n).map(|_| error()).collect();
+        self.state().next_errors.extend(errors);
     }
 
     /// Lets `k` more creates succeed; every later create fails with
@@ -358,10 +358,10 @@ impl FakeCloudProvider {
         node_claim: &NodeClaim,
     ) -> Result<NodeClaim, CloudProviderError> {
         if state.creates_left == Some(0) {
-            return Err(CloudProviderError::Create {
-                reason: "CreateLimitReached".to_string(),
-                message: "the fake provider was told to fail further creates".to_string(),
-            });
+            return Err(CloudProviderError::create(
+                "CreateLimitReached",
+                "the fake provider was told to fail further creates",
+            ));
         }
         let node_pool = node_claim
             .metadata
@@ -420,7 +420,9 @@ impl FakeCloudProvider {
                 let list: Vec<String> = offerings.iter().map(ToString::to_string).collect();
                 format!("all compatible offerings failed: {}", list.join(", "))
             };
-            return Err(CloudProviderError::InsufficientCapacity { offerings, message });
+            return Err(CloudProviderError::insufficient_capacity(
+                offerings, message,
+            ));
         };
 
         let types = state.instance_types_mut(&node_pool);

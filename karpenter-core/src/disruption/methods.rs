@@ -304,7 +304,7 @@ fn consolidation_disabled(pool: &api::NodePool) -> bool {
 
 /// `Consolidatable`: the NodeClaim's condition when present, else the rule of §6.4.
 fn consolidatable(pool: &api::NodePool, node: &StateNode, now: Timestamp) -> bool {
-    if let Some(v) = condition_true(node, "Consolidatable") {
+    if let Some(v) = condition_true(node, crate::api::condition_types::CONSOLIDATABLE) {
         return v;
     }
     let Some(claim) = &node.node_claim else {
@@ -326,7 +326,8 @@ pub(super) fn should_empty(snapshot: &ClusterSnapshot, c: &Candidate, now: Times
 }
 
 fn should_drift(c: &Candidate) -> bool {
-    !c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true)
+    !c.owned_by_static_node_pool
+        && condition_true(&c.node, crate::api::condition_types::DRIFTED) == Some(true)
 }
 
 pub(super) fn should_consolidate(
@@ -373,7 +374,7 @@ fn min_values_ok(r: &NewNodeClaim, its: &[Arc<InstanceType>]) -> Result<(), Stri
         return Ok(());
     }
     r.requirements
-        .satisfies_min_values(its.iter().map(|it| &it.requirements))
+        .satisfies_min_values(its.iter().map(|it| it.requirements()))
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -425,7 +426,7 @@ fn compute_consolidation(
         let reqs = replacement.requirements.clone();
         replacement.instance_types.retain(|it| {
             it.available_offerings().any(|o| {
-                o.capacity_type == labels::CAPACITY_TYPE_SPOT
+                o.capacity_type() == labels::CAPACITY_TYPE_SPOT
                     && reqs.is_compatible(o.requirements(), Some(policy))
             })
         });
@@ -440,7 +441,10 @@ fn compute_consolidation(
             let mut keep = MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT;
             if replacement.requirements.has_min_values()
                 && let Ok(needed) = replacement.requirements.satisfies_min_values(
-                    replacement.instance_types.iter().map(|it| &it.requirements),
+                    replacement
+                        .instance_types
+                        .iter()
+                        .map(|it| it.requirements()),
                 )
             {
                 keep = keep.max(needed);
@@ -531,14 +535,14 @@ fn filter_out_same_instance_type(
     let names: BTreeSet<&str> = replacement
         .instance_types
         .iter()
-        .map(|it| it.name.as_str())
+        .map(|it| it.name())
         .collect();
     let mut price_by_type: BTreeMap<&str, Option<f64>> = BTreeMap::new();
     for c in candidates {
         let Some(it) = c
             .instance_type
             .as_ref()
-            .filter(|it| names.contains(it.name.as_str()))
+            .filter(|it| names.contains(it.name()))
         else {
             continue;
         };
@@ -554,7 +558,7 @@ fn filter_out_same_instance_type(
             .filter(|o| node_labels.is_compatible(o.requirements(), Some(policy)))
             .map(|o| o.price)
             .min_by(f64::total_cmp);
-        let entry = price_by_type.entry(it.name.as_str()).or_insert(None);
+        let entry = price_by_type.entry(it.name()).or_insert(None);
         if let Some(p) = cheapest {
             *entry = Some(entry.map_or(p, |e| e.min(p)));
         }
@@ -653,7 +657,7 @@ fn tracked_pool_costs(snapshot: &ClusterSnapshot) -> BTreeMap<&str, f64> {
         };
         let instance_type = snapshot
             .node_pool(pool)
-            .and_then(|p| p.instance_types.iter().find(|t| t.name == it));
+            .and_then(|p| p.instance_types.iter().find(|t| t.name() == it));
         *costs.entry(pool).or_default() += current_price(instance_type.map(Arc::as_ref), zone, ct);
     }
     costs
@@ -778,7 +782,9 @@ fn static_drift(
 ) {
     let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
     for c in candidates {
-        if c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true) {
+        if c.owned_by_static_node_pool
+            && condition_true(&c.node, crate::api::condition_types::DRIFTED) == Some(true)
+        {
             by_pool.entry(c.node_pool.as_str()).or_default().push(c);
         }
     }
@@ -868,7 +874,7 @@ fn static_replacement(pool: &crate::state::NodePoolState, policy: &LabelPolicy) 
         .instance_types
         .iter()
         .enumerate()
-        .filter(|(_, it)| it.requirements.intersects(&requirements).is_ok())
+        .filter(|(_, it)| it.requirements().intersects(&requirements).is_ok())
         .filter_map(|(i, it)| {
             it.cheapest_offering(&requirements, policy)
                 .map(|o| (o.price, i, it.clone()))
@@ -1432,8 +1438,8 @@ fn new_state_node(
     node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
     node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
     if let Some(it) = it {
-        node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
-        for req in it.requirements.iter() {
+        node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name().to_string());
+        for req in it.requirements().iter() {
             if let Some(v) = req.single_value() {
                 node_labels
                     .entry(req.key().to_string())
@@ -1442,8 +1448,11 @@ fn new_state_node(
         }
     }
     if let Some(o) = offering {
-        node_labels.insert(labels::ZONE.to_string(), o.zone.clone());
-        node_labels.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
+        node_labels.insert(labels::ZONE.to_string(), o.zone().to_string());
+        node_labels.insert(
+            labels::CAPACITY_TYPE.to_string(),
+            o.capacity_type().to_string(),
+        );
     }
     let mut node = ClusterNode::new(name);
     node.labels = node_labels.clone();
@@ -1452,7 +1461,7 @@ fn new_state_node(
     node.initialized = true;
     node.creation_timestamp = now;
     if let Some(it) = it {
-        node.capacity = it.capacity.clone();
+        node.capacity = it.capacity().clone();
         node.allocatable = it.allocatable().clone();
     }
     let stamp = now.to_string();
@@ -1480,7 +1489,7 @@ fn new_state_node(
             capacity: node.capacity.clone(),
             allocatable: node.allocatable.clone(),
             conditions: vec![Condition {
-                type_: "Initialized".to_string(),
+                type_: crate::api::condition_types::INITIALIZED.to_string(),
                 status: ConditionStatus::True,
                 reason: None,
                 message: None,

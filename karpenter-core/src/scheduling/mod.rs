@@ -284,7 +284,7 @@ impl NewNodeClaim {
             Requirement::new(
                 crate::labels::INSTANCE_TYPE,
                 Operator::In,
-                self.instance_types.iter().map(|it| it.name.as_str()),
+                self.instance_types.iter().map(|it| it.name()),
             )
             .with_min_values(min_values),
         );
@@ -295,7 +295,7 @@ impl NewNodeClaim {
                     .requirements
                     .is_compatible(o.requirements(), Some(policy))
                 {
-                    capacity_types.insert(o.capacity_type.as_str());
+                    capacity_types.insert(o.capacity_type());
                 }
             }
         }

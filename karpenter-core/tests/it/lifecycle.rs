@@ -27,8 +27,8 @@ use karpenter_core::lifecycle::nodeclaim::{
     registration_decision,
 };
 use karpenter_core::lifecycle::queue::{
-    self, Command, CommandCandidate, CommandQueue, QueueError, QueueOutcome, ReplacementState,
-    Step, retry_duration,
+    self, CommandCandidate, CommandQueue, QueueError, QueueOutcome, QueuedCommand,
+    ReplacementState, Step, retry_duration,
 };
 use karpenter_core::lifecycle::repair::{
     RepairDecision, RepairPolicy, RepairScope, is_unhealthy, repair_actions, repair_decision,
@@ -1460,10 +1460,15 @@ fn repair_actions_force_termination_now() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Command queue (spec 4.2, 4.3, 9.6)
+// QueuedCommand queue (spec 4.2, 4.3, 9.6)
 
-fn command(id: &str, candidates: &[&str], replacements: &[&str], created_at: Timestamp) -> Command {
-    Command {
+fn command(
+    id: &str,
+    candidates: &[&str],
+    replacements: &[&str],
+    created_at: Timestamp,
+) -> QueuedCommand {
+    QueuedCommand {
         id: id.into(),
         method: "single".into(),
         reason: DisruptionReason::Underutilized,

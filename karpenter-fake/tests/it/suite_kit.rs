@@ -315,16 +315,16 @@ pub fn daemonset_requests(cluster: &Cluster, name: &str, resource: &str) -> Quan
 /// `instance_type` with extra capacity (upstream tests add to `Capacity` after construction,
 /// and allocatable is derived lazily there).
 pub fn with_extra_capacity(it: &InstanceType, extra: &[(&str, &str)]) -> Arc<InstanceType> {
-    let mut capacity = it.capacity.clone();
+    let mut capacity = it.capacity().clone();
     for (name, qty) in extra {
         capacity.insert(*name, q(qty));
     }
     Arc::new(InstanceType::new(
-        it.name.clone(),
-        it.requirements.clone(),
+        it.name().to_string(),
+        it.requirements().clone(),
         it.offerings.clone(),
         capacity,
-        it.overhead.clone(),
+        it.overhead().clone(),
     ))
 }
 

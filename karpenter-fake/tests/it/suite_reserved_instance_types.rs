@@ -87,8 +87,7 @@ fn provision(c: &mut Cluster, pods: &[Pod]) -> Round {
     for launch in &round.launched {
         let Some(id) = launch
             .offering
-            .reservation_id
-            .as_deref()
+            .reservation_id()
             .filter(|_| launch.offering.is_reserved())
         else {
             continue;
@@ -98,12 +97,12 @@ fn provision(c: &mut Cluster, pods: &[Pod]) -> Round {
             for it in pool
                 .instance_types
                 .iter_mut()
-                .filter(|it| it.name == launch.instance_type.name)
+                .filter(|it| it.name() == launch.instance_type.name())
             {
                 if let Some(i) = it
                     .offerings
                     .iter()
-                    .position(|o| o.is_reserved() && o.reservation_id.as_deref() == Some(id))
+                    .position(|o| o.is_reserved() && o.reservation_id() == Some(id))
                 {
                     consume_reservation(it, i);
                 }
