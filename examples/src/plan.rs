@@ -768,14 +768,7 @@ fn build_world(
             )
             .into());
         }
-        nodes.insert(
-            node.name.clone(),
-            ExistingNodeInput {
-                node,
-                pods: Vec::new(),
-                volume_limits: Default::default(),
-            },
-        );
+        nodes.insert(node.name.clone(), ExistingNodeInput::new(node, Vec::new()));
     }
     let mut claims: Vec<&Located<NodeClaim>> = m.nodeclaims.iter().collect();
     claims.sort_by(|a, b| a.object.name().cmp(b.object.name()));
@@ -812,14 +805,7 @@ fn build_world(
                     )
                     .into());
                 }
-                nodes.insert(
-                    node.name.clone(),
-                    ExistingNodeInput {
-                        node,
-                        pods: Vec::new(),
-                        volume_limits: Default::default(),
-                    },
-                );
+                nodes.insert(node.name.clone(), ExistingNodeInput::new(node, Vec::new()));
             }
         }
         nodeclaims.push(c.object.clone());
@@ -959,15 +945,12 @@ fn explain(
         let reason = match cache.get(&(signature.clone(), i)) {
             Some(r) => r.clone(),
             None => {
-                let alone = SchedulingInput {
-                    node_pools: vec![np.clone()],
-                    existing_nodes: Vec::new(),
-                    daemonsets: input.daemonsets.clone(),
-                    pods: vec![pod.clone()],
-                    namespace_labels: input.namespace_labels.clone(),
-                    volumes: input.volumes.clone(),
-                    ..SchedulingInput::default()
-                };
+                let alone = SchedulingInput::new()
+                    .with_node_pools(vec![np.clone()])
+                    .with_daemonsets(input.daemonsets.clone())
+                    .with_pods(vec![pod.clone()])
+                    .with_namespace_labels(input.namespace_labels.clone())
+                    .with_volumes(input.volumes.clone());
                 let r = solve(&alone, options);
                 let reason = match r.pod_errors.get(&pod.key()) {
                     Some(e) => e.message.clone(),
@@ -1011,21 +994,15 @@ pub fn plan(
     let aws = opts.catalog == CatalogSpec::Aws;
     let world = build_world(&m, &mut catalog, aws, &mut notices)?;
     let policy = catalog.policy.clone();
-    let options = SchedulerOptions {
-        label_policy: policy.clone(),
-        ..SchedulerOptions::default()
-    };
+    let options = SchedulerOptions::default().with_label_policy(policy.clone());
 
     let existing: Vec<ExistingNodeInput> = world.nodes.values().cloned().collect();
-    let input = SchedulingInput {
-        node_pools: world.pool_inputs.clone(),
-        existing_nodes: existing.clone(),
-        daemonsets: world.daemonsets.clone(),
-        pods: world.pending.iter().map(|e| e.pod.clone()).collect(),
-        namespace_labels: BTreeMap::new(),
-        volumes: world.volumes.clone(),
-        ..SchedulingInput::default()
-    };
+    let input = SchedulingInput::new()
+        .with_node_pools(world.pool_inputs.clone())
+        .with_existing_nodes(existing.clone())
+        .with_daemonsets(world.daemonsets.clone())
+        .with_pods(world.pending.iter().map(|e| e.pod.clone()).collect())
+        .with_volumes(world.volumes.clone());
     if input.node_pools.is_empty() && !input.pods.is_empty() {
         notices.push(
             "no usable NodePool in the input: pending pods can only go to existing nodes".into(),

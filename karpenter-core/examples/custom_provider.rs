@@ -99,11 +99,11 @@ impl CloudProvider for ExampleCloud {
     }
 
     fn repair_policies(&self) -> Vec<RepairPolicy> {
-        vec![RepairPolicy {
-            condition_type: "Ready".to_string(),
-            condition_status: ConditionStatus::False,
-            toleration_duration: Duration::from_secs(30 * 60),
-        }]
+        vec![RepairPolicy::new(
+            karpenter_core::api::condition_types::READY,
+            ConditionStatus::False,
+            Duration::from_secs(30 * 60),
+        )]
     }
 
     fn name(&self) -> &str {
@@ -177,11 +177,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     futures::executor::block_on(async {
         let instance_types = cloud.instance_types(&pool).await?;
-        let input = SchedulingInput {
-            node_pools: vec![NodePoolInput::from_nodepool(&pool, instance_types)],
-            pods,
-            ..SchedulingInput::default()
-        };
+        let input = SchedulingInput::new()
+            .with_node_pools(vec![NodePoolInput::from_nodepool(&pool, instance_types)])
+            .with_pods(pods);
         // The provider's labels become well-known, so the batch pods' selector schedules.
         let options = SchedulerOptions::for_provider(cloud.as_ref());
         let results = solve(&input, &options);

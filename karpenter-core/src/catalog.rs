@@ -39,7 +39,7 @@
 //! .unwrap();
 //! let types = file.to_instance_types().unwrap();
 //! assert_eq!(types[0].allocatable().get_or_zero("cpu").milli_value(), 3920);
-//! assert!(types[0].requirements.get("kubernetes.io/arch").unwrap().has("amd64"));
+//! assert!(types[0].requirements().get("kubernetes.io/arch").unwrap().has("amd64"));
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -32,12 +32,12 @@
 //!         let mut launched = self.launched.lock().map_err(|e| CloudProviderError::other(e.to_string()))?;
 //!         let mut claim = node_claim.clone();
 //!         claim.status.provider_id = Some(format!("trivial://{}", launched.len()));
-//!         claim.status.capacity = self.instance_type.capacity.clone();
+//!         claim.status.capacity = self.instance_type.capacity().clone();
 //!         claim.status.allocatable = self.instance_type.allocatable().clone();
 //!         claim
 //!             .metadata
 //!             .labels
-//!             .insert("node.kubernetes.io/instance-type".into(), self.instance_type.name.clone());
+//!             .insert("node.kubernetes.io/instance-type".into(), self.instance_type.name().to_string());
 //!         launched.push(claim.clone());
 //!         Ok(claim)
 //!     }
@@ -79,11 +79,11 @@
 //!     }
 //!
 //!     fn repair_policies(&self) -> Vec<RepairPolicy> {
-//!         vec![RepairPolicy {
-//!             condition_type: karpenter_core::api::condition_types::READY.into(),
-//!             condition_status: ConditionStatus::False,
-//!             toleration_duration: Duration::from_secs(30 * 60),
-//!         }]
+//!         vec![RepairPolicy::new(
+//!             karpenter_core::api::condition_types::READY,
+//!             ConditionStatus::False,
+//!             Duration::from_secs(30 * 60),
+//!         )]
 //!     }
 //!
 //!     fn name(&self) -> &str {
@@ -247,6 +247,7 @@ impl NodeClassKind {
 /// A node condition that, held for longer than `toleration_duration`, makes Karpenter replace
 /// the node (upstream `cloudprovider.RepairPolicy`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RepairPolicy {
     /// The node condition type (e.g. `Ready`).
     pub condition_type: String,
@@ -258,6 +259,7 @@ pub struct RepairPolicy {
 
 /// One offering a launch could not get: an instance type in a zone with a capacity type.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub struct UnavailableOffering {
     /// The instance type's name.
     pub instance_type: String,
@@ -265,6 +267,46 @@ pub struct UnavailableOffering {
     pub zone: String,
     /// The capacity type (`spot`, `on-demand`, `reserved`).
     pub capacity_type: String,
+}
+
+impl RepairPolicy {
+    /// Repair when node condition `condition_type` has `condition_status` for longer than
+    /// `toleration_duration`.
+    pub fn new(
+        condition_type: impl Into<String>,
+        condition_status: ConditionStatus,
+        toleration_duration: Duration,
+    ) -> Self {
+        RepairPolicy {
+            condition_type: condition_type.into(),
+            condition_status,
+            toleration_duration,
+        }
+    }
+}
+
+impl UnavailableOffering {
+    /// The offering of `instance_type` in `zone` with `capacity_type`.
+    pub fn new(
+        instance_type: impl Into<String>,
+        zone: impl Into<String>,
+        capacity_type: impl Into<String>,
+    ) -> Self {
+        UnavailableOffering {
+            instance_type: instance_type.into(),
+            zone: zone.into(),
+            capacity_type: capacity_type.into(),
+        }
+    }
+
+    /// The offering `offering` of `instance_type`.
+    pub fn of(instance_type: &InstanceType, offering: &crate::model::Offering) -> Self {
+        UnavailableOffering::new(
+            instance_type.name(),
+            offering.zone(),
+            offering.capacity_type(),
+        )
+    }
 }
 
 impl std::fmt::Display for UnavailableOffering {

@@ -30,11 +30,9 @@
 //! let class = NodeClassReference::new("example.com", "ExampleNodeClass", "default");
 //! let pool = NodePool::new("default", NodePoolSpec::new(NodeClaimTemplate::new(NodeClaimTemplateSpec::new(class))));
 //!
-//! let input = SchedulingInput {
-//!     node_pools: vec![NodePoolInput::from_nodepool(&pool, vec![it.clone()])],
-//!     pods: vec![Pod::new("default", "web").with_requests([("cpu", Quantity::from_units(1))])],
-//!     ..SchedulingInput::default()
-//! };
+//! let input = SchedulingInput::new()
+//!     .with_node_pools(vec![NodePoolInput::from_nodepool(&pool, vec![it.clone()])])
+//!     .with_pods(vec![Pod::new("default", "web").with_requests([("cpu", Quantity::from_units(1))])]);
 //! let options = SchedulerOptions::default();
 //! let results = solve(&input, &options);
 //! let node_claim = to_node_claim(&results.new_node_claims[0], &pool, &options.label_policy);
@@ -149,6 +147,7 @@ impl NewNodeClaim {
 /// What [`choose_launch`] picked: indices into the candidate instance types and into that type's
 /// offerings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LaunchChoice {
     /// Index of the chosen instance type in the candidates.
     pub instance_type: usize,

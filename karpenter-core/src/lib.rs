@@ -47,11 +47,9 @@
 //!     .map(|i| Pod::new("default", format!("web-{i}")).with_requests([("cpu", Quantity::from_units(1))]))
 //!     .collect();
 //!
-//! let input = SchedulingInput {
-//!     node_pools: vec![NodePoolInput::from_nodepool(&pool, catalog)],
-//!     pods,
-//!     ..SchedulingInput::default()
-//! };
+//! let input = SchedulingInput::new()
+//!     .with_node_pools(vec![NodePoolInput::from_nodepool(&pool, catalog)])
+//!     .with_pods(pods);
 //! let options = SchedulerOptions::default();
 //! let results = solve(&input, &options);
 //!

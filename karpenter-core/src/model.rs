@@ -1433,6 +1433,71 @@ mod allocatable_group_tests {
         assert_eq!(back.capacity_override, with.capacity_override);
     }
 
+    #[test]
+    fn setters_keep_allocatable_right() {
+        let mut it = instance_type(vec![Offering::new("z1", "spot", 1.0)]);
+        assert_eq!(it.allocatable().get("cpu"), Some(Quantity::from_units(3)));
+        it.set_capacity(list(&[("cpu", 8), ("memory", 32), ("pods", 10)]));
+        assert_eq!(it.capacity().get("cpu"), Some(Quantity::from_units(8)));
+        assert_eq!(
+            it.allocatable(),
+            &list(&[("cpu", 7), ("memory", 30), ("pods", 10)])
+        );
+        it.set_overhead(Overhead::default());
+        assert_eq!(it.allocatable(), it.capacity());
+        assert_eq!(it.allocatable_groups()[0].allocatable, *it.allocatable());
+    }
+
+    #[test]
+    fn offering_setters_keep_requirements_right() {
+        let zone = |o: &Offering| {
+            o.requirements()
+                .get(labels::ZONE)
+                .and_then(|r| r.single_value().map(str::to_string))
+        };
+        let mut o = Offering::new("z1", "spot", 1.0);
+        o.set_zone("z2");
+        assert_eq!(o.zone(), "z2");
+        assert_eq!(zone(&o).as_deref(), Some("z2"));
+        o.set_capacity_type("on-demand");
+        assert!(
+            o.requirements()
+                .get(labels::CAPACITY_TYPE)
+                .is_some_and(|r| r.has("on-demand") && !r.has("spot"))
+        );
+
+        let key = "example.com/reservation";
+        let mut r = Offering::reserved("z1", "r-1", 2, 0.5, key);
+        assert_eq!(r.reservation_id(), Some("r-1"));
+        assert_eq!(r.reservation_label(), Some(key));
+        assert!(r.requirements().get(key).is_some_and(|q| q.has("r-1")));
+        r.set_reservation_id(Some("r-2".to_string()));
+        assert!(
+            r.requirements()
+                .get(key)
+                .is_some_and(|q| q.has("r-2") && !q.has("r-1"))
+        );
+        let plain = Offering::new("z1", "spot", 1.0).with_reservation_label(Some(key));
+        assert_eq!(
+            plain.requirements().get(key).map(|q| q.operator()),
+            Some(Operator::DoesNotExist)
+        );
+    }
+
+    #[test]
+    fn offering_serde_rebuilds_requirements() {
+        let key = "example.com/reservation";
+        let r = Offering::reserved("z9", "r-1", 2, 0.5, key);
+        let back: Offering = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert!(back.requirements().get(key).is_some_and(|q| q.has("r-1")));
+        assert!(
+            back.requirements()
+                .get(labels::ZONE)
+                .is_some_and(|q| q.has("z9"))
+        );
+    }
+
     proptest! {
         /// The groups partition the available offerings; group 0 holds exactly those without
         /// overrides; every offering's group has the allocatable of a launch through it.

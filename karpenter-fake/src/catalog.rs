@@ -14,7 +14,7 @@
 //! use karpenter_fake::catalog;
 //!
 //! let types = catalog::instance_types(400);
-//! assert_eq!(types[0].name, "fake-it-0");
+//! assert_eq!(types[0].name(), "fake-it-0");
 //! assert!((types[4].offerings[0].price - 1.573741824).abs() < 1e-12);
 //! ```
 

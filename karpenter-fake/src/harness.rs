@@ -39,7 +39,6 @@ use karpenter_core::labels;
 use karpenter_core::model::{
     ClusterNode, DaemonSet, InstanceType, LabelSelector, Offering, Pod, TopologySpreadConstraint,
 };
-use karpenter_core::resources::ResourceList;
 use karpenter_core::scheduling::defaults::{
     OwnerIndex, Service, WorkloadSelector, apply_default_constraints,
 };
@@ -55,29 +54,17 @@ use karpenter_core::launch::{choose_launch, consume_reservation, drop_zeros, lau
 /// A NodePool named `name` offering `instance_types`, with weight 0 and no requirements, labels,
 /// taints, node class or limits. Adjust the public fields as a test needs.
 pub fn node_pool(name: impl Into<String>, instance_types: Vec<Arc<InstanceType>>) -> NodePoolInput {
-    NodePoolInput {
-        name: name.into(),
-        weight: 0,
-        requirements: Vec::new(),
-        labels: BTreeMap::new(),
-        taints: Vec::new(),
-        startup_taints: Vec::new(),
-        node_class_label: None,
-        limits: ResourceList::new(),
-        instance_types,
-    }
+    NodePoolInput::new(name, instance_types)
 }
 
 /// The scheduler options of upstream's scheduling suite: [`catalog::fake_label_policy`], the
 /// fake reservation-id label, at most 60 instance types per NodeClaim, and the defaults
 /// otherwise (strict minValues and reserved capacity, preferences respected).
 pub fn suite_options() -> SchedulerOptions {
-    SchedulerOptions {
-        label_policy: catalog::fake_label_policy(),
-        reservation_id_label: Some(RESERVATION_ID_LABEL.to_string()),
-        max_instance_types: 60,
-        ..SchedulerOptions::default()
-    }
+    SchedulerOptions::default()
+        .with_label_policy(catalog::fake_label_policy())
+        .with_reservation_id_label(Some(RESERVATION_ID_LABEL.to_string()))
+        .with_max_instance_types(60)
 }
 
 #[derive(Debug, Clone)]
@@ -385,23 +372,21 @@ impl Cluster {
             &self.services,
             &owners,
         );
-        SchedulingInput {
-            node_pools: self.node_pools.clone(),
-            existing_nodes: self
-                .nodes
-                .iter()
-                .map(|e| ExistingNodeInput {
-                    node: e.node.clone(),
-                    pods: e.pods.clone(),
-                    volume_limits: self.volume_limits(&e.node.name),
-                })
-                .collect(),
-            daemonsets: self.daemonsets.clone(),
-            pods,
-            namespace_labels: self.namespace_labels.clone(),
-            volumes: self.volumes.clone(),
-            ..SchedulingInput::default()
-        }
+        SchedulingInput::new()
+            .with_node_pools(self.node_pools.clone())
+            .with_existing_nodes(
+                self.nodes
+                    .iter()
+                    .map(|e| {
+                        ExistingNodeInput::new(e.node.clone(), e.pods.clone())
+                            .with_volume_limits(self.volume_limits(&e.node.name))
+                    })
+                    .collect(),
+            )
+            .with_daemonsets(self.daemonsets.clone())
+            .with_pods(pods)
+            .with_namespace_labels(self.namespace_labels.clone())
+            .with_volumes(self.volumes.clone())
     }
 
     /// Runs one provisioning round with `pods` (see the [module documentation](self)).
@@ -524,7 +509,7 @@ impl Cluster {
         node.labels = node_labels;
         node.taints = taints;
         node.startup_taints = claim.startup_taints.clone();
-        node.capacity = drop_zeros(&instance_type.capacity());
+        node.capacity = drop_zeros(instance_type.capacity());
         node.allocatable = drop_zeros(instance_type.allocatable());
         node.managed = true;
         node.initialized = false;

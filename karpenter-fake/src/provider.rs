@@ -183,11 +183,7 @@ impl State {
 pub fn default_repair_policies() -> Vec<RepairPolicy> {
     ["BadNode", "ExampleReady"]
         .into_iter()
-        .map(|t| RepairPolicy {
-            condition_type: t.to_string(),
-            condition_status: ConditionStatus::False,
-            toleration_duration: Duration::from_secs(30 * 60),
-        })
+        .map(|t| RepairPolicy::new(t, ConditionStatus::False, Duration::from_secs(30 * 60)))
         .collect()
 }
 
@@ -298,11 +294,9 @@ impl FakeCloudProvider {
         zone: impl Into<String>,
         capacity_type: impl Into<String>,
     ) {
-        self.state().failed_offerings.insert(UnavailableOffering {
-            instance_type: instance_type.into(),
-            zone: zone.into(),
-            capacity_type: capacity_type.into(),
-        });
+        self.state()
+            .failed_offerings
+            .insert(UnavailableOffering::new(instance_type, zone, capacity_type));
     }
 
     /// Makes the next `n` calls that can fail (every method but `repair_policies` and `name`)
@@ -374,13 +368,8 @@ impl FakeCloudProvider {
         let requests = &node_claim.spec.resources.requests;
         let policy = &self.label_policy;
         let failed = &state.failed_offerings;
-        let is_failed = |it: &InstanceType, o: &Offering| {
-            failed.contains(&UnavailableOffering {
-                instance_type: it.name().to_string(),
-                zone: o.zone().to_string(),
-                capacity_type: o.capacity_type().to_string(),
-            })
-        };
+        let is_failed =
+            |it: &InstanceType, o: &Offering| failed.contains(&UnavailableOffering::of(it, o));
         let types = match state.node_pool_instance_types.get(&node_pool) {
             Some(types) => types,
             None => &state.default_instance_types,
@@ -407,11 +396,7 @@ impl FakeCloudProvider {
                                 && requirements.is_compatible(o.requirements(), Some(policy))
                                 && is_failed(it, o)
                         })
-                        .map(|o| UnavailableOffering {
-                            instance_type: it.name().to_string(),
-                            zone: o.zone().to_string(),
-                            capacity_type: o.capacity_type().to_string(),
-                        })
+                        .map(|o| UnavailableOffering::of(it, o))
                 })
                 .collect();
             let message = if offerings.is_empty() {

@@ -316,7 +316,7 @@ impl<'a> Prepared<'a> {
         for np in &input.node_pools {
             index.register(&np.limits);
             for it in &np.instance_types {
-                index.register(&it.capacity());
+                index.register(it.capacity());
                 index.register(it.allocatable());
                 for o in &it.offerings {
                     if let Some(c) = &o.capacity_override {
@@ -470,7 +470,7 @@ impl<'a> Prepared<'a> {
                 })
                 .collect();
             let has_overrides = alloc_groups.iter().any(|g| !g.is_empty());
-            let capacity = its.iter().map(|it| index.dense(&it.capacity())).collect();
+            let capacity = its.iter().map(|it| index.dense(it.capacity())).collect();
             let offering_keys: BTreeSet<String> = its
                 .iter()
                 .flat_map(|it| it.offerings.iter())

@@ -1296,21 +1296,21 @@ fn hash_version_bump_from_upstream() {
 
 fn ready_false_10m() -> Vec<RepairPolicy> {
     vec![
-        RepairPolicy {
-            condition_type: "Ready".into(),
-            condition_status: ConditionStatus::False,
-            toleration_duration: std::time::Duration::from_secs(600),
-        },
-        RepairPolicy {
-            condition_type: "Ready".into(),
-            condition_status: ConditionStatus::Unknown,
-            toleration_duration: std::time::Duration::from_secs(600),
-        },
-        RepairPolicy {
-            condition_type: "DiskBroken".into(),
-            condition_status: ConditionStatus::True,
-            toleration_duration: std::time::Duration::from_secs(60),
-        },
+        RepairPolicy::new(
+            "Ready",
+            ConditionStatus::False,
+            std::time::Duration::from_secs(600),
+        ),
+        RepairPolicy::new(
+            "Ready",
+            ConditionStatus::Unknown,
+            std::time::Duration::from_secs(600),
+        ),
+        RepairPolicy::new(
+            "DiskBroken",
+            ConditionStatus::True,
+            std::time::Duration::from_secs(60),
+        ),
     ]
 }
 

@@ -645,19 +645,11 @@ fn queued_command_from_a_planned_one() {
         t0(),
     )
     .expect("a candidate");
-    let simulation = Results {
-        existing_nodes: vec![
-            ExistingNodeResult {
-                name: "receiver".into(),
-                pods: vec!["default/moved".into()],
-            },
-            ExistingNodeResult {
-                name: "buffer-only".into(),
-                pods: vec!["default/buffer-0".into()],
-            },
-        ],
-        ..Results::default()
-    };
+    let mut simulation = Results::default();
+    simulation.existing_nodes = vec![
+        ExistingNodeResult::new("receiver", vec!["default/moved".into()]),
+        ExistingNodeResult::new("buffer-only", vec!["default/buffer-0".into()]),
+    ];
     let decision = planned::Command {
         method: Method::SingleNode,
         reason: Reason::Underutilized,

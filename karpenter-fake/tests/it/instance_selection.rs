@@ -61,7 +61,7 @@ fn node_price(types: &[Arc<InstanceType>], node: &ClusterNode) -> f64 {
     let name = &node.labels[INSTANCE_TYPE];
     let it = types
         .iter()
-        .find(|it| &it.name() == name)
+        .find(|it| it.name() == name)
         .expect("launched type is in the catalog");
     let reqs = Requirements::from_labels(node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     it.cheapest_offering(&reqs, &fake_label_policy())

@@ -225,16 +225,8 @@ fn failed_offerings_are_skipped_then_reported() {
         CloudProviderError::InsufficientCapacity { offerings, .. } => assert_eq!(
             offerings,
             vec![
-                UnavailableOffering {
-                    instance_type: "fake-it-0".into(),
-                    zone: "test-zone-1".into(),
-                    capacity_type: "spot".into(),
-                },
-                UnavailableOffering {
-                    instance_type: "fake-it-0".into(),
-                    zone: "test-zone-2".into(),
-                    capacity_type: "spot".into(),
-                },
+                UnavailableOffering::new("fake-it-0", "test-zone-1", "spot"),
+                UnavailableOffering::new("fake-it-0", "test-zone-2", "spot"),
             ]
         ),
         e => panic!("unexpected {e:?}"),
