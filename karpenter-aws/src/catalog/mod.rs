@@ -7,10 +7,10 @@
 //! use karpenter_aws::catalog::{offline_catalog, AwsCatalogOptions};
 //!
 //! let catalog = offline_catalog(&AwsCatalogOptions::default()).unwrap();
-//! let m5 = catalog.iter().find(|it| it.name() == "m5.xlarge").unwrap();
-//! assert_eq!(m5.capacity().get_or_zero("memory").to_string(), "15155Mi");
-//! assert_eq!(m5.capacity().get_or_zero("pods").to_string(), "58");
-//! assert_eq!(m5.overhead().kube_reserved.get_or_zero("cpu").to_string(), "80m");
+//! let m5 = catalog.iter().find(|it| it.name == "m5.xlarge").unwrap();
+//! assert_eq!(m5.capacity.get_or_zero("memory").to_string(), "15155Mi");
+//! assert_eq!(m5.capacity.get_or_zero("pods").to_string(), "58");
+//! assert_eq!(m5.overhead.kube_reserved.get_or_zero("cpu").to_string(), "80m");
 //! ```
 //!
 //! # Data
