@@ -1018,6 +1018,7 @@ fn compute_allocatable(capacity: &ResourceList, overhead: &Overhead) -> Resource
 ///   with its NodeClaim and bound pods, as the disruption planner reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ClusterNode {
     /// Node name (or NodeClaim name while unregistered).
     pub name: String,
@@ -1092,6 +1093,7 @@ impl ClusterNode {
 /// A DaemonSet, represented by the pod it would run on every eligible node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct DaemonSet {
     /// Namespace.
     pub namespace: String,
@@ -1100,6 +1102,17 @@ pub struct DaemonSet {
     /// The pod it runs (requests, tolerations, node selector and required node affinity are
     /// what matter).
     pub pod: Pod,
+}
+
+impl DaemonSet {
+    /// The DaemonSet `namespace/name` running `pod` on every eligible node.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, pod: Pod) -> DaemonSet {
+        DaemonSet {
+            namespace: namespace.into(),
+            name: name.into(),
+            pod,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -174,6 +174,7 @@ impl NodeCondition {
 /// [`ClusterNode`](crate::model::ClusterNode) for how the three relate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Node {
     /// The Node's name.
     pub name: String,

@@ -251,11 +251,7 @@ pub fn pods(prefix: &str, n: usize, f: impl Fn(Pod) -> Pod) -> Vec<Pod> {
 
 /// A DaemonSet `default/<name>` running `template` (its pod's owner is set to the DaemonSet).
 pub fn daemonset(name: &str, template: Pod) -> DaemonSet {
-    DaemonSet {
-        namespace: "default".into(),
-        name: name.into(),
-        pod: template.owned_by("DaemonSet", name),
-    }
+    DaemonSet::new("default", name, template.owned_by("DaemonSet", name))
 }
 
 /// An existing node named `name` with `allocatable` (= capacity), initialized and unmanaged.
