@@ -60,7 +60,7 @@ use crate::scheduling::NewNodeClaim;
 pub const GENERATE_NAME: &str = "generateName";
 
 /// The `karpenter.sh/v1` NodeClaim to create for a claim the scheduler planned (upstream
-/// `ToNodeClaim`, spec 3.11).
+/// `NodeClaimTemplate.ToNodeClaim`).
 ///
 /// - `spec.requirements`: [`NewNodeClaim::node_claim_requirements`] (the claim's requirements
 ///   with `node.kubernetes.io/instance-type In [its instance types]`, keeping that key's
@@ -155,7 +155,7 @@ pub struct LaunchChoice {
     pub offering: usize,
 }
 
-/// Chooses the instance type and offering a NodeClaim launches as (spec 6.4).
+/// Chooses the instance type and offering a NodeClaim launches as (as upstream's fake provider, `fake.CloudProvider.Create`).
 ///
 /// Candidates are the instance types loosely compatible (with `policy`) with `requirements`,
 /// having an available offering compatible with `requirements` that `excluded` does not reject,
@@ -215,7 +215,7 @@ pub fn choose_launch(
     })
 }
 
-/// The labels of a node launched as `instance_type` through `offering` (spec 6.4): for every
+/// The labels of a node launched as `instance_type` through `offering` (as upstream's fake provider, `fake.CloudProvider.Create`): for every
 /// instance-type requirement with operator `In`, one of its values; then the offering's zone,
 /// capacity type and, when `reservation_label` is given and the offering is reserved, its
 /// reservation id under that key; then `claim_labels`, which win.
@@ -345,7 +345,7 @@ impl Launch {
     }
 }
 
-/// Resolves how `node_claim` launches among `instance_types` (spec 6.4): its requirements and
+/// Resolves how `node_claim` launches among `instance_types` (as upstream's fake provider, `fake.CloudProvider.Create`): its requirements and
 /// requests are read from the claim's spec, [`choose_launch`] picks the cheapest usable offering
 /// (skipping those `excluded` rejects) and [`launch_labels`] resolves the node's labels, the
 /// claim's own labels winning. `reservation_label` is the provider's reservation-id label key.

@@ -1,6 +1,6 @@
-//! [`FakeCloudProvider`]: an in-memory [`CloudProvider`] that launches NodeClaims the way
-//! upstream Karpenter's fake provider does (spec `scheduler.md` 6.4), records every call and can
-//! be told to fail.
+//! [`FakeCloudProvider`]: an in-memory [`CloudProvider`] that launches NodeClaims the way upstream
+//! Karpenter's fake provider does (upstream `fake.CloudProvider.Create`), records every call and
+//! can be told to fail.
 //!
 //! The launch rules are core's ([`karpenter_core::launch`]): the provider, the provisioning
 //! harness (module `harness`) and every other provider launch the same way.
@@ -116,7 +116,7 @@ pub enum CallKind {
 /// - **Instance types**: [`catalog::default_catalog`] for every NodePool unless set with
 ///   [`set_instance_types`](Self::set_instance_types) (all pools) or
 ///   [`set_node_pool_instance_types`](Self::set_node_pool_instance_types) (one pool).
-/// - **Create** follows spec 6.4 ([`karpenter_core::launch::resolve_launch`]) over the
+/// - **Create** follows upstream `fake.CloudProvider.Create` ([`karpenter_core::launch::resolve_launch`]) over the
 ///   instance types of the claim's `karpenter.sh/nodepool`; the launched claim gets provider id
 ///   `fake://<n>` (n = 1, 2, …), the type's capacity and allocatable (zero quantities dropped)
 ///   and the resolved labels. Launching into a reserved offering consumes one instance of the
