@@ -87,7 +87,7 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
         let mut node_labels = template_labels.clone();
         for (k, v) in [
             (labels::NODEPOOL, "default"),
-            (labels::INSTANCE_TYPE, it.name.as_str()),
+            (labels::INSTANCE_TYPE, it.name()),
             (labels::ZONE, zone),
             (labels::CAPACITY_TYPE, ct),
             (labels::ARCH, "amd64"),
@@ -101,7 +101,7 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
         }
         let mut node = ClusterNode::new(name.clone());
         node.labels = node_labels.clone();
-        node.capacity = it.capacity.clone();
+        node.capacity = it.capacity().clone();
         node.allocatable = it.allocatable().clone();
         node.managed = true;
         let mut claim = NodeClaim::new(name.clone(), NodeClaimSpec::new(class.clone()));
@@ -112,7 +112,7 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
         claim.status.conditions = vec![condition("Initialized"), condition("Consolidatable")];
 
         // Fill 30-60 % of the node's CPU.
-        let cpu_milli = it.capacity.get_or_zero(names::CPU).milli_value();
+        let cpu_milli = it.capacity().get_or_zero(names::CPU).milli_value();
         let target = cpu_milli * (30 + rng.intn(31) as i64) / 100;
         let mut used = 0;
         let mut pods = Vec::new();

@@ -140,39 +140,36 @@ pub fn node_pool(instance_types: usize) -> NodePoolInput {
         names::MEMORY,
         Quantity::from_bytes(10_000_000 * 1024 * 1024 * 1024),
     );
-    NodePoolInput {
-        name: "default".to_string(),
-        weight: 0,
-        requirements: Vec::new(),
-        labels: BTreeMap::from([(CLUSTER_LABEL.0.to_string(), CLUSTER_LABEL.1.to_string())]),
-        taints: Vec::new(),
-        startup_taints: Vec::new(),
-        node_class_label: Some((
-            "karpenter.test.sh/testnodeclass".to_string(),
-            "default".to_string(),
-        )),
-        limits,
-        instance_types: karpenter_fake::catalog::instance_types(instance_types),
-    }
+    NodePoolInput::new(
+        "default",
+        karpenter_fake::catalog::instance_types(instance_types),
+    )
+    .with_labels(BTreeMap::from([(
+        CLUSTER_LABEL.0.to_string(),
+        CLUSTER_LABEL.1.to_string(),
+    )]))
+    .with_node_class_label(Some((
+        "karpenter.test.sh/testnodeclass".to_string(),
+        "default".to_string(),
+    )))
+    .with_limits(limits)
 }
 
 /// The whole input for `pods`.
 pub fn input(pods: Vec<Pod>) -> SchedulingInput {
-    SchedulingInput {
-        node_pools: vec![node_pool(400)],
-        pods,
-        ..SchedulingInput::default()
-    }
+    SchedulingInput::new()
+        .with_node_pools(vec![node_pool(400)])
+        .with_pods(pods)
 }
 
 /// The benchmark's options: fake label policy, reserved capacity in fallback mode, the given
 /// preference policy.
 pub fn options(preferences: PreferencePolicy) -> SchedulerOptions {
-    SchedulerOptions {
-        label_policy: karpenter_fake::catalog::fake_label_policy(),
-        preference_policy: preferences,
-        reserved_capacity_mode: ReservedCapacityMode::Fallback,
-        reservation_id_label: Some(karpenter_fake::catalog::RESERVATION_ID_LABEL.to_string()),
-        ..SchedulerOptions::default()
-    }
+    SchedulerOptions::default()
+        .with_label_policy(karpenter_fake::catalog::fake_label_policy())
+        .with_preference_policy(preferences)
+        .with_reserved_capacity_mode(ReservedCapacityMode::Fallback)
+        .with_reservation_id_label(Some(
+            karpenter_fake::catalog::RESERVATION_ID_LABEL.to_string(),
+        ))
 }

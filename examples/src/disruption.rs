@@ -223,7 +223,7 @@ fn synthesize_claim(node: &ClusterNode) -> NodeClaim {
     claim.status.allocatable = node.allocatable.clone();
     if node.initialized {
         claim.status.conditions.push(Condition {
-            type_: "Initialized".to_string(),
+            type_: karpenter_core::api::condition_types::INITIALIZED.to_string(),
             status: ConditionStatus::True,
             reason: None,
             message: None,

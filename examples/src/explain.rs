@@ -53,15 +53,12 @@ pub fn explain(
         let reason = match cache.get(&key) {
             Some(r) => r.clone(),
             None => {
-                let alone = SchedulingInput {
-                    node_pools: vec![np.clone()],
-                    existing_nodes: Vec::new(),
-                    daemonsets: input.daemonsets.clone(),
-                    pods: vec![pod.clone()],
-                    namespace_labels: input.namespace_labels.clone(),
-                    volumes: input.volumes.clone(),
-                    ..SchedulingInput::default()
-                };
+                let alone = SchedulingInput::new()
+                    .with_node_pools(vec![np.clone()])
+                    .with_daemonsets(input.daemonsets.clone())
+                    .with_pods(vec![pod.clone()])
+                    .with_namespace_labels(input.namespace_labels.clone())
+                    .with_volumes(input.volumes.clone());
                 let r = solve(&alone, options);
                 let reason = match r.pod_errors.get(&pod.key()) {
                     Some(e) => {
@@ -93,7 +90,7 @@ pub fn explain(
 /// Whether an instance type may launch under `reqs`: its labels and one of its available
 /// offerings (zone, capacity type) agree with them.
 fn launchable(it: &InstanceType, reqs: &Requirements) -> bool {
-    it.requirements.intersects(reqs).is_ok()
+    it.requirements().intersects(reqs).is_ok()
         && it
             .available_offerings()
             .any(|o| o.requirements().intersects(reqs).is_ok())

@@ -199,7 +199,7 @@ fn bound_columns(
             }
         }
         for it in &np.instance_types {
-            if it.requirements.intersects(&reqs).is_err() {
+            if it.requirements().intersects(&reqs).is_err() {
                 continue;
             }
             let price = it
@@ -213,7 +213,7 @@ fn bound_columns(
             let mut allocatable = it.allocatable().sub(&overhead);
             allocatable.clamp_non_negative();
             columns.push(BoundColumn {
-                name: format!("{}/{}", np.name, it.name),
+                name: format!("{}/{}", np.name, it.name()),
                 price,
                 allocatable,
             });
@@ -293,7 +293,7 @@ fn compute_lower_bound(
                             && ResourceList::fits(&requests, &columns[k].allocatable)
                             && terms.iter().any(|t| {
                                 t.intersects(&pool_reqs[*pi]).is_ok()
-                                    && t.intersects(&it.requirements).is_ok()
+                                    && t.intersects(it.requirements()).is_ok()
                             })
                     })
                     .collect()
@@ -328,9 +328,9 @@ pub(crate) fn launch_of(
             && best.as_ref().is_none_or(|b| o.price < b.price_per_hour)
         {
             best = Some(Launch {
-                instance_type: it.name.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type.clone(),
+                instance_type: it.name().to_string(),
+                zone: o.zone().to_string(),
+                capacity_type: o.capacity_type().to_string(),
                 price_per_hour: o.price,
             });
         }
@@ -433,10 +433,7 @@ pub fn plan(
     let aws = opts.catalog == CatalogSpec::Aws;
     let (world, world_warnings) = build_world(&m, &mut catalog, aws, &mut notices)?;
     let policy = catalog.policy.clone();
-    let options = SchedulerOptions {
-        label_policy: policy.clone(),
-        ..SchedulerOptions::default()
-    };
+    let options = SchedulerOptions::default().with_label_policy(policy.clone());
 
     let input = world.scheduling_input();
     if input.node_pools.is_empty() && !input.pods.is_empty() {
@@ -454,7 +451,7 @@ pub fn plan(
         .iter()
         .flat_map(|np| np.instance_types.iter())
         .flat_map(|it| it.available_offerings())
-        .map(|o| o.zone.as_str())
+        .map(|o| o.zone())
         .collect();
     for claim in &results.new_node_claims {
         let launch = launch_of(&claim.instance_types, &claim.requirements, &policy);
@@ -577,7 +574,7 @@ pub fn plan(
                 .node_pool_inputs
                 .iter()
                 .flat_map(|p| p.instance_types.iter())
-                .filter(|it| seen.insert(it.name.clone()))
+                .filter(|it| seen.insert(it.name().to_string()))
                 .cloned()
                 .collect()
         };
@@ -591,8 +588,8 @@ pub fn plan(
         let cloud_drift = karpenter_aws::drift::cloud_drift(&classes, &world.node_claims, |t| {
             all_types
                 .iter()
-                .find(|it| it.name == t)
-                .map(|it| &it.requirements)
+                .find(|it| it.name() == t)
+                .map(|it| it.requirements())
         });
         let plan = disruption::plan_disruption(&DisruptionInput {
             now: opts.now,
@@ -647,19 +644,15 @@ fn launch_zones(claim: &NewNodeClaim, universe: Option<&BTreeSet<&str>>) -> Vec<
             if reachable.is_some_and(|n| zones.len() >= n) {
                 break 'types;
             }
-            if zones.contains(o.zone.as_str()) {
+            if zones.contains(o.zone()) {
                 continue;
             }
-            let key = (
-                o.zone.as_str(),
-                o.capacity_type.as_str(),
-                o.reservation_id.as_deref(),
-            );
+            let key = (o.zone(), o.capacity_type(), o.reservation_id());
             let allowed = *checked
                 .entry(key)
                 .or_insert_with(|| claim.requirements.intersects(o.requirements()).is_ok());
             if allowed {
-                zones.insert(o.zone.as_str());
+                zones.insert(o.zone());
             }
         }
     }
@@ -679,7 +672,7 @@ pub(crate) fn claim_output(
         instance_types: claim
             .instance_types
             .iter()
-            .map(|it| it.name.clone())
+            .map(|it| it.name().to_string())
             .collect(),
         launch,
         zones: launch_zones(claim, universe),

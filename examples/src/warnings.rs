@@ -181,9 +181,9 @@ pub fn nodepool_warnings(pools: &[PoolContext<'_>], policy: &LabelPolicy) -> Vec
                 .instance_types
                 .iter()
                 .filter(|it| {
-                    it.requirements.intersects(&reqs).is_ok()
+                    it.requirements().intersects(&reqs).is_ok()
                         && it.available_offerings().any(|o| {
-                            o.capacity_type == labels::CAPACITY_TYPE_SPOT
+                            o.capacity_type() == labels::CAPACITY_TYPE_SPOT
                                 && reqs.is_compatible(o.requirements(), Some(policy))
                         })
                 })

@@ -39,7 +39,7 @@
 //! .unwrap();
 //! let types = file.to_instance_types().unwrap();
 //! assert_eq!(types[0].allocatable().get_or_zero("cpu").milli_value(), 3920);
-//! assert!(types[0].requirements.get("kubernetes.io/arch").unwrap().has("amd64"));
+//! assert!(types[0].requirements().get("kubernetes.io/arch").unwrap().has("amd64"));
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -391,13 +391,13 @@ mod tests {
     fn converts_the_contract_example() {
         let types = file(vec![m5()]).unwrap();
         let it = &types[0];
-        assert_eq!(it.name, "m5.xlarge");
+        assert_eq!(it.name(), "m5.xlarge");
         let alloc = it.allocatable();
         assert_eq!(alloc.get_or_zero("cpu"), q("3920m"));
         assert_eq!(alloc.get_or_zero("memory"), q("16Gi") - q("993Mi"));
         assert_eq!(alloc.get_or_zero("pods"), q("58"));
         assert_eq!(alloc.get_or_zero("ephemeral-storage"), q("20Gi"));
-        let r = &it.requirements;
+        let r = it.requirements();
         assert!(r.get(labels::INSTANCE_TYPE).unwrap().has("m5.xlarge"));
         assert!(r.get(labels::ARCH).unwrap().has("amd64"));
         assert!(!r.get(labels::ARCH).unwrap().has("arm64"));
@@ -417,10 +417,7 @@ mod tests {
         let cheapest = it
             .cheapest_offering(&Requirements::new(), &LabelPolicy::core())
             .unwrap();
-        assert_eq!(
-            (cheapest.zone.as_str(), cheapest.price),
-            ("us-east-1b", 0.08)
-        );
+        assert_eq!((cheapest.zone(), cheapest.price), ("us-east-1b", 0.08));
     }
 
     #[test]
@@ -442,7 +439,7 @@ mod tests {
         assert_eq!(it.allocatable().get_or_zero("cpu"), q("1"));
         assert!(it.offerings.is_empty());
         // No available offering: the zone requirement allows nothing.
-        assert!(it.requirements.get(labels::ZONE).unwrap().is_empty());
+        assert!(it.requirements().get(labels::ZONE).unwrap().is_empty());
     }
 
     #[test]

@@ -390,6 +390,46 @@ impl Pod {
         }
     }
 
+    /// The pod with these effective requests (replacing any set before).
+    ///
+    /// ```
+    /// use karpenter_core::model::Pod;
+    /// use karpenter_core::resources::Quantity;
+    ///
+    /// let pod = Pod::new("default", "web").with_requests([("cpu", Quantity::from_milli(500))]);
+    /// assert_eq!(pod.requests.get("cpu"), Some(Quantity::from_milli(500)));
+    /// ```
+    pub fn with_requests<'a>(
+        mut self,
+        requests: impl IntoIterator<Item = (&'a str, crate::resources::Quantity)>,
+    ) -> Pod {
+        self.requests = requests.into_iter().collect();
+        self
+    }
+
+    /// The pod with these labels added.
+    pub fn with_labels<'a>(mut self, labels: impl IntoIterator<Item = (&'a str, &'a str)>) -> Pod {
+        self.labels.extend(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        self
+    }
+
+    /// The pod with these `spec.nodeSelector` entries added.
+    pub fn with_node_selector<'a>(
+        mut self,
+        selector: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Pod {
+        self.node_selector.extend(
+            selector
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        self
+    }
+
     /// `namespace/name`.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
@@ -475,36 +515,93 @@ impl Overhead {
 }
 
 /// One way to buy an instance type: a zone, a capacity type and a price.
+///
+/// The zone, capacity type and reservation id are private: they determine the offering's
+/// [`requirements`](Offering::requirements), which their setters keep in sync.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(
+    rename_all = "camelCase",
+    from = "OfferingFields",
+    into = "OfferingFields"
+)]
+#[non_exhaustive]
 pub struct Offering {
-    /// `topology.kubernetes.io/zone`.
-    pub zone: String,
-    /// `karpenter.sh/capacity-type`: `spot`, `on-demand` or `reserved`.
-    pub capacity_type: String,
+    zone: String,
+    capacity_type: String,
     /// Price per hour.
     pub price: f64,
     /// Whether the offering can currently be launched.
-    #[serde(default = "default_true")]
     pub available: bool,
-    /// For reserved offerings: the reservation's id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reservation_id: Option<String>,
+    reservation_id: Option<String>,
     /// For reserved offerings: instances left in the reservation.
-    #[serde(default)]
     pub reservation_capacity: u32,
+    /// The provider's reservation-id label key, when the requirements carry it.
+    reservation_label: Option<String>,
     /// The offering's requirements: zone and capacity type (and the reservation id label when
-    /// the policy defines one). Built by [`Offering::new`]; kept in sync by the constructors.
-    #[serde(skip)]
+    /// the provider defines one). Kept in sync by the constructors and setters.
     requirements: Requirements,
     /// Resources that differ on nodes launched through this offering, merged over the instance
     /// type's capacity (the override wins per resource). See [`InstanceType::allocatable_groups`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_override: Option<ResourceList>,
     /// Overhead that differs on nodes launched through this offering, merged over the instance
     /// type's overhead (per part, the override wins per resource).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overhead_override: Option<Overhead>,
+}
+
+/// The serialised form of an [`Offering`] (its requirements are rebuilt on deserialisation).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OfferingFields {
+    zone: String,
+    capacity_type: String,
+    price: f64,
+    #[serde(default = "default_true")]
+    available: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation_id: Option<String>,
+    #[serde(default)]
+    reservation_capacity: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation_label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    capacity_override: Option<ResourceList>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    overhead_override: Option<Overhead>,
+}
+
+impl From<OfferingFields> for Offering {
+    fn from(f: OfferingFields) -> Offering {
+        let mut o = Offering {
+            zone: f.zone,
+            capacity_type: f.capacity_type,
+            price: f.price,
+            available: f.available,
+            reservation_id: f.reservation_id,
+            reservation_capacity: f.reservation_capacity,
+            reservation_label: f.reservation_label,
+            requirements: Requirements::new(),
+            capacity_override: f.capacity_override,
+            overhead_override: f.overhead_override,
+        };
+        o.rebuild_requirements();
+        o
+    }
+}
+
+impl From<Offering> for OfferingFields {
+    fn from(o: Offering) -> OfferingFields {
+        OfferingFields {
+            zone: o.zone,
+            capacity_type: o.capacity_type,
+            price: o.price,
+            available: o.available,
+            reservation_id: o.reservation_id,
+            reservation_capacity: o.reservation_capacity,
+            reservation_label: o.reservation_label,
+            capacity_override: o.capacity_override,
+            overhead_override: o.overhead_override,
+        }
+    }
 }
 
 fn default_true() -> bool {
@@ -521,11 +618,12 @@ impl Offering {
             available: true,
             reservation_id: None,
             reservation_capacity: 0,
+            reservation_label: None,
             requirements: Requirements::new(),
             capacity_override: None,
             overhead_override: None,
         };
-        o.rebuild_requirements(None);
+        o.rebuild_requirements();
         o
     }
 
@@ -542,13 +640,39 @@ impl Offering {
         o.reservation_id = Some(id.into());
         o.reservation_capacity = capacity;
         o.available = capacity > 0;
-        o.rebuild_requirements(Some(reservation_label));
+        o.reservation_label = Some(reservation_label.to_string());
+        o.rebuild_requirements();
         o
     }
 
-    /// Recomputes the offering's requirements from its fields. With `reservation_label`, non
-    /// reserved offerings get `DoesNotExist` for that key and reserved ones `In [id]`.
-    pub fn rebuild_requirements(&mut self, reservation_label: Option<&str>) {
+    /// The offering with its requirements keyed on the provider's reservation-id label:
+    /// `DoesNotExist` for a non-reserved offering, `In [id]` for a reserved one.
+    pub fn with_reservation_label(mut self, reservation_label: Option<&str>) -> Offering {
+        self.reservation_label = reservation_label.map(str::to_string);
+        self.rebuild_requirements();
+        self
+    }
+
+    /// The offering marked available or not.
+    pub fn with_available(mut self, available: bool) -> Offering {
+        self.available = available;
+        self
+    }
+
+    /// The offering with a capacity override (see [`Offering::capacity_override`]).
+    pub fn with_capacity_override(mut self, capacity: ResourceList) -> Offering {
+        self.capacity_override = Some(capacity);
+        self
+    }
+
+    /// The offering with an overhead override (see [`Offering::overhead_override`]).
+    pub fn with_overhead_override(mut self, overhead: Overhead) -> Offering {
+        self.overhead_override = Some(overhead);
+        self
+    }
+
+    /// Recomputes the offering's requirements from its fields.
+    fn rebuild_requirements(&mut self) {
         let mut r = Requirements::new();
         r.add(Requirement::new(
             labels::ZONE,
@@ -560,13 +684,52 @@ impl Offering {
             Operator::In,
             [self.capacity_type.as_str()],
         ));
-        if let Some(key) = reservation_label {
+        if let Some(key) = &self.reservation_label {
             match &self.reservation_id {
                 Some(id) => r.add(Requirement::new(key, Operator::In, [id.as_str()])),
                 None => r.add(Requirement::does_not_exist(key)),
             }
         }
         self.requirements = r;
+    }
+
+    /// `topology.kubernetes.io/zone`.
+    pub fn zone(&self) -> &str {
+        &self.zone
+    }
+
+    /// Moves the offering to another zone (its requirements follow).
+    pub fn set_zone(&mut self, zone: impl Into<String>) {
+        self.zone = zone.into();
+        self.rebuild_requirements();
+    }
+
+    /// `karpenter.sh/capacity-type`: `spot`, `on-demand` or `reserved`.
+    pub fn capacity_type(&self) -> &str {
+        &self.capacity_type
+    }
+
+    /// Changes the capacity type (its requirements follow).
+    pub fn set_capacity_type(&mut self, capacity_type: impl Into<String>) {
+        self.capacity_type = capacity_type.into();
+        self.rebuild_requirements();
+    }
+
+    /// For reserved offerings: the reservation's id.
+    pub fn reservation_id(&self) -> Option<&str> {
+        self.reservation_id.as_deref()
+    }
+
+    /// Sets or clears the reservation id (its requirements follow when the offering has a
+    /// reservation label).
+    pub fn set_reservation_id(&mut self, id: Option<String>) {
+        self.reservation_id = id;
+        self.rebuild_requirements();
+    }
+
+    /// The provider's reservation-id label key the requirements carry, if any.
+    pub fn reservation_label(&self) -> Option<&str> {
+        self.reservation_label.as_deref()
     }
 
     /// The offering's requirements (zone, capacity type, reservation id).
@@ -606,18 +769,21 @@ pub struct AllocatableGroup {
 }
 
 /// A kind of machine the cloud provider can launch, with its offerings.
+///
+/// The name, requirements, capacity and overhead are private: the allocatable resources are
+/// computed from capacity and overhead, and the requirements from the name; the setters keep
+/// them in sync. The offerings are public (availability and reservation capacity change while
+/// a provider runs); the zone and capacity-type requirements are computed once, at
+/// construction, from the offerings available then.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct InstanceType {
-    /// Name; equals its `node.kubernetes.io/instance-type` value.
-    pub name: String,
-    /// The labels nodes of this type may have, as requirements.
-    pub requirements: Requirements,
+    name: String,
+    requirements: Requirements,
     /// Ways to buy it.
     pub offerings: Vec<Offering>,
-    /// Full capacity.
-    pub capacity: ResourceList,
-    /// System overhead.
-    pub overhead: Overhead,
+    capacity: ResourceList,
+    overhead: Overhead,
     allocatable: ResourceList,
 }
 
@@ -661,6 +827,44 @@ impl InstanceType {
             overhead,
             allocatable,
         }
+    }
+
+    /// The name; equals its `node.kubernetes.io/instance-type` value.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The labels nodes of this type may have, as requirements.
+    pub fn requirements(&self) -> &Requirements {
+        &self.requirements
+    }
+
+    /// Full capacity.
+    pub fn capacity(&self) -> &ResourceList {
+        &self.capacity
+    }
+
+    /// Replaces the capacity and recomputes [`allocatable`](Self::allocatable).
+    pub fn set_capacity(&mut self, capacity: ResourceList) {
+        self.capacity = capacity;
+        self.allocatable = compute_allocatable(&self.capacity, &self.overhead);
+    }
+
+    /// System overhead.
+    pub fn overhead(&self) -> &Overhead {
+        &self.overhead
+    }
+
+    /// Replaces the overhead and recomputes [`allocatable`](Self::allocatable).
+    pub fn set_overhead(&mut self, overhead: Overhead) {
+        self.overhead = overhead;
+        self.allocatable = compute_allocatable(&self.capacity, &self.overhead);
+    }
+
+    /// Adds a requirement on the labels nodes of this type may have (intersected with the one
+    /// already on that key, if any), e.g. a provider label.
+    pub fn add_requirement(&mut self, requirement: Requirement) {
+        self.requirements.add(requirement);
     }
 
     /// Capacity − overhead (see [`InstanceType::new`]).
@@ -807,8 +1011,17 @@ fn compute_allocatable(capacity: &ResourceList, overhead: &Overhead) -> Resource
 
 /// A node already in the cluster, or an in-flight NodeClaim that has no Node yet, as the
 /// scheduler sees it.
+///
+/// Three types describe a node, one per room, each with its own job:
+/// - [`crate::lifecycle::Node`]: the Kubernetes `Node` object as the lifecycle controllers read
+///   and patch it (provider id, conditions, finalizers, owner references);
+/// - `ClusterNode` (this type): the scheduling view — labels, taints, capacity, allocatable,
+///   whether it is managed and initialized — derived from a Node or an in-flight NodeClaim;
+/// - [`crate::state::StateNode`]: one entry of a cluster snapshot, pairing the `ClusterNode`
+///   with its NodeClaim and bound pods, as the disruption planner reads it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ClusterNode {
     /// Node name (or NodeClaim name while unregistered).
     pub name: String,
@@ -883,6 +1096,7 @@ impl ClusterNode {
 /// A DaemonSet, represented by the pod it would run on every eligible node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct DaemonSet {
     /// Namespace.
     pub namespace: String,
@@ -891,6 +1105,17 @@ pub struct DaemonSet {
     /// The pod it runs (requests, tolerations, node selector and required node affinity are
     /// what matter).
     pub pod: Pod,
+}
+
+impl DaemonSet {
+    /// The DaemonSet `namespace/name` running `pod` on every eligible node.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>, pod: Pod) -> DaemonSet {
+        DaemonSet {
+            namespace: namespace.into(),
+            name: name.into(),
+            pod,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1222,6 +1447,71 @@ mod allocatable_group_tests {
         let with = with_capacity(o, &[("cpu", 2)]);
         let back: Offering = serde_json::from_value(serde_json::to_value(&with).unwrap()).unwrap();
         assert_eq!(back.capacity_override, with.capacity_override);
+    }
+
+    #[test]
+    fn setters_keep_allocatable_right() {
+        let mut it = instance_type(vec![Offering::new("z1", "spot", 1.0)]);
+        assert_eq!(it.allocatable().get("cpu"), Some(Quantity::from_units(3)));
+        it.set_capacity(list(&[("cpu", 8), ("memory", 32), ("pods", 10)]));
+        assert_eq!(it.capacity().get("cpu"), Some(Quantity::from_units(8)));
+        assert_eq!(
+            it.allocatable(),
+            &list(&[("cpu", 7), ("memory", 30), ("pods", 10)])
+        );
+        it.set_overhead(Overhead::default());
+        assert_eq!(it.allocatable(), it.capacity());
+        assert_eq!(it.allocatable_groups()[0].allocatable, *it.allocatable());
+    }
+
+    #[test]
+    fn offering_setters_keep_requirements_right() {
+        let zone = |o: &Offering| {
+            o.requirements()
+                .get(labels::ZONE)
+                .and_then(|r| r.single_value().map(str::to_string))
+        };
+        let mut o = Offering::new("z1", "spot", 1.0);
+        o.set_zone("z2");
+        assert_eq!(o.zone(), "z2");
+        assert_eq!(zone(&o).as_deref(), Some("z2"));
+        o.set_capacity_type("on-demand");
+        assert!(
+            o.requirements()
+                .get(labels::CAPACITY_TYPE)
+                .is_some_and(|r| r.has("on-demand") && !r.has("spot"))
+        );
+
+        let key = "example.com/reservation";
+        let mut r = Offering::reserved("z1", "r-1", 2, 0.5, key);
+        assert_eq!(r.reservation_id(), Some("r-1"));
+        assert_eq!(r.reservation_label(), Some(key));
+        assert!(r.requirements().get(key).is_some_and(|q| q.has("r-1")));
+        r.set_reservation_id(Some("r-2".to_string()));
+        assert!(
+            r.requirements()
+                .get(key)
+                .is_some_and(|q| q.has("r-2") && !q.has("r-1"))
+        );
+        let plain = Offering::new("z1", "spot", 1.0).with_reservation_label(Some(key));
+        assert_eq!(
+            plain.requirements().get(key).map(|q| q.operator()),
+            Some(Operator::DoesNotExist)
+        );
+    }
+
+    #[test]
+    fn offering_serde_rebuilds_requirements() {
+        let key = "example.com/reservation";
+        let r = Offering::reserved("z9", "r-1", 2, 0.5, key);
+        let back: Offering = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert!(back.requirements().get(key).is_some_and(|q| q.has("r-1")));
+        assert!(
+            back.requirements()
+                .get(labels::ZONE)
+                .is_some_and(|q| q.has("z9"))
+        );
     }
 
     proptest! {

@@ -124,6 +124,12 @@ impl NodeSelectorRequirement {
             min_values: None,
         }
     }
+
+    /// The requirement with this `minValues`.
+    pub fn with_min_values(mut self, min_values: Option<i64>) -> Self {
+        self.min_values = min_values;
+        self
+    }
 }
 
 /// Why two sets of requirements are not compatible.

@@ -24,7 +24,8 @@ pub struct NodePoolState {
 }
 
 /// One node of the cluster as Karpenter tracks it: a NodeClaim, its Node, or both, with the pods
-/// bound to it.
+/// bound to it. The Node is held in its scheduling view, [`ClusterNode`] (see there for how the
+/// three node types relate).
 #[derive(Debug, Clone)]
 pub struct StateNode {
     /// The Node, once registered.
@@ -121,8 +122,11 @@ impl StateNode {
         match &self.node_claim {
             Some(c) => {
                 c.metadata.deletion_timestamp.is_some()
-                    || api::find_condition(&c.status.conditions, "InstanceTerminating")
-                        .is_some_and(|cond| cond.status == ConditionStatus::True)
+                    || api::find_condition(
+                        &c.status.conditions,
+                        crate::api::condition_types::INSTANCE_TERMINATING,
+                    )
+                    .is_some_and(|cond| cond.status == ConditionStatus::True)
             }
             None => self.node.as_ref().is_some_and(|n| n.marked_for_deletion),
         }

@@ -115,6 +115,26 @@ impl std::fmt::Display for Taint {
 }
 
 impl Toleration {
+    /// A toleration of every taint with this key, whatever its value and effect
+    /// (`operator: Exists`; an empty key tolerates every taint).
+    pub fn exists(key: impl Into<String>) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator: Some(TolerationOperator::Exists),
+            ..Toleration::default()
+        }
+    }
+
+    /// A toleration of taints `key=value` with any effect (`operator: Equal`).
+    pub fn equal(key: impl Into<String>, value: impl Into<String>) -> Toleration {
+        Toleration {
+            key: key.into(),
+            operator: Some(TolerationOperator::Equal),
+            value: value.into(),
+            ..Toleration::default()
+        }
+    }
+
     /// Whether this toleration tolerates `taint` (Kubernetes `ToleratesTaint`):
     ///
     /// - an absent effect matches every effect, otherwise the effects must be equal;

@@ -14,7 +14,7 @@
 //! use karpenter_fake::catalog;
 //!
 //! let types = catalog::instance_types(400);
-//! assert_eq!(types[0].name, "fake-it-0");
+//! assert_eq!(types[0].name(), "fake-it-0");
 //! assert!((types[4].offerings[0].price - 1.573741824).abs() < 1e-12);
 //! ```
 
@@ -226,12 +226,12 @@ pub fn new_instance_type(name: &str, options: InstanceTypeOptions) -> InstanceTy
     reqs.add(Requirement::new(
         labels::ZONE,
         Operator::In,
-        available.iter().map(|o| o.zone.as_str()),
+        available.iter().map(|o| o.zone()),
     ));
     reqs.add(Requirement::new(
         labels::CAPACITY_TYPE,
         Operator::In,
-        available.iter().map(|o| o.capacity_type.as_str()),
+        available.iter().map(|o| o.capacity_type()),
     ));
     reqs.add(Requirement::new(
         INTEGER_LABEL,

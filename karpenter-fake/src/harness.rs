@@ -12,7 +12,7 @@
 //!    ([`karpenter_core::scheduling::defaults`]); then
 //!    [`karpenter_core::scheduling::solve`] places every pending pod;
 //! 3. every new NodeClaim is launched like [`crate::FakeCloudProvider`] does (upstream
-//!    `fake.CloudProvider.Create`, see [`crate::provider::choose_launch`]) from its NodePool's
+//!    `fake.CloudProvider.Create`, see [`karpenter_core::launch::choose_launch`]) from its NodePool's
 //!    instance types, and becomes a registered but uninitialized managed node (labels of the launch
 //!    plus `kubernetes.io/hostname` = node name, `karpenter.sh/nodepool` and
 //!    `karpenter.sh/registered=true`; the claim's taints and startup taints; the type's capacity
@@ -39,7 +39,6 @@ use karpenter_core::labels;
 use karpenter_core::model::{
     ClusterNode, DaemonSet, InstanceType, LabelSelector, Offering, Pod, TopologySpreadConstraint,
 };
-use karpenter_core::resources::ResourceList;
 use karpenter_core::scheduling::defaults::{
     OwnerIndex, Service, WorkloadSelector, apply_default_constraints,
 };
@@ -50,34 +49,22 @@ use karpenter_core::scheduling::{
 use karpenter_core::volumes::{CsiNodeLimits, VolumeCatalog};
 
 use crate::catalog::{self, RESERVATION_ID_LABEL};
-use crate::provider::{choose_launch, consume_reservation, drop_zeros, launch_labels};
+use karpenter_core::launch::{choose_launch, consume_reservation, drop_zeros, launch_labels};
 
 /// A NodePool named `name` offering `instance_types`, with weight 0 and no requirements, labels,
 /// taints, node class or limits. Adjust the public fields as a test needs.
 pub fn node_pool(name: impl Into<String>, instance_types: Vec<Arc<InstanceType>>) -> NodePoolInput {
-    NodePoolInput {
-        name: name.into(),
-        weight: 0,
-        requirements: Vec::new(),
-        labels: BTreeMap::new(),
-        taints: Vec::new(),
-        startup_taints: Vec::new(),
-        node_class_label: None,
-        limits: ResourceList::new(),
-        instance_types,
-    }
+    NodePoolInput::new(name, instance_types)
 }
 
 /// The scheduler options of upstream's scheduling suite: [`catalog::fake_label_policy`], the
 /// fake reservation-id label, at most 60 instance types per NodeClaim, and the defaults
 /// otherwise (strict minValues and reserved capacity, preferences respected).
 pub fn suite_options() -> SchedulerOptions {
-    SchedulerOptions {
-        label_policy: catalog::fake_label_policy(),
-        reservation_id_label: Some(RESERVATION_ID_LABEL.to_string()),
-        max_instance_types: 60,
-        ..SchedulerOptions::default()
-    }
+    SchedulerOptions::default()
+        .with_label_policy(catalog::fake_label_policy())
+        .with_reservation_id_label(Some(RESERVATION_ID_LABEL.to_string()))
+        .with_max_instance_types(60)
 }
 
 #[derive(Debug, Clone)]
@@ -386,23 +373,21 @@ impl Cluster {
             &self.services,
             &owners,
         );
-        SchedulingInput {
-            node_pools: self.node_pools.clone(),
-            existing_nodes: self
-                .nodes
-                .iter()
-                .map(|e| ExistingNodeInput {
-                    node: e.node.clone(),
-                    pods: e.pods.clone(),
-                    volume_limits: self.volume_limits(&e.node.name),
-                })
-                .collect(),
-            daemonsets: self.daemonsets.clone(),
-            pods,
-            namespace_labels: self.namespace_labels.clone(),
-            volumes: self.volumes.clone(),
-            ..SchedulingInput::default()
-        }
+        SchedulingInput::new()
+            .with_node_pools(self.node_pools.clone())
+            .with_existing_nodes(
+                self.nodes
+                    .iter()
+                    .map(|e| {
+                        ExistingNodeInput::new(e.node.clone(), e.pods.clone())
+                            .with_volume_limits(self.volume_limits(&e.node.name))
+                    })
+                    .collect(),
+            )
+            .with_daemonsets(self.daemonsets.clone())
+            .with_pods(pods)
+            .with_namespace_labels(self.namespace_labels.clone())
+            .with_volumes(self.volumes.clone())
     }
 
     /// Runs one provisioning round with `pods` (see the [module documentation](self)).
@@ -514,6 +499,7 @@ impl Cluster {
             &offering,
             &claim_requirements,
             &claim.labels,
+            self.options.reservation_id_label.as_deref(),
         );
         node_labels.insert(labels::NODEPOOL.to_string(), claim.node_pool.clone());
         node_labels.insert(labels::HOSTNAME.to_string(), name.clone());
@@ -525,7 +511,7 @@ impl Cluster {
         node.labels = node_labels;
         node.taints = taints;
         node.startup_taints = claim.startup_taints.clone();
-        node.capacity = drop_zeros(&instance_type.capacity);
+        node.capacity = drop_zeros(instance_type.capacity());
         node.allocatable = drop_zeros(instance_type.allocatable());
         node.managed = true;
         node.initialized = false;

@@ -2,9 +2,8 @@
 //! Karpenter's fake provider does (upstream `fake.CloudProvider.Create`), records every call and
 //! can be told to fail.
 //!
-//! The launch rules are also exposed as plain functions ([`choose_launch`], [`launch_labels`],
-//! [`consume_reservation`]) so that the provisioning harness (module `harness`) launches exactly
-//! like the provider without going through `async`.
+//! The launch rules are core's ([`karpenter_core::launch`]): the provider, the provisioning
+//! harness (module `harness`) and every other provider launch the same way.
 //!
 //! ```
 //! use karpenter_core::api::{NodeClaim, NodeClaimSpec, NodeClassReference};
@@ -28,13 +27,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use karpenter_core::api::{ConditionStatus, NodeClaim, NodePool};
-use karpenter_core::cloud::{CloudProvider, CloudProviderError, RepairPolicy, UnavailableOffering};
+use karpenter_core::cloud::{
+    CloudProvider, CloudProviderError, NodeClassKind, RepairPolicy, UnavailableOffering,
+};
 use karpenter_core::labels::{self, LabelPolicy};
+use karpenter_core::launch::{consume_reservation, resolve_launch};
 use karpenter_core::model::{InstanceType, Offering};
-use karpenter_core::requirements::{Operator, Requirements};
+use karpenter_core::requirements::Requirements;
 use karpenter_core::resources::ResourceList;
 
-use crate::catalog::{self, RESERVATION_ID_LABEL};
+use crate::catalog::{self, FAKE_WELL_KNOWN_LABELS, RESERVATION_ID_LABEL};
+
+/// The node class kind the fake provider supports (upstream's test `TestNodeClass`).
+pub const NODE_CLASS_GROUP: &str = "karpenter.test.sh";
+
+/// The kind of [`NODE_CLASS_GROUP`]'s node class.
+pub const NODE_CLASS_KIND: &str = "TestNodeClass";
 
 /// The prefix of the provider ids the fake provider assigns (`fake://1`, `fake://2`, …).
 pub const PROVIDER_ID_PREFIX: &str = "fake://";
@@ -42,141 +50,9 @@ pub const PROVIDER_ID_PREFIX: &str = "fake://";
 /// The name [`FakeCloudProvider`] reports.
 pub const PROVIDER_NAME: &str = "fake";
 
-// ---------------------------------------------------------------------------------------------
-// Launch rules (upstream `fake.CloudProvider.Create`)
-// ---------------------------------------------------------------------------------------------
-
-/// What [`choose_launch`] picked: indices into the candidate instance types and into that type's
-/// offerings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LaunchChoice {
-    /// Index of the chosen instance type in the candidates.
-    pub instance_type: usize,
-    /// Index of the chosen offering in that type's `offerings`.
-    pub offering: usize,
-}
-
-/// Chooses the instance type and offering a NodeClaim launches as (upstream
-/// `fake.CloudProvider.Create`).
-///
-/// Candidates are the instance types loosely compatible (2.7, with `policy`) with
-/// `requirements`, having an available offering compatible with `requirements` that `excluded`
-/// does not reject, and whose base allocatable fits `requests`. The cheapest such type wins (by
-/// its cheapest usable offering; ties keep the catalog order). Its offering is the first usable
-/// *reserved* offering if any, else the first usable offering in list order — so an
-/// unconstrained claim on the default offerings lands on spot in test-zone-1, and a claim
-/// pinned to test-zone-3 on on-demand.
-pub fn choose_launch(
-    instance_types: &[Arc<InstanceType>],
-    requirements: &Requirements,
-    requests: &ResourceList,
-    policy: &LabelPolicy,
-    excluded: impl Fn(&InstanceType, &Offering) -> bool,
-) -> Option<LaunchChoice> {
-    let usable = |it: &InstanceType, o: &Offering| {
-        o.available
-            && requirements.is_compatible(o.requirements(), Some(policy))
-            && !excluded(it, o)
-    };
-    let mut best: Option<(usize, f64)> = None;
-    for (i, it) in instance_types.iter().enumerate() {
-        if !requirements.is_compatible(&it.requirements, Some(policy))
-            || !ResourceList::fits(requests, it.allocatable())
-        {
-            continue;
-        }
-        let cheapest = it
-            .offerings
-            .iter()
-            .filter(|o| usable(it, o))
-            .map(|o| o.price)
-            .min_by(f64::total_cmp);
-        if let Some(price) = cheapest
-            && best.is_none_or(|(_, p)| price.total_cmp(&p).is_lt())
-        {
-            best = Some((i, price));
-        }
-    }
-    let (index, _) = best?;
-    let it = instance_types.get(index)?;
-    let offering = it
-        .offerings
-        .iter()
-        .position(|o| o.is_reserved() && usable(it, o))
-        .or_else(|| it.offerings.iter().position(|o| usable(it, o)))?;
-    Some(LaunchChoice {
-        instance_type: index,
-        offering,
-    })
-}
-
-/// The labels of a node launched as `instance_type` with `offering` (upstream
-/// `fake.CloudProvider.Create`): for every instance-type requirement with operator `In`, one of its
-/// values; then the offering's zone, capacity type and reservation id (under
-/// [`RESERVATION_ID_LABEL`]); then `claim_labels`, which win.
-///
-/// Upstream takes an arbitrary value of a multi-valued requirement (Go set order); here the
-/// value is deterministic: the smallest value that the claim's `requirements` allow for that key,
-/// or the smallest value if the claim allows none of them or does not constrain the key. So a
-/// claim requiring `kubernetes.io/os In [linux]` on a type offering {darwin, linux, windows} gets
-/// `linux`.
-pub fn launch_labels(
-    instance_type: &InstanceType,
-    offering: &Offering,
-    requirements: &Requirements,
-    claim_labels: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for r in instance_type.requirements.iter() {
-        if r.operator() != Operator::In {
-            continue;
-        }
-        let allowed = requirements.get(r.key());
-        let value = r
-            .values()
-            .find(|v| allowed.is_some_and(|a| a.has(v)))
-            .or_else(|| r.values().next());
-        if let Some(v) = value {
-            out.insert(r.key().to_string(), v.to_string());
-        }
-    }
-    out.insert(labels::ZONE.to_string(), offering.zone.clone());
-    out.insert(
-        labels::CAPACITY_TYPE.to_string(),
-        offering.capacity_type.clone(),
-    );
-    if let Some(id) = &offering.reservation_id {
-        out.insert(RESERVATION_ID_LABEL.to_string(), id.clone());
-    }
-    for (k, v) in claim_labels {
-        out.insert(k.clone(), v.clone());
-    }
-    out
-}
-
-/// Takes one instance out of a reserved offering: its `reservation_capacity` drops by one and it
-/// becomes unavailable at zero. Non-reserved offerings and out-of-range indices are left alone.
-/// The instance type is copied first if the `Arc` is shared.
-pub fn consume_reservation(instance_type: &mut Arc<InstanceType>, offering: usize) {
-    let reserved = instance_type
-        .offerings
-        .get(offering)
-        .is_some_and(Offering::is_reserved);
-    if !reserved {
-        return;
-    }
-    if let Some(o) = Arc::make_mut(instance_type).offerings.get_mut(offering) {
-        o.reservation_capacity = o.reservation_capacity.saturating_sub(1);
-        if o.reservation_capacity == 0 {
-            o.available = false;
-        }
-    }
-}
-
-/// `resources` without its zero quantities.
-pub fn drop_zeros(resources: &ResourceList) -> ResourceList {
-    resources.iter().filter(|(_, q)| !q.is_zero()).collect()
-}
+/// `resources` without its zero quantities (re-exported from
+/// [`karpenter_core::launch::drop_zeros`]).
+pub use karpenter_core::launch::drop_zeros;
 
 // ---------------------------------------------------------------------------------------------
 // Calls
@@ -240,13 +116,13 @@ pub enum CallKind {
 /// - **Instance types**: [`catalog::default_catalog`] for every NodePool unless set with
 ///   [`set_instance_types`](Self::set_instance_types) (all pools) or
 ///   [`set_node_pool_instance_types`](Self::set_node_pool_instance_types) (one pool).
-/// - **Create** follows upstream `fake.CloudProvider.Create` (see [`choose_launch`] and
-///   [`launch_labels`]) over the instance types of the claim's `karpenter.sh/nodepool`; the
-///   launched claim gets provider id `fake://<n>` (n = 1, 2, …), the type's capacity and
-///   allocatable (zero quantities dropped) and the resolved labels. Launching into a reserved
-///   offering consumes one instance of the reservation. When no instance type can launch the claim,
-///   `create` fails with [`CloudProviderError::InsufficientCapacity`] (listing the injected
-///   offering failures that stood in the way, if any).
+/// - **Create** follows upstream `fake.CloudProvider.Create` ([`karpenter_core::launch::resolve_launch`]) over the
+///   instance types of the claim's `karpenter.sh/nodepool`; the launched claim gets provider id
+///   `fake://<n>` (n = 1, 2, …), the type's capacity and allocatable (zero quantities dropped)
+///   and the resolved labels. Launching into a reserved offering consumes one instance of the
+///   reservation. When no instance type can launch the claim, `create` fails with
+///   [`CloudProviderError::InsufficientCapacity`] (listing the injected offering failures that
+///   stood in the way, if any).
 /// - **Instances** are kept in memory; `get`, `list` (in launch order) and `delete` use them and
 ///   answer [`CloudProviderError::NodeClaimNotFound`] for unknown ids.
 /// - **Calls** are recorded ([`calls`](Self::calls)).
@@ -307,11 +183,7 @@ impl State {
 pub fn default_repair_policies() -> Vec<RepairPolicy> {
     ["BadNode", "ExampleReady"]
         .into_iter()
-        .map(|t| RepairPolicy {
-            condition_type: t.to_string(),
-            condition_status: ConditionStatus::False,
-            toleration_duration: Duration::from_secs(30 * 60),
-        })
+        .map(|t| RepairPolicy::new(t, ConditionStatus::False, Duration::from_secs(30 * 60)))
         .collect()
 }
 
@@ -422,19 +294,17 @@ impl FakeCloudProvider {
         zone: impl Into<String>,
         capacity_type: impl Into<String>,
     ) {
-        self.state().failed_offerings.insert(UnavailableOffering {
-            instance_type: instance_type.into(),
-            zone: zone.into(),
-            capacity_type: capacity_type.into(),
-        });
+        self.state()
+            .failed_offerings
+            .insert(UnavailableOffering::new(instance_type, zone, capacity_type));
     }
 
     /// Makes the next `n` calls that can fail (every method but `repair_policies` and `name`)
-    /// return `error`. Queued after errors already injected.
-    pub fn fail_next(&self, n: usize, error: CloudProviderError) {
-        self.state()
-            .next_errors
-            .extend(std::iter::repeat_n(error, n));
+    /// return an error made by `error` (called `n` times now: errors carry their source and are
+    /// not `Clone`). Queued after errors already injected.
+    pub fn fail_next(&self, n: usize, error: impl Fn() -> CloudProviderError) {
+        let errors: Vec<CloudProviderError> = (0..n).map(|_| error()).collect();
+        self.state().next_errors.extend(errors);
     }
 
     /// Lets `k` more creates succeed; every later create fails with
@@ -482,10 +352,10 @@ impl FakeCloudProvider {
         node_claim: &NodeClaim,
     ) -> Result<NodeClaim, CloudProviderError> {
         if state.creates_left == Some(0) {
-            return Err(CloudProviderError::Create {
-                reason: "CreateLimitReached".to_string(),
-                message: "the fake provider was told to fail further creates".to_string(),
-            });
+            return Err(CloudProviderError::create(
+                "CreateLimitReached",
+                "the fake provider was told to fail further creates",
+            ));
         }
         let node_pool = node_claim
             .metadata
@@ -498,23 +368,24 @@ impl FakeCloudProvider {
         let requests = &node_claim.spec.resources.requests;
         let policy = &self.label_policy;
         let failed = &state.failed_offerings;
-        let is_failed = |it: &InstanceType, o: &Offering| {
-            failed.contains(&UnavailableOffering {
-                instance_type: it.name.clone(),
-                zone: o.zone.clone(),
-                capacity_type: o.capacity_type.clone(),
-            })
-        };
+        let is_failed =
+            |it: &InstanceType, o: &Offering| failed.contains(&UnavailableOffering::of(it, o));
         let types = match state.node_pool_instance_types.get(&node_pool) {
             Some(types) => types,
             None => &state.default_instance_types,
         };
-        let Some(choice) = choose_launch(types, &requirements, requests, policy, is_failed) else {
+        let Some(launch) = resolve_launch(
+            node_claim,
+            types,
+            policy,
+            Some(RESERVATION_ID_LABEL),
+            is_failed,
+        ) else {
             // Which injected failures stood in the way, if any.
             let offerings: Vec<UnavailableOffering> = types
                 .iter()
                 .filter(|it| {
-                    requirements.is_compatible(&it.requirements, Some(policy))
+                    requirements.is_compatible(it.requirements(), Some(policy))
                         && ResourceList::fits(requests, it.allocatable())
                 })
                 .flat_map(|it| {
@@ -525,11 +396,7 @@ impl FakeCloudProvider {
                                 && requirements.is_compatible(o.requirements(), Some(policy))
                                 && is_failed(it, o)
                         })
-                        .map(|o| UnavailableOffering {
-                            instance_type: it.name.clone(),
-                            zone: o.zone.clone(),
-                            capacity_type: o.capacity_type.clone(),
-                        })
+                        .map(|o| UnavailableOffering::of(it, o))
                 })
                 .collect();
             let message = if offerings.is_empty() {
@@ -538,33 +405,22 @@ impl FakeCloudProvider {
                 let list: Vec<String> = offerings.iter().map(ToString::to_string).collect();
                 format!("all compatible offerings failed: {}", list.join(", "))
             };
-            return Err(CloudProviderError::InsufficientCapacity { offerings, message });
+            return Err(CloudProviderError::insufficient_capacity(
+                offerings, message,
+            ));
         };
 
         let types = state.instance_types_mut(&node_pool);
-        let Some(slot) = types.get_mut(choice.instance_type) else {
+        let Some(slot) = types.get_mut(launch.choice().instance_type) else {
             return Err(CloudProviderError::other(
                 "instance type vanished during launch",
             ));
         };
-        let instance_type = Arc::clone(slot);
-        let Some(offering) = instance_type.offerings.get(choice.offering).cloned() else {
-            return Err(CloudProviderError::other("offering vanished during launch"));
-        };
-        consume_reservation(slot, choice.offering);
+        consume_reservation(slot, launch.choice().offering);
 
         let id = state.next_id;
         state.next_id += 1;
-        let mut launched = node_claim.clone();
-        launched.metadata.labels = launch_labels(
-            &instance_type,
-            &offering,
-            &requirements,
-            &node_claim.metadata.labels,
-        );
-        launched.status.provider_id = Some(format!("{PROVIDER_ID_PREFIX}{id}"));
-        launched.status.capacity = drop_zeros(&instance_type.capacity);
-        launched.status.allocatable = drop_zeros(instance_type.allocatable());
+        let launched = launch.launched(node_claim, format!("{PROVIDER_ID_PREFIX}{id}"));
         state.instances.insert(id, launched.clone());
         if let Some(left) = state.creates_left.as_mut() {
             *left = left.saturating_sub(1);
@@ -633,5 +489,26 @@ impl CloudProvider for FakeCloudProvider {
 
     fn name(&self) -> &str {
         PROVIDER_NAME
+    }
+
+    fn well_known_labels(&self) -> Vec<String> {
+        FAKE_WELL_KNOWN_LABELS
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    fn reservation_id_label(&self) -> Option<&str> {
+        Some(RESERVATION_ID_LABEL)
+    }
+
+    /// The policy set with [`FakeCloudProvider::with_label_policy`] (by default
+    /// [`catalog::fake_label_policy`]: core's plus the fake's well-known labels).
+    fn label_policy(&self) -> LabelPolicy {
+        self.label_policy.clone()
+    }
+
+    fn supported_node_classes(&self) -> Vec<NodeClassKind> {
+        vec![NodeClassKind::new(NODE_CLASS_GROUP, NODE_CLASS_KIND)]
     }
 }

@@ -854,7 +854,7 @@ fn every_type_converts_into_a_core_instance_type() {
         let core = it
             .to_instance_type()
             .unwrap_or_else(|e| panic!("{}: {e}", it.name));
-        assert_eq!(core.name, it.name);
+        assert_eq!(core.name(), it.name);
         assert_eq!(core.offerings.len(), it.offerings.len());
         assert!(
             core.allocatable().iter().all(|(_, q)| !q.is_negative()),

@@ -50,6 +50,7 @@
 //! rules (and, for NodePools, upstream's runtime validation) and return every violation with its
 //! path.
 
+pub mod condition_types;
 mod cron;
 mod duration;
 mod meta;

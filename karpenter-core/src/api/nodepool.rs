@@ -189,6 +189,16 @@ pub struct NodeClaimTemplate {
     pub spec: NodeClaimTemplateSpec,
 }
 
+impl NodeClaimTemplate {
+    /// A template with this spec and no labels or annotations.
+    pub fn new(spec: NodeClaimTemplateSpec) -> Self {
+        NodeClaimTemplate {
+            metadata: TemplateMetadata::default(),
+            spec,
+        }
+    }
+}
+
 /// `spec.template.metadata`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

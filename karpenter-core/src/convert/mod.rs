@@ -388,7 +388,7 @@ pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "False");
+        .any(|c| c.type_ == crate::api::condition_types::READY && c.status == "False");
     out.start_time = time(status.and_then(|s| s.start_time.as_ref()));
     out.priority_class_name = non_empty(spec.priority_class_name.as_ref()).map(str::to_string);
     out.volumes = volumes::pod_volumes(spec);

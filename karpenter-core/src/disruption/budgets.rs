@@ -128,8 +128,11 @@ pub fn counts_towards_budget(node: &StateNode) -> bool {
     let Some(claim) = &node.node_claim else {
         return false;
     };
-    let terminating = find_condition(&claim.status.conditions, "InstanceTerminating")
-        .is_some_and(|c| c.status == ConditionStatus::True);
+    let terminating = find_condition(
+        &claim.status.conditions,
+        crate::api::condition_types::INSTANCE_TERMINATING,
+    )
+    .is_some_and(|c| c.status == ConditionStatus::True);
     node.initialized() && !terminating
 }
 

@@ -458,7 +458,9 @@ impl Candidate {
     /// When the NodeClaim's `Drifted` condition last changed (`None` if absent or unparsable).
     pub fn drifted_since(&self) -> Option<Timestamp> {
         self.node_claim()
-            .and_then(|nc| find_condition(&nc.status.conditions, "Drifted"))
+            .and_then(|nc| {
+                find_condition(&nc.status.conditions, crate::api::condition_types::DRIFTED)
+            })
             .and_then(|c| cost::parse_time(c.last_transition_time.as_deref()))
     }
 }
@@ -471,7 +473,7 @@ pub fn current_price(instance_type: Option<&InstanceType>, zone: &str, capacity_
         .and_then(|it| {
             it.offerings
                 .iter()
-                .find(|o| o.zone == zone && o.capacity_type == capacity_type)
+                .find(|o| o.zone() == zone && o.capacity_type() == capacity_type)
         })
         .map(|o| o.price)
         .filter(|p| !p.is_nan())
@@ -528,7 +530,12 @@ pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> 
     let pool_name = node.nodepool().unwrap_or_default();
     let pool = snapshot.node_pool(pool_name);
     let instance_type = node.instance_type().and_then(|name| {
-        pool.and_then(|p| p.instance_types.iter().find(|it| it.name == name).cloned())
+        pool.and_then(|p| {
+            p.instance_types
+                .iter()
+                .find(|it| it.name() == name)
+                .cloned()
+        })
     });
     let zone = node.zone().unwrap_or_default().to_string();
     let capacity_type = node.capacity_type().unwrap_or_default().to_string();

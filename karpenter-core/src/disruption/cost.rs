@@ -164,9 +164,11 @@ pub fn is_under_consolidate_after(
     if window.as_nanos() == 0 {
         return false;
     }
-    let Some(initialized) =
-        find_condition(&node_claim.status.conditions, "Initialized").filter(|c| c.is_true())
-    else {
+    let Some(initialized) = find_condition(
+        &node_claim.status.conditions,
+        crate::api::condition_types::INITIALIZED,
+    )
+    .filter(|c| c.is_true()) else {
         return false;
     };
     let reference = parse_time(node_claim.status.last_pod_event_time.as_deref())
@@ -314,7 +316,7 @@ mod tests {
 
     fn initialized(nc: &mut NodeClaim, status: ConditionStatus, at: &str) {
         nc.status.conditions.push(Condition {
-            type_: "Initialized".into(),
+            type_: crate::api::condition_types::INITIALIZED.into(),
             status,
             reason: None,
             message: None,

@@ -311,7 +311,7 @@ fn consolidation_disabled(pool: &api::NodePool) -> bool {
 /// `Consolidatable`: the NodeClaim's condition when present, else the rule of upstream
 /// `nodeclaim/disruption/consolidation.go`.
 fn consolidatable(pool: &api::NodePool, node: &StateNode, now: Timestamp) -> bool {
-    if let Some(v) = condition_true(node, "Consolidatable") {
+    if let Some(v) = condition_true(node, crate::api::condition_types::CONSOLIDATABLE) {
         return v;
     }
     let Some(claim) = &node.node_claim else {
@@ -333,7 +333,8 @@ pub(super) fn should_empty(snapshot: &ClusterSnapshot, c: &Candidate, now: Times
 }
 
 fn should_drift(c: &Candidate) -> bool {
-    !c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true)
+    !c.owned_by_static_node_pool
+        && condition_true(&c.node, crate::api::condition_types::DRIFTED) == Some(true)
 }
 
 pub(super) fn should_consolidate(

@@ -30,10 +30,13 @@ use super::simulate::simulate_scheduling;
 /// re-validating it (`commandValidationDelay`).
 pub const COMMAND_VALIDATION_DELAY: SignedDuration = SignedDuration::from_secs(15);
 
-/// Why a command is no longer valid. The variants are upstream's event reasons
-/// (`ConsolidationRejected`: budget, scheduling, churn).
+/// Why a command is no longer valid when it is re-validated. The variants are upstream's event
+/// reasons (`ConsolidationRejected`: budget, scheduling, churn).
+///
+/// Not to be confused with [`crate::api::ValidationError`], a field of an API object that
+/// breaks the CRD's rules. (Until 0.1 this type was also called `ValidationError`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ValidationError {
+pub enum RevalidationError {
     /// Candidates are no longer candidates (pods or nodes changed).
     #[error("{count} candidates are no longer valid")]
     Churn {
@@ -48,13 +51,13 @@ pub enum ValidationError {
     Scheduling(String),
 }
 
-impl ValidationError {
+impl RevalidationError {
     /// `budget`, `scheduling` or `churn`, as upstream labels rejections.
     pub fn reason(&self) -> &'static str {
         match self {
-            ValidationError::Churn { .. } => "churn",
-            ValidationError::Budget(_) => "budget",
-            ValidationError::Scheduling(_) => "scheduling",
+            RevalidationError::Churn { .. } => "churn",
+            RevalidationError::Budget(_) => "budget",
+            RevalidationError::Scheduling(_) => "scheduling",
         }
     }
 }
@@ -63,7 +66,7 @@ impl ValidationError {
 #[derive(Debug, Clone)]
 pub struct Validation {
     /// The command to execute (an emptiness command may have shrunk), or why there is none.
-    pub outcome: Result<Command, ValidationError>,
+    pub outcome: Result<Command, RevalidationError>,
     /// Upstream's `voluntary_disruption_failed_validations_total{consolidation_type}`
     /// increment: for emptiness, every proposed candidate when none is left, else one per
     /// candidate dropped because it was nominated or over budget; for consolidation, every
@@ -80,7 +83,7 @@ pub fn validate(
     snapshot: &ClusterSnapshot,
     now: Timestamp,
     options: &DisruptionOptions,
-) -> Result<Command, ValidationError> {
+) -> Result<Command, RevalidationError> {
     validate_counted(command, snapshot, now, options).outcome
 }
 
@@ -97,10 +100,10 @@ pub fn validate_counted(
         Method::SingleNode | Method::MultiNode => {
             let outcome = validate_consolidation(command, snapshot, now, options);
             let failed_validations = match &outcome {
-                Err(ValidationError::Churn { .. } | ValidationError::Budget(_)) => {
+                Err(RevalidationError::Churn { .. } | RevalidationError::Budget(_)) => {
                     command.candidates.len()
                 }
-                Err(ValidationError::Scheduling(_)) | Ok(_) => 0,
+                Err(RevalidationError::Scheduling(_)) | Ok(_) => 0,
             };
             Validation {
                 outcome,
@@ -146,7 +149,7 @@ fn validate_emptiness(command: &Command, snapshot: &ClusterSnapshot, now: Timest
     let still = current_candidates(command, snapshot, now);
     if still.is_empty() {
         return Validation {
-            outcome: Err(ValidationError::Churn {
+            outcome: Err(RevalidationError::Churn {
                 count: command.candidates.len(),
             }),
             failed_validations: command.candidates.len(),
@@ -166,7 +169,7 @@ fn validate_emptiness(command: &Command, snapshot: &ClusterSnapshot, now: Timest
     }
     if kept.is_empty() {
         return Validation {
-            outcome: Err(ValidationError::Budget(
+            outcome: Err(RevalidationError::Budget(
                 "no candidate is within its budget any more".into(),
             )),
             failed_validations,
@@ -185,15 +188,15 @@ fn validate_candidates(
     command: &Command,
     snapshot: &ClusterSnapshot,
     now: Timestamp,
-) -> Result<Vec<Candidate>, ValidationError> {
+) -> Result<Vec<Candidate>, RevalidationError> {
     let current = current_candidates(command, snapshot, now);
     if current.len() != command.candidates.len() {
-        return Err(ValidationError::Churn {
+        return Err(RevalidationError::Churn {
             count: command.candidates.len() - current.len().min(command.candidates.len()),
         });
     }
     if current.iter().any(|c| c.node.is_nominated(now)) {
-        return Err(ValidationError::Budget(
+        return Err(RevalidationError::Budget(
             "a candidate was nominated during validation".into(),
         ));
     }
@@ -202,7 +205,7 @@ fn validate_candidates(
     for c in &current {
         let b = budgets.entry(c.node_pool.clone()).or_insert(0);
         if *b == 0 {
-            return Err(ValidationError::Budget(format!(
+            return Err(RevalidationError::Budget(format!(
                 "the budget of NodePool {:?} no longer allows the command",
                 c.node_pool
             )));
@@ -217,13 +220,13 @@ fn validate_consolidation(
     snapshot: &ClusterSnapshot,
     now: Timestamp,
     options: &DisruptionOptions,
-) -> Result<Command, ValidationError> {
+) -> Result<Command, RevalidationError> {
     let current = validate_candidates(command, snapshot, now)?;
     let refs: Vec<&Candidate> = current.iter().collect();
     let sim = simulate_scheduling(snapshot, &refs, &options.scheduler, true, now)
-        .map_err(|e| ValidationError::Scheduling(e.to_string()))?;
+        .map_err(|e| RevalidationError::Scheduling(e.to_string()))?;
     if !sim.all_non_pending_scheduled() {
-        return Err(ValidationError::Scheduling(
+        return Err(RevalidationError::Scheduling(
             "not all pods would schedule any more".into(),
         ));
     }
@@ -231,32 +234,29 @@ fn validate_consolidation(
     match (command.replacements.first(), new.len()) {
         (None, 0) => {}
         (Some(_), 0) => {
-            return Err(ValidationError::Scheduling(
+            return Err(RevalidationError::Scheduling(
                 "the candidates can now be deleted without a replacement".into(),
             ));
         }
         (_, n) if n > 1 => {
-            return Err(ValidationError::Scheduling(format!(
+            return Err(RevalidationError::Scheduling(format!(
                 "the move would now need {n} replacements"
             )));
         }
         (None, _) => {
-            return Err(ValidationError::Scheduling(
+            return Err(RevalidationError::Scheduling(
                 "the candidates can no longer be deleted without a replacement".into(),
             ));
         }
         (Some(planned), _) => {
-            let now_types: BTreeSet<&str> = new[0]
-                .instance_types
-                .iter()
-                .map(|it| it.name.as_str())
-                .collect();
+            let now_types: BTreeSet<&str> =
+                new[0].instance_types.iter().map(|it| it.name()).collect();
             if planned
                 .instance_types
                 .iter()
-                .any(|it| !now_types.contains(it.name.as_str()))
+                .any(|it| !now_types.contains(it.name()))
             {
-                return Err(ValidationError::Scheduling(
+                return Err(RevalidationError::Scheduling(
                     "the replacement's instance types are no longer all possible".into(),
                 ));
             }

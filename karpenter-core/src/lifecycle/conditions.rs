@@ -22,30 +22,10 @@ use crate::model::Timestamp;
 
 use super::{format_time, parse_time};
 
-/// `Launched`: the cloud provider created the instance.
-pub const LAUNCHED: &str = "Launched";
-/// `Registered`: the Node joined the cluster and was synced.
-pub const REGISTERED: &str = "Registered";
-/// `Initialized`: the Node is ready, untainted and has its resources.
-pub const INITIALIZED: &str = "Initialized";
-/// `Ready`: the root condition of NodeClaims (and NodePools).
-pub const READY: &str = "Ready";
-/// `Consolidatable`: the node may be consolidated.
-pub const CONSOLIDATABLE: &str = "Consolidatable";
-/// `Drifted`: the node no longer matches its NodePool or node class.
-pub const DRIFTED: &str = "Drifted";
-/// `Drained`: the node's pods were drained.
-pub const DRAINED: &str = "Drained";
-/// `VolumesDetached`: the node's volume attachments are gone.
-pub const VOLUMES_DETACHED: &str = "VolumesDetached";
-/// `InstanceTerminating`: the instance is being terminated.
-pub const INSTANCE_TERMINATING: &str = "InstanceTerminating";
-/// `ConsistentStateFound`.
-pub const CONSISTENT_STATE_FOUND: &str = "ConsistentStateFound";
-/// `DisruptionReason`: the node is being disrupted, with the reason as condition reason.
-pub const DISRUPTION_REASON: &str = "DisruptionReason";
-/// NodePool condition `NodeRegistrationHealthy`.
-pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
+pub use crate::api::condition_types::{
+    CONSISTENT_STATE_FOUND, CONSOLIDATABLE, DISRUPTION_REASON, DRAINED, DRIFTED, INITIALIZED,
+    INSTANCE_TERMINATING, LAUNCHED, NODE_REGISTRATION_HEALTHY, READY, REGISTERED, VOLUMES_DETACHED,
+};
 
 /// The dependents of a NodeClaim's `Ready` condition.
 pub const NODECLAIM_DEPENDENTS: [&str; 3] = [LAUNCHED, REGISTERED, INITIALIZED];

@@ -340,7 +340,7 @@ pub fn is_instance_type_drifted(
     let Some(name) = claim.metadata.labels.get(labels::INSTANCE_TYPE) else {
         return true;
     };
-    let Some(it) = instance_types.iter().find(|it| &it.name == name) else {
+    let Some(it) = instance_types.iter().find(|it| it.name() == name) else {
         return true;
     };
     let reserved = claim

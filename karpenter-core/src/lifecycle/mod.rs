@@ -56,7 +56,7 @@ pub use nodeclaim::{
     CreateOutcome, HookStatus, LifecycleStep, RegistrationHealth, RegistrationHook,
     initialization_decision, launch_decision, liveness_decision, registration_decision,
 };
-pub use queue::{Command, QueueOutcome, ReplacementState, Step, reconcile, start_steps};
+pub use queue::{QueueOutcome, QueuedCommand, ReplacementState, Step, reconcile, start_steps};
 pub use repair::{RepairDecision, RepairPolicy, repair_decision};
 pub use termination::{DrainPlan, drain_plan, termination_timestamp};
 
@@ -160,9 +160,12 @@ impl NodeCondition {
     }
 }
 
-/// A Kubernetes Node as the lifecycle controllers read it.
+/// A Kubernetes Node as the lifecycle controllers read it. The scheduler's view of a node is
+/// [`crate::model::ClusterNode`], a snapshot entry is [`crate::state::StateNode`] (see
+/// [`ClusterNode`](crate::model::ClusterNode) for how the three relate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Node {
     /// The Node's name.
     pub name: String,
@@ -219,7 +222,7 @@ impl Node {
 
     /// Whether the `Ready` condition is `True`.
     pub fn is_ready(&self) -> bool {
-        self.condition("Ready")
+        self.condition(crate::api::condition_types::READY)
             .is_some_and(|c| c.status == ConditionStatus::True)
     }
 

@@ -1,7 +1,7 @@
 //! The disruption command queue (upstream `Queue.StartCommand`, `Queue.Reconcile`) as a state
 //! machine.
 //!
-//! A [`Command`] disrupts candidate nodes, optionally after launching replacement NodeClaims.
+//! A [`QueuedCommand`] disrupts candidate nodes, optionally after launching replacement NodeClaims.
 //! Starting it ([`start_steps`]) cordons the candidates with the disrupted taint and sets their
 //! `DisruptionReason` condition, creates the replacements, marks the candidates for deletion,
 //! nominates the nodes that receive pods and enqueues the command — in that order (candidates
@@ -105,9 +105,14 @@ impl CommandCandidate {
     }
 }
 
-/// A disruption command.
+/// A disruption command in flight: what the queue tracks from the moment a planned command is
+/// started until its candidates are deleted or it is rolled back.
+///
+/// The planner's decision is [`crate::disruption::Command`] (candidates, replacements, savings);
+/// [`QueuedCommand::from_decision`] turns it into this record of names, metric labels and
+/// progress. (Until 0.1 both were called `Command`.)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Command {
+pub struct QueuedCommand {
     /// A unique id.
     pub id: String,
     /// The consolidation type (`empty`, `multi`, `single`, or `""` for drift): metric label.
@@ -129,7 +134,7 @@ pub struct Command {
     pub initialized: BTreeSet<String>,
 }
 
-impl Command {
+impl QueuedCommand {
     /// The queue command of a planned disruption command (upstream `Queue.StartCommand`,
     /// `Queue.Reconcile`), `None` for expiration (not a queued method). `replacements` names the
     /// replacement NodeClaims the controller creates (one per planned replacement). The command
@@ -148,7 +153,7 @@ impl Command {
         snapshot: &ClusterSnapshot,
         replacements: Vec<String>,
         created_at: Timestamp,
-    ) -> Option<Command> {
+    ) -> Option<QueuedCommand> {
         use crate::disruption::{Method, Reason};
         let reason = match decision.reason {
             Reason::Empty => DisruptionReason::Empty,
@@ -206,7 +211,7 @@ impl Command {
             .filter(|n| n.pods.iter().any(|p| !buffer.contains(p)))
             .map(|n| n.name.clone())
             .collect();
-        Some(Command {
+        Some(QueuedCommand {
             id: id.into(),
             method: method.to_string(),
             reason,
@@ -326,7 +331,7 @@ pub enum QueueError {
 /// The steps that start a command, in order: per candidate taint the Node and set
 /// `DisruptionReason`; create the replacements (if any); mark the candidates for deletion;
 /// nominate; enqueue.
-pub fn start_steps(command: &Command) -> Vec<Step> {
+pub fn start_steps(command: &QueuedCommand) -> Vec<Step> {
     let taint = disrupted_taint();
     let mut steps = Vec::new();
     for c in &command.candidates {
@@ -363,7 +368,7 @@ pub fn start_steps(command: &Command) -> Vec<Step> {
 }
 
 /// Checks that no candidate is already queued (`queued` = provider ids in the queue).
-pub fn check_start(command: &Command, queued: &BTreeSet<String>) -> Result<(), QueueError> {
+pub fn check_start(command: &QueuedCommand, queued: &BTreeSet<String>) -> Result<(), QueueError> {
     if command.candidates.is_empty() {
         return Err(QueueError::NoCandidates);
     }
@@ -383,7 +388,10 @@ pub fn check_start(command: &Command, queued: &BTreeSet<String>) -> Result<(), Q
 /// failed and the command has replacements, or nothing was marked, the command aborts (the
 /// taints left behind are cleaned by the disruption loop). A delete-only command proceeds with
 /// the marked subset.
-pub fn after_marking(command: &Command, marked: &BTreeSet<String>) -> Result<Command, QueueError> {
+pub fn after_marking(
+    command: &QueuedCommand,
+    marked: &BTreeSet<String>,
+) -> Result<QueuedCommand, QueueError> {
     let total = command.candidates.len();
     let ok = command
         .candidates
@@ -461,7 +469,7 @@ pub enum QueueOutcome {
 
 /// The rollback of a failed command: remove the disrupted taint and clear `DisruptionReason`
 /// on every candidate, then unmark them for deletion.
-pub fn rollback_steps(command: &Command) -> Vec<Step> {
+pub fn rollback_steps(command: &QueuedCommand) -> Vec<Step> {
     let mut steps = Vec::new();
     for c in &command.candidates {
         steps.push(Step::RemoveTaint {
@@ -520,7 +528,7 @@ pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>)
 /// `voluntary_disruption_decisions_by_nodepool_total{nodepool, decision, reason,
 /// consolidation_type}` once per distinct NodePool of its candidates (sorted by name). The
 /// reason is lowercase.
-pub fn start_metrics(command: &Command) -> Vec<Metric> {
+pub fn start_metrics(command: &QueuedCommand) -> Vec<Metric> {
     let decision = command.decision().to_string();
     let reason = command.reason.as_str().to_lowercase();
     let mut out = vec![Metric::add(
@@ -552,7 +560,7 @@ pub fn start_metrics(command: &Command) -> Vec<Metric> {
     out
 }
 
-fn deletion_metrics(command: &Command) -> Vec<Metric> {
+fn deletion_metrics(command: &QueuedCommand) -> Vec<Metric> {
     let reason = command.reason.as_str().to_lowercase();
     let mut out = Vec::new();
     for c in &command.candidates {
@@ -579,7 +587,7 @@ fn deletion_metrics(command: &Command) -> Vec<Metric> {
     out
 }
 
-fn terminating_events(command: &Command) -> Vec<Event> {
+fn terminating_events(command: &QueuedCommand) -> Vec<Event> {
     let reason = command.reason.as_str();
     let mut out = Vec::new();
     for c in &command.candidates {
@@ -604,7 +612,7 @@ fn terminating_events(command: &Command) -> Vec<Event> {
 /// `command.initialized` are not looked at again. `queue_entries` is the number of provider
 /// ids currently in the queue (for the retry duration).
 pub fn reconcile(
-    command: &Command,
+    command: &QueuedCommand,
     states: &[ReplacementState],
     now: Timestamp,
     queue_entries: usize,
@@ -739,7 +747,7 @@ pub fn reconcile(
 /// initialized replacements and per-command backoff.
 #[derive(Debug, Clone, Default)]
 pub struct CommandQueue {
-    commands: BTreeMap<String, Command>,
+    commands: BTreeMap<String, QueuedCommand>,
     order: Vec<String>,
     provider_ids: BTreeMap<String, String>,
     failures: BTreeMap<String, u32>,
@@ -767,12 +775,12 @@ impl CommandQueue {
     }
 
     /// The queued commands, in the order they were started.
-    pub fn commands(&self) -> impl Iterator<Item = &Command> {
+    pub fn commands(&self) -> impl Iterator<Item = &QueuedCommand> {
         self.order.iter().filter_map(|id| self.commands.get(id))
     }
 
     /// The command with this id.
-    pub fn get(&self, id: &str) -> Option<&Command> {
+    pub fn get(&self, id: &str) -> Option<&QueuedCommand> {
         self.commands.get(id)
     }
 
@@ -780,7 +788,7 @@ impl CommandQueue {
     /// steps to run ([`start_steps`]). Once the taint/condition steps ran, report which
     /// candidates were marked with [`CommandQueue::after_marking`]; if a later step fails, call
     /// [`CommandQueue::abort`].
-    pub fn start(&mut self, command: Command) -> Result<Vec<Step>, QueueError> {
+    pub fn start(&mut self, command: QueuedCommand) -> Result<Vec<Step>, QueueError> {
         check_start(&command, &self.queued_provider_ids())?;
         let steps = start_steps(&command);
         for p in command.provider_ids() {
@@ -792,7 +800,7 @@ impl CommandQueue {
     }
 
     /// Removes a command without any rollback (its start failed).
-    pub fn abort(&mut self, id: &str) -> Option<Command> {
+    pub fn abort(&mut self, id: &str) -> Option<QueuedCommand> {
         self.remove(id)
     }
 
@@ -820,7 +828,7 @@ impl CommandQueue {
         }
     }
 
-    fn remove(&mut self, id: &str) -> Option<Command> {
+    fn remove(&mut self, id: &str) -> Option<QueuedCommand> {
         let command = self.commands.remove(id)?;
         self.order.retain(|o| o != id);
         self.failures.remove(id);

@@ -55,8 +55,11 @@ pub enum ReservedCapacityMode {
     Fallback,
 }
 
-/// Options of a solve.
+/// Options of a solve. Start from [`SchedulerOptions::default`] or
+/// [`SchedulerOptions::for_provider`] and change what differs with the `with_*` methods (the
+/// struct is `#[non_exhaustive]`: options will be added).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct SchedulerOptions {
     /// Well-known and restricted labels (core plus the provider's).
     pub label_policy: LabelPolicy,
@@ -88,11 +91,67 @@ impl Default for SchedulerOptions {
     }
 }
 
+impl SchedulerOptions {
+    /// The options with this label policy.
+    pub fn with_label_policy(mut self, label_policy: LabelPolicy) -> Self {
+        self.label_policy = label_policy;
+        self
+    }
+
+    /// The options with this [`MinValuesPolicy`].
+    pub fn with_min_values_policy(mut self, policy: MinValuesPolicy) -> Self {
+        self.min_values_policy = policy;
+        self
+    }
+
+    /// The options with this [`PreferencePolicy`].
+    pub fn with_preference_policy(mut self, policy: PreferencePolicy) -> Self {
+        self.preference_policy = policy;
+        self
+    }
+
+    /// The options with this [`ReservedCapacityMode`].
+    pub fn with_reserved_capacity_mode(mut self, mode: ReservedCapacityMode) -> Self {
+        self.reserved_capacity_mode = mode;
+        self
+    }
+
+    /// The options keeping at most `max` instance types per NodeClaim.
+    pub fn with_max_instance_types(mut self, max: usize) -> Self {
+        self.max_instance_types = max;
+        self
+    }
+
+    /// The options with DRA requests ignored (`true`, the default) or not.
+    pub fn with_ignore_dra_requests(mut self, ignore: bool) -> Self {
+        self.ignore_dra_requests = ignore;
+        self
+    }
+
+    /// The options with this reservation-id label key.
+    pub fn with_reservation_id_label(mut self, label: Option<String>) -> Self {
+        self.reservation_id_label = label;
+        self
+    }
+
+    /// The default options with the provider's label policy
+    /// ([`CloudProvider::label_policy`](crate::cloud::CloudProvider::label_policy)) and
+    /// reservation-id label, so that pods selecting the provider's labels schedule.
+    pub fn for_provider<P: crate::cloud::CloudProvider + ?Sized>(provider: &P) -> Self {
+        SchedulerOptions {
+            label_policy: provider.label_policy(),
+            reservation_id_label: provider.reservation_id_label().map(str::to_string),
+            ..SchedulerOptions::default()
+        }
+    }
+}
+
 /// A NodePool as the scheduler needs it: its template and its instance types.
 ///
-/// Build it from a `karpenter.sh/v1` NodePool with [`NodePoolInput::from_nodepool`] (once the
-/// API types are wired in) or field by field in tests.
+/// Build it from a `karpenter.sh/v1` NodePool with [`NodePoolInput::from_nodepool`], or with
+/// [`NodePoolInput::new`] and the `with_*` methods.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodePoolInput {
     /// The NodePool's name.
     pub name: String,
@@ -115,6 +174,64 @@ pub struct NodePoolInput {
 }
 
 impl NodePoolInput {
+    /// A NodePool input named `name` with these instance types, weight 0, no requirements,
+    /// labels, taints, node class or limits.
+    pub fn new(name: impl Into<String>, instance_types: Vec<Arc<InstanceType>>) -> Self {
+        NodePoolInput {
+            name: name.into(),
+            weight: 0,
+            requirements: Vec::new(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            startup_taints: Vec::new(),
+            node_class_label: None,
+            limits: ResourceList::new(),
+            instance_types,
+        }
+    }
+
+    /// The input with this weight.
+    pub fn with_weight(mut self, weight: i32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// The input with these template requirements.
+    pub fn with_requirements(mut self, requirements: Vec<NodeSelectorRequirement>) -> Self {
+        self.requirements = requirements;
+        self
+    }
+
+    /// The input with these template labels.
+    pub fn with_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// The input with these taints.
+    pub fn with_taints(mut self, taints: Vec<Taint>) -> Self {
+        self.taints = taints;
+        self
+    }
+
+    /// The input with these startup taints.
+    pub fn with_startup_taints(mut self, startup_taints: Vec<Taint>) -> Self {
+        self.startup_taints = startup_taints;
+        self
+    }
+
+    /// The input with this node-class label (`<group>/<lowercase kind>`, name).
+    pub fn with_node_class_label(mut self, label: Option<(String, String)>) -> Self {
+        self.node_class_label = label;
+        self
+    }
+
+    /// The input with these limits.
+    pub fn with_limits(mut self, limits: ResourceList) -> Self {
+        self.limits = limits;
+        self
+    }
+
     /// The scheduler's view of a `karpenter.sh/v1` NodePool with the instance types its cloud
     /// provider offers. Limits absent from the pool are unlimited.
     ///
@@ -163,6 +280,7 @@ impl NodePoolInput {
 
 /// A node already in the cluster (or an in-flight NodeClaim) and the pods bound to it.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ExistingNodeInput {
     /// The node.
     pub node: ClusterNode,
@@ -171,6 +289,23 @@ pub struct ExistingNodeInput {
     /// Per-CSI-driver attach limits (from the node's CSINode): driver → volume count. Drivers
     /// without an entry are unlimited (upstream `volumetopology.go` / `volumeusage.go`).
     pub volume_limits: CsiNodeLimits,
+}
+
+impl ExistingNodeInput {
+    /// The node with its bound pods and no volume limits.
+    pub fn new(node: ClusterNode, pods: Vec<Pod>) -> Self {
+        ExistingNodeInput {
+            node,
+            pods,
+            volume_limits: CsiNodeLimits::new(),
+        }
+    }
+
+    /// The input with these per-CSI-driver attach limits.
+    pub fn with_volume_limits(mut self, volume_limits: CsiNodeLimits) -> Self {
+        self.volume_limits = volume_limits;
+        self
+    }
 }
 
 /// A borrowed existing node: what [`solve_with_existing`] reads for nodes the caller already
@@ -196,8 +331,10 @@ impl<'a> From<&'a ExistingNodeInput> for ExistingNodeRef<'a> {
     }
 }
 
-/// Everything a solve reads.
+/// Everything a solve reads. Start from [`SchedulingInput::new`] and add what the solve reads
+/// with the `with_*` methods (the struct is `#[non_exhaustive]`: inputs will be added).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct SchedulingInput {
     /// Eligible NodePools (ready, dynamic, not being deleted), any order.
     pub node_pools: Vec<NodePoolInput>,
@@ -218,6 +355,58 @@ pub struct SchedulingInput {
     pub consolidation: Option<ConsolidationSimulation>,
 }
 
+impl SchedulingInput {
+    /// An empty input: no NodePools, nodes, DaemonSets or pods.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The input with these NodePools.
+    pub fn with_node_pools(mut self, node_pools: Vec<NodePoolInput>) -> Self {
+        self.node_pools = node_pools;
+        self
+    }
+
+    /// The input with these existing nodes.
+    pub fn with_existing_nodes(mut self, existing_nodes: Vec<ExistingNodeInput>) -> Self {
+        self.existing_nodes = existing_nodes;
+        self
+    }
+
+    /// The input with these DaemonSets.
+    pub fn with_daemonsets(mut self, daemonsets: Vec<DaemonSet>) -> Self {
+        self.daemonsets = daemonsets;
+        self
+    }
+
+    /// The input with these pods to place.
+    pub fn with_pods(mut self, pods: Vec<Pod>) -> Self {
+        self.pods = pods;
+        self
+    }
+
+    /// The input with these namespace labels.
+    pub fn with_namespace_labels(
+        mut self,
+        namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Self {
+        self.namespace_labels = namespace_labels;
+        self
+    }
+
+    /// The input with this volume catalog.
+    pub fn with_volumes(mut self, volumes: VolumeCatalog) -> Self {
+        self.volumes = volumes;
+        self
+    }
+
+    /// The input simulating a consolidation (or not).
+    pub fn with_consolidation(mut self, consolidation: Option<ConsolidationSimulation>) -> Self {
+        self.consolidation = consolidation;
+        self
+    }
+}
+
 /// The extra rules of a consolidation simulation.
 #[derive(Debug, Clone, Default)]
 pub struct ConsolidationSimulation {
@@ -229,6 +418,7 @@ pub struct ConsolidationSimulation {
 
 /// A NodeClaim the solve decided to create.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NewNodeClaim {
     /// The NodePool it comes from.
     pub node_pool: String,
@@ -275,7 +465,7 @@ impl NewNodeClaim {
             Requirement::new(
                 crate::labels::INSTANCE_TYPE,
                 Operator::In,
-                self.instance_types.iter().map(|it| it.name.as_str()),
+                self.instance_types.iter().map(|it| it.name()),
             )
             .with_min_values(min_values),
         );
@@ -286,7 +476,7 @@ impl NewNodeClaim {
                     .requirements
                     .is_compatible(o.requirements(), Some(policy))
                 {
-                    capacity_types.insert(o.capacity_type.as_str());
+                    capacity_types.insert(o.capacity_type());
                 }
             }
         }
@@ -303,6 +493,7 @@ impl NewNodeClaim {
 
 /// An existing node that received pods in this solve.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExistingNodeResult {
     /// The node's name.
     pub name: String,
@@ -310,9 +501,20 @@ pub struct ExistingNodeResult {
     pub pods: Vec<String>,
 }
 
+impl ExistingNodeResult {
+    /// The node `name` with these pods (`namespace/name`) placed on it.
+    pub fn new(name: impl Into<String>, pods: Vec<String>) -> Self {
+        ExistingNodeResult {
+            name: name.into(),
+            pods,
+        }
+    }
+}
+
 /// Why a pod could not be placed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct PodError {
     /// The category of the last failure.
     pub kind: PodErrorKind,
@@ -322,6 +524,7 @@ pub struct PodError {
 
 /// The category of a [`PodError`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum PodErrorKind {
     /// No instance type satisfies requirements, resources and offerings together.
     InstanceTypes,
@@ -350,6 +553,7 @@ pub enum PodErrorKind {
 
 /// The result of a solve.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Results {
     /// NodeClaims to create, in creation order.
     pub new_node_claims: Vec<NewNodeClaim>,

@@ -105,7 +105,7 @@ fn cluster(specs: &[NodeSpec]) -> Vec<ExistingNodeInput> {
             let mut node = ClusterNode::new(name.clone());
             for (k, v) in [
                 (labels::NODEPOOL, "default"),
-                (labels::INSTANCE_TYPE, it.name.as_str()),
+                (labels::INSTANCE_TYPE, it.name()),
                 (labels::ZONE, zone),
                 (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_ON_DEMAND),
                 (labels::ARCH, if *t == 3 { "arm64" } else { "amd64" }),
@@ -114,7 +114,7 @@ fn cluster(specs: &[NodeSpec]) -> Vec<ExistingNodeInput> {
             ] {
                 node.labels.insert(k.to_string(), v.to_string());
             }
-            node.capacity = it.capacity.clone();
+            node.capacity = it.capacity().clone();
             node.allocatable = it.allocatable().clone();
             node.managed = true;
             node.initialized = true;

@@ -148,7 +148,7 @@ fn daemon_compatible(
     let compatible = |pod: &Pod| {
         let reqs = podreqs::pod_requirements(pod, PreferencePolicy::Ignore).strict;
         node_reqs.is_compatible(&reqs, loose)
-            && instance_type.is_none_or(|it| it.requirements.intersects(&reqs).is_ok())
+            && instance_type.is_none_or(|it| it.requirements().intersects(&reqs).is_ok())
     };
     // The first try reads the DaemonSet pod itself; it is copied only to drop terms.
     if compatible(daemon) {
@@ -329,7 +329,7 @@ impl<'a> Prepared<'a> {
         for np in &input.node_pools {
             index.register(&np.limits);
             for it in &np.instance_types {
-                index.register(&it.capacity);
+                index.register(it.capacity());
                 index.register(it.allocatable());
                 for o in &it.offerings {
                     if let Some(c) = &o.capacity_override {
@@ -392,13 +392,14 @@ impl<'a> Prepared<'a> {
                 .instance_types
                 .iter()
                 .filter(|it| {
-                    it.requirements.intersects(&reqs).is_ok() && has_usable_group(it, &reqs, policy)
+                    it.requirements().intersects(&reqs).is_ok()
+                        && has_usable_group(it, &reqs, policy)
                 })
                 .cloned()
                 .collect();
             if reqs.has_min_values() {
                 let ok = reqs
-                    .satisfies_min_values(its.iter().map(|it| &it.requirements))
+                    .satisfies_min_values(its.iter().map(|it| it.requirements()))
                     .is_ok();
                 if !ok && options.min_values_policy == MinValuesPolicy::Strict {
                     its.clear();
@@ -482,7 +483,7 @@ impl<'a> Prepared<'a> {
                 })
                 .collect();
             let has_overrides = alloc_groups.iter().any(|g| !g.is_empty());
-            let capacity = its.iter().map(|it| index.dense(&it.capacity)).collect();
+            let capacity = its.iter().map(|it| index.dense(it.capacity())).collect();
             let offering_keys: BTreeSet<String> = its
                 .iter()
                 .flat_map(|it| it.offerings.iter())
@@ -517,10 +518,10 @@ impl<'a> Prepared<'a> {
         for t in &templates {
             for it in &t.instance_types {
                 for o in it.offerings.iter().filter(|o| o.is_reserved()) {
-                    if let Some(id) = &o.reservation_id {
+                    if let Some(id) = o.reservation_id() {
                         let c = i64::from(o.reservation_capacity);
                         reservation_capacity
-                            .entry(id.clone())
+                            .entry(id.to_string())
                             .and_modify(|v| *v = (*v).min(c))
                             .or_insert(c);
                     }
@@ -1250,7 +1251,7 @@ impl<'a> Solver<'a> {
                         (0..tpl.instance_types.len() as u32)
                             .map(|i| {
                                 let it = &tpl.instance_types[i as usize];
-                                let compatible = it.requirements.intersects(reqs).is_ok();
+                                let compatible = it.requirements().intersects(reqs).is_ok();
                                 (i, compatible, view.cheapest[i as usize].is_finite())
                             })
                             .collect(),
@@ -1316,7 +1317,7 @@ impl<'a> Solver<'a> {
             let result = reqs.satisfies_min_values(
                 survivors
                     .iter()
-                    .map(|&i| &tpl.instance_types[i as usize].requirements),
+                    .map(|&i| tpl.instance_types[i as usize].requirements()),
             );
             if let Err(e) = result
                 && !(relax_min_values
@@ -1575,7 +1576,7 @@ impl<'a> Solver<'a> {
         }
         for &i in options {
             for o in tpl.instance_types[i as usize].available_offerings() {
-                let Some(id) = o.reservation_id.as_ref().filter(|_| o.is_reserved()) else {
+                let Some(id) = o.reservation_id().filter(|_| o.is_reserved()) else {
                     continue;
                 };
                 if !reqs.is_compatible(o.requirements(), Some(self.policy)) {
@@ -1583,7 +1584,7 @@ impl<'a> Solver<'a> {
                 }
                 compatible = true;
                 if held.contains(id) || self.reservation_capacity.get(id).is_some_and(|c| *c > 0) {
-                    wanted.insert(id.clone());
+                    wanted.insert(id.to_string());
                 }
             }
         }
@@ -1637,7 +1638,7 @@ impl<'a> Solver<'a> {
             its.truncate(self.options.max_instance_types);
             if reqs.has_min_values()
                 && self.options.min_values_policy == MinValuesPolicy::Strict
-                && let Err(e) = reqs.satisfies_min_values(its.iter().map(|x| &x.2.requirements))
+                && let Err(e) = reqs.satisfies_min_values(its.iter().map(|x| x.2.requirements()))
             {
                 for &p in &claim.pods {
                     self.errors.insert(
@@ -1727,7 +1728,7 @@ fn min_values_relaxation(
     match reqs.satisfies_min_values(
         survivors
             .iter()
-            .map(|&i| &tpl.instance_types[i as usize].requirements),
+            .map(|&i| tpl.instance_types[i as usize].requirements()),
     ) {
         Ok(_) => None,
         Err(e) => Some(e.achieved),

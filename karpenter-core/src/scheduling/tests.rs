@@ -96,11 +96,7 @@ fn packs_pods_onto_the_cheapest_sufficient_type() {
     assert_eq!(claim.pods.len(), 3);
     // 3 cpu do not fit "small" (1.9 cpu allocatable). Options are ordered by their cheapest
     // compatible offering: spot at half price makes medium 0.10, arm-large 0.15, large 0.20.
-    let names: Vec<&str> = claim
-        .instance_types
-        .iter()
-        .map(|t| t.name.as_str())
-        .collect();
+    let names: Vec<&str> = claim.instance_types.iter().map(|t| t.name()).collect();
     assert_eq!(names, ["medium", "arm-large", "large"]);
     assert_eq!(claim.requests.get_or_zero(names::CPU), q("3"));
     assert_eq!(claim.requests.get_or_zero(names::PODS), q("3"));
@@ -278,7 +274,7 @@ fn daemonset_overhead_is_counted_per_instance_type() {
     let r = solve(&inp, &SchedulerOptions::default());
     let claim = &r.new_node_claims[0];
     // 1 + 1 cpu + 2 pods do not fit small (1.9 cpu).
-    assert!(claim.instance_types.iter().all(|t| t.name != "small"));
+    assert!(claim.instance_types.iter().all(|t| t.name() != "small"));
     assert_eq!(claim.requests.get_or_zero(names::CPU), q("2"));
     assert_eq!(claim.requests.get_or_zero(names::PODS), q("2"));
 }

@@ -119,9 +119,9 @@ fn inflight_node(
             .filter(|p| pool.is_none_or(|n| *n == p.name))
             .chain(pools.iter())
             .flat_map(|p| p.instance_types.iter())
-            .find(|it| it.name == *it_name);
+            .find(|it| it.name() == *it_name);
         if let Some(it) = found {
-            node.capacity = it.capacity.clone();
+            node.capacity = it.capacity().clone();
             node.allocatable = it.allocatable().clone();
         }
     }

@@ -93,7 +93,7 @@ fn node(name: &str, pool: &str, it: &InstanceType, ct: &str, pods: usize, cpu: &
     let mut node_labels = BTreeMap::new();
     for (k, v) in [
         (labels::NODEPOOL, pool),
-        (labels::INSTANCE_TYPE, it.name.as_str()),
+        (labels::INSTANCE_TYPE, it.name()),
         (labels::ZONE, ZONE),
         (labels::CAPACITY_TYPE, ct),
         (labels::ARCH, "amd64"),
@@ -106,7 +106,7 @@ fn node(name: &str, pool: &str, it: &InstanceType, ct: &str, pods: usize, cpu: &
     }
     let mut n = ClusterNode::new(name);
     n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
+    n.capacity = it.capacity().clone();
     n.allocatable = it.allocatable().clone();
     n.managed = true;
     let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
@@ -181,7 +181,7 @@ fn step_9_narrows_a_replacement_without_capacity_type_requirement_to_spot() {
     assert_eq!(cmd.method, Method::SingleNode);
     assert_eq!(cmd.replacements.len(), 1);
     let r = &cmd.replacements[0];
-    assert_eq!(r.instance_types[0].name, "small");
+    assert_eq!(r.instance_types[0].name(), "small");
     let ct = r
         .requirements
         .get(labels::CAPACITY_TYPE)

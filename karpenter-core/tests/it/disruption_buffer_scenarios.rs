@@ -42,7 +42,7 @@ use karpenter_core::state::{ClusterSnapshot, StateNode};
 fn it(name: &str) -> Arc<InstanceType> {
     catalog()
         .into_iter()
-        .find(|t| t.name == name)
+        .find(|t| t.name() == name)
         .expect("known type")
 }
 

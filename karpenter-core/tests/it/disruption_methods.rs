@@ -106,7 +106,7 @@ fn condition(type_: &str) -> Condition {
 fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
     let mut node_labels = BTreeMap::new();
     node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
-    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name().to_string());
     node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
     node_labels.insert(
         labels::CAPACITY_TYPE.to_string(),
@@ -119,7 +119,7 @@ fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> St
     node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
     let mut n = ClusterNode::new(name);
     n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
+    n.capacity = it.capacity().clone();
     n.allocatable = it.allocatable().clone();
     n.managed = true;
     let class = NodeClassReference::new("karpenter.k8s.aws", "EC2NodeClass", "default");
@@ -166,7 +166,7 @@ fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot
 fn it(name: &str) -> Arc<InstanceType> {
     catalog()
         .into_iter()
-        .find(|t| t.name == name)
+        .find(|t| t.name() == name)
         .expect("known type")
 }
 
@@ -236,7 +236,7 @@ fn seed_guide_example_with_full_budget_replaces_all_three_with_one_node() {
     assert_eq!(names(cmd), ["node-a", "node-b", "node-c"]);
     assert_eq!(cmd.replacements.len(), 1);
     let r = &cmd.replacements[0];
-    assert_eq!(r.instance_types[0].name, "m5.2xlarge");
+    assert_eq!(r.instance_types[0].name(), "m5.2xlarge");
     assert_eq!(
         r.requirements
             .get(labels::CAPACITY_TYPE)
@@ -363,7 +363,7 @@ fn expired_nodes_come_first_regardless_of_budgets() {
 /// the same snapshot, and is rejected as churn once a candidate gains a do-not-disrupt pod.
 #[test]
 fn consolidation_commands_are_revalidated_against_a_newer_snapshot() {
-    use karpenter_core::disruption::validation::{ValidationError, validate};
+    use karpenter_core::disruption::validation::{RevalidationError, validate};
     let s = guide_cluster("10%");
     let options = DisruptionOptions::default();
     let pass = run_pass(&s, now(), &options, &|_| false);
@@ -378,7 +378,7 @@ fn consolidation_commands_are_revalidated_against_a_newer_snapshot() {
     changed.nodes[0] = Arc::new(a);
     let err =
         validate(cmd, &changed, now(), &options).expect_err("node-a is no longer a candidate");
-    assert!(matches!(err, ValidationError::Churn { .. }));
+    assert!(matches!(err, RevalidationError::Churn { .. }));
     assert_eq!(err.reason(), "churn");
 }
 
@@ -440,7 +440,8 @@ fn static_drift_replaces_drifted_nodes_of_static_pools_one_for_one() {
     assert!(cmd.simulation.is_none());
     assert_eq!(cmd.replacements[0].node_pool, "static");
     assert_eq!(
-        cmd.replacements[0].instance_types[0].name, "m5.large",
+        cmd.replacements[0].instance_types[0].name(),
+        "m5.large",
         "cheapest first"
     );
 }

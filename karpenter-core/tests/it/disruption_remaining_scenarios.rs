@@ -50,7 +50,7 @@ fn later(seconds: i64) -> Timestamp {
 pub(super) fn it(name: &str) -> Arc<InstanceType> {
     catalog()
         .into_iter()
-        .find(|t| t.name == name)
+        .find(|t| t.name() == name)
         .expect("known type")
 }
 
@@ -118,18 +118,18 @@ fn node_claims(s: &ClusterSnapshot) -> usize {
 
 // --- The queue, played on the snapshot ---------------------------------------------------------
 
-/// The queue's command for a planned command (`queue::Command::from_decision`), replacement
+/// The queue's command for a planned command (`queue::QueuedCommand::from_decision`), replacement
 /// NodeClaims named `<id>-replacement-<i>`.
 pub(super) fn queue_command(
     id: &str,
     cmd: &Command,
     s: &ClusterSnapshot,
     created_at: Timestamp,
-) -> queue::Command {
+) -> queue::QueuedCommand {
     let replacements = (0..cmd.replacements.len())
         .map(|i| format!("{id}-replacement-{i}"))
         .collect();
-    queue::Command::from_decision(id, cmd, s, replacements, created_at)
+    queue::QueuedCommand::from_decision(id, cmd, s, replacements, created_at)
         .expect("a disruption command, not an expiration")
 }
 

@@ -114,7 +114,7 @@ pub(super) fn catalog() -> Vec<Arc<InstanceType>> {
 fn find(types: &[Arc<InstanceType>], name: &str) -> Arc<InstanceType> {
     types
         .iter()
-        .find(|t| t.name == name)
+        .find(|t| t.name() == name)
         .cloned()
         .expect("known type")
 }
@@ -203,7 +203,7 @@ fn pending(name: &str, cpu: &str) -> Pod {
 pub(super) fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> StateNode {
     let mut node_labels = BTreeMap::new();
     node_labels.insert(labels::NODEPOOL.to_string(), pool.to_string());
-    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
+    node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name().to_string());
     node_labels.insert(labels::ZONE.to_string(), ZONE.to_string());
     node_labels.insert(
         labels::CAPACITY_TYPE.to_string(),
@@ -216,7 +216,7 @@ pub(super) fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: 
     node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
     let mut n = ClusterNode::new(name);
     n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
+    n.capacity = it.capacity().clone();
     n.allocatable = it.allocatable().clone();
     n.managed = true;
     n.initialized = true;
@@ -361,7 +361,12 @@ pub(super) fn disrupted(p: &PassOutcome) -> BTreeSet<String> {
 pub(super) fn option_names(cmd: &Command) -> Vec<String> {
     cmd.replacements
         .first()
-        .map(|r| r.instance_types.iter().map(|t| t.name.clone()).collect())
+        .map(|r| {
+            r.instance_types
+                .iter()
+                .map(|t| t.name().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -1377,7 +1382,7 @@ fn consolidation_replace_cannot_replace_spot_with_spot_if_the_spot_to_spot_conso
 fn consolidation_replace_cannot_replace_spot_with_spot_if_it_is_part_of_the_15_cheapest_instance_types()
  {
     let mut types = spot_catalog(20);
-    types.retain(|t| t.name != "current");
+    types.retain(|t| t.name() != "current");
     // `current` is priced between s-09 and s-10: only 10 types are cheaper.
     types.push(itype(
         "current",
@@ -1458,7 +1463,7 @@ fn consolidation_replace_consolidation_should_fail_if_filter_by_price_breaks_the
  {
     // On-demand only: 15 types are cheaper than the node (2.0), minValues asks for 16.
     let mut types = spot_catalog(15);
-    types.retain(|t| t.name != "current");
+    types.retain(|t| t.name() != "current");
     types.push(itype(
         "current",
         4,
@@ -2500,7 +2505,7 @@ fn consolidation_preferences_should_consolidate_a_node_through_replacement_when_
 fn consolidation_min_values_policy_should_not_consolidate_a_node_by_relaxing_min_values_when_policy_is_set_to_best_effort()
  {
     let mut types = spot_catalog(15);
-    types.retain(|t| t.name != "current");
+    types.retain(|t| t.name() != "current");
     types.push(itype(
         "current",
         4,

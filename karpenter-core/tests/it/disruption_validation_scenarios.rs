@@ -35,7 +35,7 @@ use super::disruption_scenarios::{
 use karpenter_core::api::{Budget, ConditionStatus, ConsolidationPolicy, NillableDuration};
 use karpenter_core::disruption::simulate::simulate_scheduling;
 use karpenter_core::disruption::validation::{
-    COMMAND_VALIDATION_DELAY, Validation, ValidationError, validate, validate_counted,
+    COMMAND_VALIDATION_DELAY, RevalidationError, Validation, validate, validate_counted,
 };
 use karpenter_core::disruption::{
     Command, Method, PassOutcome, multi_node_pass, run_pass, single_node_pass,
@@ -155,7 +155,7 @@ fn validated(v: &Validation) -> &Command {
     }
 }
 
-fn rejected(v: &Validation) -> &ValidationError {
+fn rejected(v: &Validation) -> &RevalidationError {
     match &v.outcome {
         Ok(cmd) => panic!("expected a rejection, got {:?}", names(cmd)),
         Err(e) => e,

@@ -27,8 +27,8 @@ use karpenter_core::lifecycle::nodeclaim::{
     registration_decision,
 };
 use karpenter_core::lifecycle::queue::{
-    self, Command, CommandCandidate, CommandQueue, QueueError, QueueOutcome, ReplacementState,
-    Step, retry_duration,
+    self, CommandCandidate, CommandQueue, QueueError, QueueOutcome, QueuedCommand,
+    ReplacementState, Step, retry_duration,
 };
 use karpenter_core::lifecycle::repair::{
     RepairDecision, RepairPolicy, RepairScope, is_unhealthy, repair_actions, repair_decision,
@@ -1296,21 +1296,21 @@ fn hash_version_bump_from_upstream() {
 
 fn ready_false_10m() -> Vec<RepairPolicy> {
     vec![
-        RepairPolicy {
-            condition_type: "Ready".into(),
-            condition_status: ConditionStatus::False,
-            toleration_duration: std::time::Duration::from_secs(600),
-        },
-        RepairPolicy {
-            condition_type: "Ready".into(),
-            condition_status: ConditionStatus::Unknown,
-            toleration_duration: std::time::Duration::from_secs(600),
-        },
-        RepairPolicy {
-            condition_type: "DiskBroken".into(),
-            condition_status: ConditionStatus::True,
-            toleration_duration: std::time::Duration::from_secs(60),
-        },
+        RepairPolicy::new(
+            "Ready",
+            ConditionStatus::False,
+            std::time::Duration::from_secs(600),
+        ),
+        RepairPolicy::new(
+            "Ready",
+            ConditionStatus::Unknown,
+            std::time::Duration::from_secs(600),
+        ),
+        RepairPolicy::new(
+            "DiskBroken",
+            ConditionStatus::True,
+            std::time::Duration::from_secs(60),
+        ),
     ]
 }
 
@@ -1462,8 +1462,13 @@ fn repair_actions_force_termination_now() {
 // ---------------------------------------------------------------------------------------------
 // Command queue (upstream `Queue.StartCommand`, `Queue.Reconcile`, `orchestration/queue_test.go`)
 
-fn command(id: &str, candidates: &[&str], replacements: &[&str], created_at: Timestamp) -> Command {
-    Command {
+fn command(
+    id: &str,
+    candidates: &[&str],
+    replacements: &[&str],
+    created_at: Timestamp,
+) -> QueuedCommand {
+    QueuedCommand {
         id: id.into(),
         method: "single".into(),
         reason: DisruptionReason::Underutilized,

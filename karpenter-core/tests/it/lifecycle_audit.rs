@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use jiff::Timestamp;
 use karpenter_core::api::DisruptionReason;
 use karpenter_core::lifecycle::queue::{
-    self, Command, CommandCandidate, CommandQueue, QueueError, QueueOutcome,
+    self, CommandCandidate, CommandQueue, QueueError, QueueOutcome, QueuedCommand,
 };
 use karpenter_core::lifecycle::{MetricOp, metric_names};
 
@@ -16,8 +16,8 @@ fn t0() -> Timestamp {
     "2024-01-01T00:00:00Z".parse().unwrap()
 }
 
-fn command(id: &str, candidates: &[&str], replacements: &[&str]) -> Command {
-    Command {
+fn command(id: &str, candidates: &[&str], replacements: &[&str]) -> QueuedCommand {
+    QueuedCommand {
         id: id.into(),
         method: "single".into(),
         reason: DisruptionReason::Underutilized,
@@ -381,7 +381,7 @@ fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
     let mut node_labels = BTreeMap::new();
     for (k, v) in [
         (labels::NODEPOOL, "default"),
-        (labels::INSTANCE_TYPE, it.name.as_str()),
+        (labels::INSTANCE_TYPE, it.name()),
         (labels::ZONE, "zone-a"),
         (labels::CAPACITY_TYPE, labels::CAPACITY_TYPE_ON_DEMAND),
         (labels::ARCH, "amd64"),
@@ -396,7 +396,7 @@ fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
     }
     let mut n = ClusterNode::new(name);
     n.labels = node_labels.clone();
-    n.capacity = it.capacity.clone();
+    n.capacity = it.capacity().clone();
     n.allocatable = it.allocatable().clone();
     n.managed = true;
     n.initialized = initialized;
@@ -407,7 +407,7 @@ fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
     claim.metadata.labels = node_labels;
     claim.metadata.creation_timestamp = Some(format_time(t0()));
     claim.status.provider_id = Some(format!("test:///{name}"));
-    claim.status.capacity = it.capacity.clone();
+    claim.status.capacity = it.capacity().clone();
     claim.status.allocatable = it.allocatable().clone();
     StateNode {
         node: Some(n),
@@ -653,19 +653,11 @@ fn queued_command_from_a_planned_one() {
         t0(),
     )
     .expect("a candidate");
-    let simulation = Results {
-        existing_nodes: vec![
-            ExistingNodeResult {
-                name: "receiver".into(),
-                pods: vec!["default/moved".into()],
-            },
-            ExistingNodeResult {
-                name: "buffer-only".into(),
-                pods: vec!["default/buffer-0".into()],
-            },
-        ],
-        ..Results::default()
-    };
+    let mut simulation = Results::default();
+    simulation.existing_nodes = vec![
+        ExistingNodeResult::new("receiver", vec!["default/moved".into()]),
+        ExistingNodeResult::new("buffer-only", vec!["default/buffer-0".into()]),
+    ];
     let decision = planned::Command {
         method: Method::SingleNode,
         reason: Reason::Underutilized,
@@ -674,7 +666,7 @@ fn queued_command_from_a_planned_one() {
         savings_per_hour: 0.2,
         simulation: Some(simulation),
     };
-    let cmd = Command::from_decision("c1", &decision, &snapshot, Vec::new(), t0())
+    let cmd = QueuedCommand::from_decision("c1", &decision, &snapshot, Vec::new(), t0())
         .expect("a queue command");
     assert_eq!(cmd.method, "single");
     assert_eq!(cmd.reason, DisruptionReason::Underutilized);
@@ -694,7 +686,7 @@ fn queued_command_from_a_planned_one() {
         simulation: None,
         ..decision.clone()
     };
-    let cmd = Command::from_decision("c2", &drift, &snapshot, Vec::new(), t0()).unwrap();
+    let cmd = QueuedCommand::from_decision("c2", &drift, &snapshot, Vec::new(), t0()).unwrap();
     assert_eq!(cmd.method, "");
     assert_eq!(cmd.consolidation_policy, "");
     assert_eq!(cmd.reason, DisruptionReason::Drifted);
@@ -703,7 +695,7 @@ fn queued_command_from_a_planned_one() {
         reason: Reason::Expired,
         ..drift
     };
-    assert!(Command::from_decision("c3", &expired, &snapshot, Vec::new(), t0()).is_none());
+    assert!(QueuedCommand::from_decision("c3", &expired, &snapshot, Vec::new(), t0()).is_none());
 }
 
 // ---------------------------------------------------------------------------------------------

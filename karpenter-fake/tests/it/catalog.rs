@@ -19,14 +19,14 @@ fn close(a: f64, b: f64) -> bool {
 
 fn values(it: &InstanceType, key: &str) -> Vec<String> {
     let r = it
-        .requirements
+        .requirements()
         .get(key)
         .unwrap_or_else(|| panic!("{key} undefined"));
     r.values().map(String::from).collect()
 }
 
 fn op(it: &InstanceType, key: &str) -> Operator {
-    it.requirements
+    it.requirements()
         .get(key)
         .unwrap_or_else(|| panic!("{key} undefined"))
         .operator()
@@ -35,7 +35,7 @@ fn op(it: &InstanceType, key: &str) -> Operator {
 fn offering_pairs(it: &InstanceType) -> Vec<(String, String)> {
     it.offerings
         .iter()
-        .map(|o| (o.capacity_type.clone(), o.zone.clone()))
+        .map(|o| (o.capacity_type().to_string(), o.zone().to_string()))
         .collect()
 }
 
@@ -61,10 +61,10 @@ fn benchmark_catalog_prices_are_exact() {
     assert_eq!(types[4].offerings[0].price, 1.573741824);
     assert!(close(types[399].offerings[0].price, 125.89934592));
     for (i, it) in types.iter().enumerate() {
-        assert_eq!(it.name, format!("fake-it-{i}"));
+        assert_eq!(it.name(), format!("fake-it-{i}"));
         let expected = (i as f64 + 1.0) * 0.3147483648;
         for o in &it.offerings {
-            assert!(close(o.price, expected), "{} price {}", it.name, o.price);
+            assert!(close(o.price, expected), "{} price {}", it.name(), o.price);
         }
     }
     for pair in types.windows(2) {
@@ -76,13 +76,16 @@ fn benchmark_catalog_prices_are_exact() {
 fn fake_it_0_and_4() {
     let types = instance_types(5);
     let it0 = &types[0];
-    assert_eq!(it0.capacity.get(names::CPU), Some(Quantity::from_units(1)));
     assert_eq!(
-        it0.capacity.get(names::MEMORY),
+        it0.capacity().get(names::CPU),
+        Some(Quantity::from_units(1))
+    );
+    assert_eq!(
+        it0.capacity().get(names::MEMORY),
         Some(Quantity::from_bytes(2 * GI))
     );
     assert_eq!(
-        it0.capacity.get(names::PODS),
+        it0.capacity().get(names::PODS),
         Some(Quantity::from_units(10))
     );
     assert_eq!(
@@ -112,17 +115,20 @@ fn fake_it_0_and_4() {
     assert!(
         it0.offerings
             .iter()
-            .all(|o| o.available && o.reservation_id.is_none())
+            .all(|o| o.available && o.reservation_id().is_none())
     );
 
     let it4 = &types[4];
-    assert_eq!(it4.capacity.get(names::CPU), Some(Quantity::from_units(5)));
     assert_eq!(
-        it4.capacity.get(names::MEMORY),
+        it4.capacity().get(names::CPU),
+        Some(Quantity::from_units(5))
+    );
+    assert_eq!(
+        it4.capacity().get(names::MEMORY),
         Some(Quantity::from_bytes(10 * GI))
     );
     assert_eq!(
-        it4.capacity.get(names::PODS),
+        it4.capacity().get(names::PODS),
         Some(Quantity::from_units(50))
     );
     assert_eq!(
@@ -154,29 +160,32 @@ fn size_boundary_needs_both_cpu_and_memory() {
 #[test]
 fn defaults_and_overhead() {
     let it = new_instance_type("x", InstanceTypeOptions::default());
-    assert_eq!(it.capacity.get(names::CPU), Some(Quantity::from_units(4)));
+    assert_eq!(it.capacity().get(names::CPU), Some(Quantity::from_units(4)));
     assert_eq!(
-        it.capacity.get(names::MEMORY),
+        it.capacity().get(names::MEMORY),
         Some(Quantity::from_bytes(4 * GI))
     );
-    assert_eq!(it.capacity.get(names::PODS), Some(Quantity::from_units(5)));
     assert_eq!(
-        it.overhead.kube_reserved.get(names::CPU),
+        it.capacity().get(names::PODS),
+        Some(Quantity::from_units(5))
+    );
+    assert_eq!(
+        it.overhead().kube_reserved.get(names::CPU),
         Some(Quantity::from_milli(100))
     );
     assert_eq!(
-        it.overhead.kube_reserved.get(names::MEMORY),
+        it.overhead().kube_reserved.get(names::MEMORY),
         Some(Quantity::from_bytes(10 * MI))
     );
-    assert!(it.overhead.system_reserved.is_empty());
-    assert!(it.overhead.eviction_threshold.is_empty());
+    assert!(it.overhead().system_reserved.is_empty());
+    assert!(it.overhead().eviction_threshold.is_empty());
     assert_eq!(it.offerings[0].price, 0.8294967296);
 
     // Zero counts as absent.
     let mut r = ResourceList::new();
     r.insert(names::CPU, Quantity::ZERO);
     let it = new_instance_type("y", InstanceTypeOptions::with_resources(r));
-    assert_eq!(it.capacity.get(names::CPU), Some(Quantity::from_units(4)));
+    assert_eq!(it.capacity().get(names::CPU), Some(Quantity::from_units(4)));
 }
 
 #[test]
@@ -210,7 +219,7 @@ fn options_are_honoured() {
     );
     assert_eq!(values(&it, "custom"), ["a", "b"]);
     assert_eq!(it.offerings.len(), 3);
-    assert_eq!(it.offerings[2].reservation_id.as_deref(), Some("r-1"));
+    assert_eq!(it.offerings[2].reservation_id(), Some("r-1"));
 }
 
 #[test]
@@ -227,7 +236,7 @@ fn pricing_rules() {
 #[test]
 fn default_catalog_contents() {
     let types = default_catalog();
-    let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
         [
@@ -247,14 +256,14 @@ fn default_catalog_contents() {
     assert!(close(price(4), 15.3438953472));
     assert_eq!(price(5), 0.8294967296);
     for t in &types {
-        assert_eq!(offering_pairs(t), default_pairs(), "{}", t.name);
+        assert_eq!(offering_pairs(t), default_pairs(), "{}", t.name());
     }
     assert_eq!(
-        types[2].capacity.get("fake.com/vendor-a"),
+        types[2].capacity().get("fake.com/vendor-a"),
         Some(Quantity::from_units(2))
     );
     assert_eq!(
-        types[3].capacity.get("fake.com/vendor-b"),
+        types[3].capacity().get("fake.com/vendor-b"),
         Some(Quantity::from_units(2))
     );
     let arm = &types[4];
@@ -267,7 +276,7 @@ fn default_catalog_contents() {
     assert_eq!(values(arm, SIZE_LABEL), ["large"]);
     assert_eq!(values(arm, SPECIAL_LABEL), ["optional"]);
     assert_eq!(
-        types[5].capacity.get(names::PODS),
+        types[5].capacity().get(names::PODS),
         Some(Quantity::from_units(1))
     );
     assert_eq!(values(&types[1], INTEGER_LABEL), ["2"]);
@@ -277,26 +286,29 @@ fn default_catalog_contents() {
 fn assorted_catalog() {
     let types = instance_types_assorted();
     assert_eq!(types.len(), 1344);
-    let names: BTreeSet<&str> = types.iter().map(|t| t.name.as_str()).collect();
+    let names: BTreeSet<&str> = types.iter().map(|t| t.name()).collect();
     assert_eq!(names.len(), 1344, "names are unique");
     let first = &types[0];
-    assert_eq!(first.name, "1-cpu-1-mem-amd64-linux-test-zone-1-spot");
+    assert_eq!(first.name(), "1-cpu-1-mem-amd64-linux-test-zone-1-spot");
     assert_eq!(first.offerings.len(), 1);
     assert_eq!(first.offerings[0].price, 0.2073741824);
     assert_eq!(values(first, labels::ZONE), ["test-zone-1"]);
     assert_eq!(values(first, labels::CAPACITY_TYPE), ["spot"]);
     assert_eq!(values(first, labels::OS), ["linux"]);
     assert_eq!(
-        first.capacity.get(names::PODS),
+        first.capacity().get(names::PODS),
         Some(Quantity::from_units(5))
     );
-    assert_eq!(types[1].name, "1-cpu-1-mem-arm64-linux-test-zone-1-spot");
-    assert_eq!(types[2].name, "1-cpu-1-mem-amd64-windows-test-zone-1-spot");
+    assert_eq!(types[1].name(), "1-cpu-1-mem-arm64-linux-test-zone-1-spot");
     assert_eq!(
-        types[4].name,
+        types[2].name(),
+        "1-cpu-1-mem-amd64-windows-test-zone-1-spot"
+    );
+    assert_eq!(
+        types[4].name(),
         "1-cpu-1-mem-amd64-linux-test-zone-1-on-demand"
     );
-    assert_eq!(types[8].name, "1-cpu-1-mem-amd64-linux-test-zone-2-spot");
+    assert_eq!(types[8].name(), "1-cpu-1-mem-amd64-linux-test-zone-2-spot");
     let min = types
         .iter()
         .map(|t| t.offerings[0].price)
@@ -306,7 +318,7 @@ fn assorted_catalog() {
     assert!(
         types
             .iter()
-            .any(|t| t.name == "64-cpu-128-mem-arm64-windows-test-zone-3-on-demand")
+            .any(|t| t.name() == "64-cpu-128-mem-arm64-windows-test-zone-3-on-demand")
     );
 }
 

@@ -61,7 +61,7 @@ fn node_price(types: &[Arc<InstanceType>], node: &ClusterNode) -> f64 {
     let name = &node.labels[INSTANCE_TYPE];
     let it = types
         .iter()
-        .find(|it| &it.name == name)
+        .find(|it| it.name() == name)
         .expect("launched type is in the catalog");
     let reqs = Requirements::from_labels(node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     it.cheapest_offering(&reqs, &fake_label_policy())
@@ -80,9 +80,9 @@ fn candidates(round: &Round) -> &[Arc<InstanceType>] {
 
 fn has_label(it: &InstanceType, key: &str, value: &str) -> bool {
     match key {
-        ARCH | OS => it.requirements.get(key).is_some_and(|r| r.has(value)),
-        ZONE => it.offerings.iter().any(|o| o.zone == value),
-        CAPACITY_TYPE => it.offerings.iter().any(|o| o.capacity_type == value),
+        ARCH | OS => it.requirements().get(key).is_some_and(|r| r.has(value)),
+        ZONE => it.offerings.iter().any(|o| o.zone() == value),
+        CAPACITY_TYPE => it.offerings.iter().any(|o| o.capacity_type() == value),
         _ => panic!("unsupported label {key}"),
     }
 }
@@ -92,7 +92,11 @@ fn expect_label(round: &Round, key: &str, value: &str) {
     let cands = candidates(round);
     assert!(!cands.is_empty());
     for it in cands {
-        assert!(has_label(it, key, value), "{} lacks {key}={value}", it.name);
+        assert!(
+            has_label(it, key, value),
+            "{} lacks {key}={value}",
+            it.name()
+        );
     }
 }
 
@@ -104,9 +108,9 @@ fn expect_offering(round: &Round, capacity_type: &str, zone: &str) {
         assert!(
             it.offerings
                 .iter()
-                .any(|o| o.capacity_type == capacity_type && o.zone == zone),
+                .any(|o| o.capacity_type() == capacity_type && o.zone() == zone),
             "{} lacks a {capacity_type}/{zone} offering",
-            it.name
+            it.name()
         );
     }
 }
@@ -317,7 +321,7 @@ fn without_zone_2_arm(types: Vec<Arc<InstanceType>>) -> Vec<Arc<InstanceType>> {
     types
         .into_iter()
         .filter(|it| {
-            !it.offerings.iter().any(|o| o.zone == "test-zone-2") || has_label(it, ARCH, "amd64")
+            !it.offerings.iter().any(|o| o.zone() == "test-zone-2") || has_label(it, ARCH, "amd64")
         })
         .collect()
 }
@@ -381,7 +385,7 @@ fn should_schedule_on_an_instance_with_enough_resources() {
     let types = catalog(SEEDS[0]);
     let before: Vec<(ResourceList, ResourceList)> = types
         .iter()
-        .map(|it| (it.capacity.clone(), it.overhead.total()))
+        .map(|it| (it.capacity().clone(), it.overhead().total()))
         .collect();
     // Three of these pods always fit on at least one instance type.
     for cpu in [0.1, 1.0, 2.0, 2.5, 4.0, 8.0, 16.0] {
@@ -403,7 +407,7 @@ fn should_schedule_on_an_instance_with_enough_resources() {
             assert_eq!(nodes.len(), 1, "{cpu_q}/{mem_q}: one node");
             let per_pod = |q: &str| Quantity::parse(q).unwrap();
             for it in candidates(&round) {
-                let overhead = it.overhead.total();
+                let overhead = it.overhead().total();
                 let total_cpu = per_pod(&cpu_q)
                     + per_pod(&cpu_q)
                     + per_pod(&cpu_q)
@@ -413,25 +417,25 @@ fn should_schedule_on_an_instance_with_enough_resources() {
                     + per_pod(&mem_q)
                     + overhead.get_or_zero(names::MEMORY);
                 assert!(
-                    total_cpu < it.capacity.get_or_zero(names::CPU),
+                    total_cpu < it.capacity().get_or_zero(names::CPU),
                     "{}",
-                    it.name
+                    it.name()
                 );
                 assert!(
-                    total_mem < it.capacity.get_or_zero(names::MEMORY),
+                    total_mem < it.capacity().get_or_zero(names::MEMORY),
                     "{}",
-                    it.name
+                    it.name()
                 );
             }
         }
     }
     for (it, (capacity, overhead)) in types.iter().zip(&before) {
-        assert_eq!(&it.capacity, capacity, "{} capacity modified", it.name);
+        assert_eq!(it.capacity(), capacity, "{} capacity modified", it.name());
         assert_eq!(
-            &it.overhead.total(),
+            &it.overhead().total(),
             overhead,
             "{} overhead modified",
-            it.name
+            it.name()
         );
     }
 }

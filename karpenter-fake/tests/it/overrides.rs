@@ -70,7 +70,12 @@ fn candidates(c: &Cluster) -> Vec<Vec<String>> {
     solve(&c.scheduling_input(), &c.options)
         .new_node_claims
         .iter()
-        .map(|nc| nc.instance_types.iter().map(|it| it.name.clone()).collect())
+        .map(|nc| {
+            nc.instance_types
+                .iter()
+                .map(|it| it.name().to_string())
+                .collect()
+        })
         .collect()
 }
 
@@ -92,7 +97,7 @@ fn should_only_select_instance_types_whose_offerings_have_capacity_override_when
     let names: Vec<&str> = claims[0]
         .instance_types
         .iter()
-        .map(|it| it.name.as_str())
+        .map(|it| it.name())
         .collect();
     assert_eq!(names, vec!["override-capable"]);
 }

@@ -225,16 +225,8 @@ fn failed_offerings_are_skipped_then_reported() {
         CloudProviderError::InsufficientCapacity { offerings, .. } => assert_eq!(
             offerings,
             vec![
-                UnavailableOffering {
-                    instance_type: "fake-it-0".into(),
-                    zone: "test-zone-1".into(),
-                    capacity_type: "spot".into(),
-                },
-                UnavailableOffering {
-                    instance_type: "fake-it-0".into(),
-                    zone: "test-zone-2".into(),
-                    capacity_type: "spot".into(),
-                },
+                UnavailableOffering::new("fake-it-0", "test-zone-1", "spot"),
+                UnavailableOffering::new("fake-it-0", "test-zone-2", "spot"),
             ]
         ),
         e => panic!("unexpected {e:?}"),
@@ -265,18 +257,10 @@ fn failed_offering_moves_to_next_cheapest_type() {
 #[test]
 fn fail_next_applies_to_the_next_calls() {
     let p = FakeCloudProvider::new();
-    p.fail_next(
-        2,
-        CloudProviderError::Throttled {
-            message: "slow down".into(),
-        },
-    );
-    p.fail_next(
-        1,
-        CloudProviderError::Timeout {
-            message: "late".into(),
-        },
-    );
+    p.fail_next(2, || CloudProviderError::throttled("slow down"));
+    p.fail_next(1, || {
+        CloudProviderError::timeout("late").with_source(std::io::Error::other("no answer"))
+    });
     let e1 = block_on(p.list()).unwrap_err();
     let e2 = block_on(p.create(&claim(&[]))).unwrap_err();
     let e3 = block_on(p.get("fake://1")).unwrap_err();
@@ -284,6 +268,11 @@ fn fail_next_applies_to_the_next_calls() {
     assert!(matches!(e2, CloudProviderError::Throttled { .. }));
     assert!(matches!(e3, CloudProviderError::Timeout { .. }));
     assert!(e1.is_retryable() && e3.is_retryable());
+    assert_eq!(
+        std::error::Error::source(&e3).map(ToString::to_string),
+        Some("no answer".to_string()),
+        "the injected error's source is kept"
+    );
     // The failed calls were recorded and launched nothing.
     assert_eq!(p.calls().len(), 3);
     assert!(p.instances().is_empty());
@@ -359,7 +348,7 @@ fn drift_repair_name_reset() {
     p.set_repair_policies(Vec::new());
     assert!(p.repair_policies().is_empty());
 
-    p.fail_next(1, CloudProviderError::other("x"));
+    p.fail_next(1, || CloudProviderError::other("x"));
     p.fail_offering("small-instance-type", "test-zone-1", "spot");
     p.set_instance_types(instance_types(1));
     p.reset();

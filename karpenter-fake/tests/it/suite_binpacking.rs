@@ -188,11 +188,7 @@ fn should_select_for_valid_instance_types_regardless_of_price() {
     // large is the cheapest, but all three are valid options of the NodeClaim.
     assert_eq!(instance_type(&node), "large");
     let claim = round.claim_of(&node.name).expect("launched in this round");
-    let options: BTreeSet<&str> = claim
-        .instance_types
-        .iter()
-        .map(|it| it.name.as_str())
-        .collect();
+    let options: BTreeSet<&str> = claim.instance_types.iter().map(|it| it.name()).collect();
     assert_eq!(options, BTreeSet::from(["small", "medium", "large"]));
     let policy = &c.options.label_policy;
     let reqs = claim.node_claim_requirements(policy);

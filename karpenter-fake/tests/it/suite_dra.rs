@@ -91,7 +91,7 @@ fn should_handle_daemonset_pods_with_dra_requirements_based_on_ignoredrarequests
         let results = solve(&c.scheduling_input_with(app.clone()), &options);
         assert_eq!(results.new_node_claims.len(), 1, "{:?}", results.pod_errors);
         results.new_node_claims[0].instance_types[0]
-            .capacity
+            .capacity()
             .get_or_zero(names::CPU)
     };
     // Ignored DRA daemon: 1 cpu of pods; counted: 3 + 1 cpu. A smaller first option when ignored.

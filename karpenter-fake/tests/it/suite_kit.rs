@@ -251,11 +251,7 @@ pub fn pods(prefix: &str, n: usize, f: impl Fn(Pod) -> Pod) -> Vec<Pod> {
 
 /// A DaemonSet `default/<name>` running `template` (its pod's owner is set to the DaemonSet).
 pub fn daemonset(name: &str, template: Pod) -> DaemonSet {
-    DaemonSet {
-        namespace: "default".into(),
-        name: name.into(),
-        pod: template.owned_by("DaemonSet", name),
-    }
+    DaemonSet::new("default", name, template.owned_by("DaemonSet", name))
 }
 
 /// An existing node named `name` with `allocatable` (= capacity), initialized and unmanaged.
@@ -315,16 +311,16 @@ pub fn daemonset_requests(cluster: &Cluster, name: &str, resource: &str) -> Quan
 /// `instance_type` with extra capacity (upstream tests add to `Capacity` after construction,
 /// and allocatable is derived lazily there).
 pub fn with_extra_capacity(it: &InstanceType, extra: &[(&str, &str)]) -> Arc<InstanceType> {
-    let mut capacity = it.capacity.clone();
+    let mut capacity = it.capacity().clone();
     for (name, qty) in extra {
         capacity.insert(*name, q(qty));
     }
     Arc::new(InstanceType::new(
-        it.name.clone(),
-        it.requirements.clone(),
+        it.name().to_string(),
+        it.requirements().clone(),
         it.offerings.clone(),
         capacity,
-        it.overhead.clone(),
+        it.overhead().clone(),
     ))
 }
 

@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use karpenter_core::labels;
+use karpenter_core::launch::consume_reservation;
 use karpenter_core::model::{ClusterNode, InstanceType, Offering, Pod};
 use karpenter_core::requirements::Operator::In;
 use karpenter_core::resources::names;
@@ -24,7 +25,6 @@ use karpenter_fake::catalog::{
     price_from_resources,
 };
 use karpenter_fake::harness::{Cluster, Round};
-use karpenter_fake::provider::consume_reservation;
 
 use crate::suite_kit::*;
 
@@ -88,8 +88,7 @@ fn provision(c: &mut Cluster, pods: &[Pod]) -> Round {
     for launch in &round.launched {
         let Some(id) = launch
             .offering
-            .reservation_id
-            .as_deref()
+            .reservation_id()
             .filter(|_| launch.offering.is_reserved())
         else {
             continue;
@@ -99,12 +98,12 @@ fn provision(c: &mut Cluster, pods: &[Pod]) -> Round {
             for it in pool
                 .instance_types
                 .iter_mut()
-                .filter(|it| it.name == launch.instance_type.name)
+                .filter(|it| it.name() == launch.instance_type.name())
             {
                 if let Some(i) = it
                     .offerings
                     .iter()
-                    .position(|o| o.is_reserved() && o.reservation_id.as_deref() == Some(id))
+                    .position(|o| o.is_reserved() && o.reservation_id() == Some(id))
                 {
                     consume_reservation(it, i);
                 }

@@ -77,7 +77,7 @@ pub(super) fn tracked_pool_costs(snapshot: &ClusterSnapshot) -> BTreeMap<&str, f
         };
         let instance_type = snapshot
             .node_pool(pool)
-            .and_then(|p| p.instance_types.iter().find(|t| t.name == it));
+            .and_then(|p| p.instance_types.iter().find(|t| t.name() == it));
         *costs.entry(pool).or_default() += current_price(instance_type.map(Arc::as_ref), zone, ct);
     }
     costs

@@ -44,7 +44,7 @@ pub(super) fn min_values_ok(r: &NewNodeClaim, its: &[Arc<InstanceType>]) -> Resu
         return Ok(());
     }
     r.requirements
-        .satisfies_min_values(its.iter().map(|it| &it.requirements))
+        .satisfies_min_values(its.iter().map(|it| it.requirements()))
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -96,7 +96,7 @@ pub(super) fn compute_consolidation(
         let reqs = replacement.requirements.clone();
         replacement.instance_types.retain(|it| {
             it.available_offerings().any(|o| {
-                o.capacity_type == labels::CAPACITY_TYPE_SPOT
+                o.capacity_type() == labels::CAPACITY_TYPE_SPOT
                     && reqs.is_compatible(o.requirements(), Some(policy))
             })
         });
@@ -111,7 +111,10 @@ pub(super) fn compute_consolidation(
             let mut keep = MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT;
             if replacement.requirements.has_min_values()
                 && let Ok(needed) = replacement.requirements.satisfies_min_values(
-                    replacement.instance_types.iter().map(|it| &it.requirements),
+                    replacement
+                        .instance_types
+                        .iter()
+                        .map(|it| it.requirements()),
                 )
             {
                 keep = keep.max(needed);
@@ -202,14 +205,14 @@ pub(super) fn filter_out_same_instance_type(
     let names: BTreeSet<&str> = replacement
         .instance_types
         .iter()
-        .map(|it| it.name.as_str())
+        .map(|it| it.name())
         .collect();
     let mut price_by_type: BTreeMap<&str, Option<f64>> = BTreeMap::new();
     for c in candidates {
         let Some(it) = c
             .instance_type
             .as_ref()
-            .filter(|it| names.contains(it.name.as_str()))
+            .filter(|it| names.contains(it.name()))
         else {
             continue;
         };
@@ -225,7 +228,7 @@ pub(super) fn filter_out_same_instance_type(
             .filter(|o| node_labels.is_compatible(o.requirements(), Some(policy)))
             .map(|o| o.price)
             .min_by(f64::total_cmp);
-        let entry = price_by_type.entry(it.name.as_str()).or_insert(None);
+        let entry = price_by_type.entry(it.name()).or_insert(None);
         if let Some(p) = cheapest {
             *entry = Some(entry.map_or(p, |e| e.min(p)));
         }

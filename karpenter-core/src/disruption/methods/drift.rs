@@ -28,7 +28,9 @@ pub(super) fn static_drift(
 ) {
     let mut by_pool: BTreeMap<&str, Vec<&Candidate>> = BTreeMap::new();
     for c in candidates {
-        if c.owned_by_static_node_pool && condition_true(&c.node, "Drifted") == Some(true) {
+        if c.owned_by_static_node_pool
+            && condition_true(&c.node, crate::api::condition_types::DRIFTED) == Some(true)
+        {
             by_pool.entry(c.node_pool.as_str()).or_default().push(c);
         }
     }
@@ -121,7 +123,7 @@ pub(super) fn static_replacement(
         .instance_types
         .iter()
         .enumerate()
-        .filter(|(_, it)| it.requirements.intersects(&requirements).is_ok())
+        .filter(|(_, it)| it.requirements().intersects(&requirements).is_ok())
         .filter_map(|(i, it)| {
             it.cheapest_offering(&requirements, policy)
                 .map(|o| (o.price, i, it.clone()))

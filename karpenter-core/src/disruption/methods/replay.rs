@@ -156,8 +156,8 @@ pub(super) fn new_state_node(
     node_labels.insert(labels::INITIALIZED.to_string(), "true".to_string());
     node_labels.insert(labels::REGISTERED.to_string(), "true".to_string());
     if let Some(it) = it {
-        node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name.clone());
-        for req in it.requirements.iter() {
+        node_labels.insert(labels::INSTANCE_TYPE.to_string(), it.name().to_string());
+        for req in it.requirements().iter() {
             if let Some(v) = req.single_value() {
                 node_labels
                     .entry(req.key().to_string())
@@ -166,8 +166,11 @@ pub(super) fn new_state_node(
         }
     }
     if let Some(o) = offering {
-        node_labels.insert(labels::ZONE.to_string(), o.zone.clone());
-        node_labels.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.clone());
+        node_labels.insert(labels::ZONE.to_string(), o.zone().to_string());
+        node_labels.insert(
+            labels::CAPACITY_TYPE.to_string(),
+            o.capacity_type().to_string(),
+        );
     }
     let mut node = ClusterNode::new(name);
     node.labels = node_labels.clone();
@@ -176,7 +179,7 @@ pub(super) fn new_state_node(
     node.initialized = true;
     node.creation_timestamp = now;
     if let Some(it) = it {
-        node.capacity = it.capacity.clone();
+        node.capacity = it.capacity().clone();
         node.allocatable = it.allocatable().clone();
     }
     let stamp = now.to_string();
@@ -204,7 +207,7 @@ pub(super) fn new_state_node(
             capacity: node.capacity.clone(),
             allocatable: node.allocatable.clone(),
             conditions: vec![Condition {
-                type_: "Initialized".to_string(),
+                type_: crate::api::condition_types::INITIALIZED.to_string(),
                 status: ConditionStatus::True,
                 reason: None,
                 message: None,

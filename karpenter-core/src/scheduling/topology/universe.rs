@@ -88,7 +88,7 @@ impl DomainUniverse {
                 continue;
             }
             for it in pool.instance_types {
-                universe.insert_intersection(pool.requirements, &it.requirements, pool.taints);
+                universe.insert_intersection(pool.requirements, it.requirements(), pool.taints);
             }
             for r in pool.requirements.iter() {
                 if r.operator() == Operator::In {
