@@ -587,7 +587,7 @@ impl Operator {
                 self.nodes.mark(&node);
             }
             (Pending::IsDrifted(name), CloudResponse::IsDrifted(Ok(reason))) => {
-                let changed = self.cloud_drift.get(&name) != Some(&reason);
+                let changed = self.cloud_drift.get(&name).cloned().flatten() != reason;
                 self.cloud_drift.insert(name.clone(), reason);
                 if changed {
                     self.claims.mark(&name);

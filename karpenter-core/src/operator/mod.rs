@@ -425,7 +425,12 @@ impl Operator {
         if self.synced {
             self.run(now, &mut out);
         }
-        self.flush(&mut out);
+        // Writes go first: a NodeClaim's status is persisted before the cloud calls that
+        // follow from it are made.
+        let mut writes = Vec::new();
+        self.flush(&mut writes);
+        writes.append(&mut out);
+        let mut out = writes;
         let next = self.next_wakeup();
         if next != self.last_wakeup {
             self.last_wakeup = next;
