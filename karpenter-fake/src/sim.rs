@@ -72,6 +72,8 @@ pub struct SimConfig {
     pub register_nodes: bool,
     /// How many inputs may be handled at one instant before the simulation reports a livelock.
     pub max_inputs_per_instant: usize,
+    /// Print every input handed to the operator to standard error (for debugging a scenario).
+    pub trace: bool,
 }
 
 impl Default for SimConfig {
@@ -89,6 +91,7 @@ impl Default for SimConfig {
             ready_delay: SignedDuration::from_secs(10),
             register_nodes: true,
             max_inputs_per_instant: 100_000,
+            trace: false,
         }
     }
 }
@@ -97,12 +100,16 @@ impl Default for SimConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SimError {
     /// The operator kept being woken at the same instant without time moving on.
-    #[error("livelock at {at}: more than {limit} inputs handled without the clock moving")]
+    #[error(
+        "livelock at {at}: more than {limit} inputs handled without the clock moving (due: {due:?})"
+    )]
     Livelock {
         /// The instant.
         at: Timestamp,
         /// The limit that was reached.
         limit: usize,
+        /// The operator's loops that kept asking to be woken at that instant.
+        due: Vec<String>,
     },
 }
 
@@ -446,6 +453,8 @@ pub struct Sim {
     pub counts: ActionCounts,
     /// The API writes that failed, in order.
     pub write_errors: Vec<ApiError>,
+    /// How many inputs the operator was handed.
+    pub inputs_delivered: u64,
 }
 
 impl Sim {
@@ -475,6 +484,7 @@ impl Sim {
             metrics: Vec::new(),
             counts: ActionCounts::default(),
             write_errors: Vec::new(),
+            inputs_delivered: 0,
         }
     }
 
@@ -558,6 +568,10 @@ impl Sim {
 
     /// Hands one input to the operator and carries out its actions.
     fn deliver(&mut self, input: Input) {
+        self.inputs_delivered += 1;
+        if self.config.trace {
+            eprintln!("{} <- {}", self.now, input_summary(&input));
+        }
         let actions = self.operator.handle(input, self.now);
         for action in actions {
             self.execute(action);
@@ -587,30 +601,7 @@ impl Sim {
                 self.counts.node_claims_created += 1;
                 self.api.create_node_claim(*claim, now)
             }
-            Action::UpdateNodeClaim(claim) => {
-                if std::env::var("SIM_DEBUG").is_ok() {
-                    let cur = self.api.node_claims.get(claim.name());
-                    eprintln!(
-                        "update {} base {:?} cur {:?}\n  new {:?}\n  cur {:?}",
-                        claim.name(),
-                        claim.metadata.resource_version,
-                        cur.and_then(|c| c.metadata.resource_version.clone()),
-                        claim
-                            .status
-                            .conditions
-                            .iter()
-                            .map(|c| (&c.type_, c.status))
-                            .collect::<Vec<_>>(),
-                        cur.map(|c| c
-                            .status
-                            .conditions
-                            .iter()
-                            .map(|c| (&c.type_, c.status))
-                            .collect::<Vec<_>>())
-                    );
-                }
-                self.api.update_node_claim(*claim)
-            }
+            Action::UpdateNodeClaim(claim) => self.api.update_node_claim(*claim),
             Action::DeleteNodeClaim { name } => {
                 self.counts.node_claim_deletes += 1;
                 self.api.delete_node_claim(&name, now)
@@ -744,7 +735,11 @@ impl Sim {
                 {
                     return;
                 }
-                let name = instance.name().to_string();
+                // Nodes are named after their instance (as EC2's `ip-...` names are), so a
+                // NodeClaim launched twice never shares a Node name.
+                let name = pid
+                    .strip_prefix(crate::provider::PROVIDER_ID_PREFIX)
+                    .map_or_else(|| instance.name().to_string(), |id| format!("node-{id}"));
                 if self.api.nodes.contains_key(&name) {
                     return;
                 }
@@ -873,6 +868,7 @@ impl Sim {
                 return Err(SimError::Livelock {
                     at: self.now,
                     limit: self.config.max_inputs_per_instant,
+                    due: Vec::new(),
                 });
             }
             self.deliver(input);
@@ -909,6 +905,19 @@ impl Sim {
         }
         self.drain_api_events();
         self.inputs_at_instant += 1;
+        if self.inputs_at_instant > self.config.max_inputs_per_instant {
+            return Err(SimError::Livelock {
+                at: self.now,
+                limit: self.config.max_inputs_per_instant,
+                due: self
+                    .operator
+                    .wakeups()
+                    .into_iter()
+                    .filter(|(_, t)| *t <= self.now)
+                    .map(|(n, _)| n.to_string())
+                    .collect(),
+            });
+        }
         self.deliver(Input::Tick);
         Ok(true)
     }
@@ -968,6 +977,27 @@ impl Sim {
             .filter_map(|i| i.status.provider_id)
             .filter(|p| !referenced.contains(p.as_str()))
             .collect()
+    }
+}
+
+fn input_summary(input: &Input) -> String {
+    match input {
+        Input::NodePoolApplied(o) => format!("NodePoolApplied {}", o.name()),
+        Input::NodeClaimApplied(o) => format!("NodeClaimApplied {}", o.name()),
+        Input::NodeApplied(o) => format!("NodeApplied {}", o.name),
+        Input::PodApplied(o) => format!("PodApplied {}", o.key()),
+        Input::CloudResult { id, response } => format!(
+            "CloudResult {id} {}",
+            match response {
+                CloudResponse::Create(r) => format!("create ok={}", r.is_ok()),
+                CloudResponse::Delete(r) => format!("delete {r:?}"),
+                CloudResponse::Get(r) => format!("get ok={}", r.is_ok()),
+                CloudResponse::List(_) => "list".to_string(),
+                CloudResponse::InstanceTypes(_) => "instance types".to_string(),
+                CloudResponse::IsDrifted(r) => format!("drifted {r:?}"),
+            }
+        ),
+        other => format!("{other:?}").chars().take(120).collect(),
     }
 }
 

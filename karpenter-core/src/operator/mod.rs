@@ -388,29 +388,48 @@ impl Operator {
     /// The earliest time something is due: deliver [`Input::Tick`] then. `None` when nothing
     /// waits on time (the operator waits for inputs).
     pub fn next_wakeup(&self) -> Option<Timestamp> {
+        self.wakeups().into_iter().map(|(_, t)| t).min()
+    }
+
+    /// Every pending wake-up with the loop it belongs to (`claims`, `nodes`, `pools`,
+    /// `instance-types`, `batch`, `provisioning-retry`, `disruption`, `validation`, `queue`,
+    /// `gc`, `evictions`, `offerings`), for diagnostics.
+    pub fn wakeups(&self) -> Vec<(&'static str, Timestamp)> {
         if !self.synced {
-            return None;
+            return Vec::new();
         }
-        let mut times: Vec<Timestamp> = Vec::new();
-        times.extend(self.claims.next());
-        times.extend(self.nodes.next());
-        times.extend(self.pools.next());
-        times.extend(self.instance_types_due.values().min().copied());
-        times.extend(self.batch_due());
-        times.extend(self.retry_at);
-        times.extend(self.disruption_due);
-        times.extend(self.validation.as_ref().map(|v| v.due));
-        times.extend(self.queue_due.values().min().copied());
-        times.extend(self.gc_due);
-        times.extend(self.evictions.values().filter_map(|e| {
-            if e.in_flight.is_none() {
-                e.next_at
-            } else {
-                None
-            }
-        }));
-        times.extend(self.unavailable.values().min().copied());
-        times.into_iter().min()
+        let mut times: Vec<(&'static str, Option<Timestamp>)> = vec![
+            ("claims", self.claims.next()),
+            ("nodes", self.nodes.next()),
+            ("pools", self.pools.next()),
+            (
+                "instance-types",
+                self.instance_types_due.values().min().copied(),
+            ),
+            ("batch", self.batch_due()),
+            ("provisioning-retry", self.retry_at),
+            // While a command waits out its validation delay, the loop is blocked.
+            (
+                "disruption",
+                self.disruption_due.filter(|_| self.validation.is_none()),
+            ),
+            ("validation", self.validation.as_ref().map(|v| v.due)),
+            ("queue", self.queue_due.values().min().copied()),
+            ("gc", self.gc_due),
+            ("offerings", self.unavailable.values().min().copied()),
+        ];
+        times.push((
+            "evictions",
+            self.evictions
+                .values()
+                .filter(|e| e.in_flight.is_none())
+                .filter_map(|e| e.next_at)
+                .min(),
+        ));
+        times
+            .into_iter()
+            .filter_map(|(n, t)| t.map(|t| (n, t)))
+            .collect()
     }
 
     /// Applies `input` at `now`, runs every loop that has work due, and returns the actions to
@@ -457,11 +476,19 @@ impl Operator {
                 let changed = self.view.node_pools.get(&name).is_none_or(|old| {
                     old.spec != np.spec || old.metadata.generation != np.metadata.generation
                 });
+                let annotations_changed = self
+                    .view
+                    .node_pools
+                    .get(&name)
+                    .is_none_or(|old| old.metadata.annotations != np.metadata.annotations);
                 if changed {
                     self.instance_types_due.insert(name.clone(), now);
-                    self.claims_of_pool_dirty(&name);
                 }
                 self.view.node_pools.insert(name.clone(), *np);
+                if changed || annotations_changed {
+                    // Drift (the hash annotation) and the disruption conditions read the pool.
+                    self.claims_of_pool_dirty(&name);
+                }
                 self.pools.mark(&name);
             }
             Input::NodePoolDeleted(name) => {
