@@ -519,14 +519,21 @@ impl Operator {
             Input::NodeApplied(node) => {
                 let name = node.name.clone();
                 let pid = node.provider_id.clone();
+                let disrupted = node
+                    .taints
+                    .iter()
+                    .any(|t| t.key == crate::labels::DISRUPTED_TAINT_KEY);
                 self.view.nodes.insert(name.clone(), *node);
                 self.nodes.mark(&name);
                 if let Some(c) = self.view.claim_with_provider_id(&pid) {
                     let c = c.name().to_string();
                     self.claims.mark(&c);
                 }
-                // A node carrying the disrupted taint may hold pods to move.
-                self.trigger_if_pending(now);
+                // A node carrying the disrupted taint may hold pods to move (upstream's
+                // provisioner is triggered by such nodes).
+                if disrupted {
+                    self.trigger_if_pending(now);
+                }
             }
             Input::NodeDeleted(name) => {
                 if let Some(n) = self.view.nodes.remove(&name)
