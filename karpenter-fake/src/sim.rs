@@ -144,7 +144,7 @@ pub enum ApiError {
 
 /// The in-memory cluster API: objects with `resourceVersion`s, deletion with finalizers, and
 /// the watch events each write produces.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct ClusterApi {
     rv: u64,
     /// NodePools by name.

@@ -620,12 +620,12 @@ fn create_outcome(e: CloudProviderError) -> CreateOutcome {
         CloudProviderError::InsufficientCapacity { message, .. } => {
             CreateOutcome::InsufficientCapacity { message }
         }
-        CloudProviderError::NodeClassNotReady { message } => {
+        CloudProviderError::NodeClassNotReady { message, .. } => {
             CreateOutcome::NodeClassNotReady { message }
         }
-        CloudProviderError::Create { reason, message } => {
-            CreateOutcome::CreateError { reason, message }
-        }
+        CloudProviderError::Create {
+            reason, message, ..
+        } => CreateOutcome::CreateError { reason, message },
         other => CreateOutcome::Failed {
             message: other.to_string(),
         },

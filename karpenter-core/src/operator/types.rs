@@ -29,7 +29,7 @@ impl std::fmt::Display for CallId {
 /// operator's view replaces what it had. Deletions carry the object's key. Feeding the same
 /// object twice is harmless. An object that is being deleted but still has finalizers is
 /// *applied* (with its deletion timestamp), not deleted.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Input {
     /// A `karpenter.sh/v1` NodePool was added or changed.
     NodePoolApplied(Box<NodePool>),
@@ -158,7 +158,7 @@ pub enum CloudCall {
 }
 
 /// The answer to a [`CloudCall`], variant for variant.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum CloudResponse {
     /// The answer to [`CloudCall::Create`].
     Create(Result<Box<NodeClaim>, CloudProviderError>),
