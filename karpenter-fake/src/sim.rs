@@ -159,6 +159,8 @@ pub struct ClusterApi {
     pub daemonsets: BTreeMap<String, DaemonSet>,
     /// PodDisruptionBudgets by `namespace/name`.
     pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// VolumeAttachments: name → Node name.
+    pub volume_attachments: BTreeMap<String, String>,
     /// Watch events not yet delivered.
     events: VecDeque<Input>,
 }
@@ -202,6 +204,12 @@ impl ClusterApi {
                 .values()
                 .map(|o| Input::PdbApplied(Box::new(o.clone()))),
         );
+        out.extend(self.volume_attachments.iter().map(|(name, node)| {
+            Input::VolumeAttachmentApplied {
+                name: name.clone(),
+                node_name: node.clone(),
+            }
+        }));
         out
     }
 
@@ -535,6 +543,26 @@ impl Sim {
     /// Adds a PodDisruptionBudget.
     pub fn add_pdb(&mut self, pdb: PodDisruptionBudget) {
         self.api.put_pdb(pdb);
+    }
+
+    /// Attaches a volume to a node (a VolumeAttachment named `name`).
+    pub fn attach_volume(&mut self, name: &str, node: &str) {
+        self.api
+            .volume_attachments
+            .insert(name.to_string(), node.to_string());
+        self.api.events.push_back(Input::VolumeAttachmentApplied {
+            name: name.to_string(),
+            node_name: node.to_string(),
+        });
+    }
+
+    /// Detaches the volume of the VolumeAttachment `name`.
+    pub fn detach_volume(&mut self, name: &str) {
+        if self.api.volume_attachments.remove(name).is_some() {
+            self.api
+                .events
+                .push_back(Input::VolumeAttachmentDeleted(name.to_string()));
+        }
     }
 
     /// Feeds the operator the whole cluster, then [`Input::Synced`].

@@ -594,6 +594,19 @@ impl Operator {
             Input::PdbDeleted(key) => {
                 self.view.pdbs.remove(&key);
             }
+            Input::VolumeAttachmentApplied { name, node_name } => {
+                if self.view.nodes.contains_key(&node_name) {
+                    self.nodes.mark(&node_name);
+                }
+                self.view.volume_attachments.insert(name, node_name);
+            }
+            Input::VolumeAttachmentDeleted(name) => {
+                if let Some(node) = self.view.volume_attachments.remove(&name)
+                    && self.view.nodes.contains_key(&node)
+                {
+                    self.nodes.mark(&node);
+                }
+            }
             Input::Synced => {
                 if !self.synced {
                     self.synced = true;

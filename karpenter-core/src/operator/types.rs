@@ -55,6 +55,17 @@ pub enum Input {
     PdbApplied(Box<PodDisruptionBudget>),
     /// A PodDisruptionBudget is gone (by `namespace/name`).
     PdbDeleted(String),
+    /// A `storage.k8s.io/v1` VolumeAttachment was added or changed: `name` attaches a volume
+    /// to the Node `node_name`. Node termination waits for a draining node's attachments to go
+    /// (until its termination time).
+    VolumeAttachmentApplied {
+        /// The VolumeAttachment's name.
+        name: String,
+        /// `spec.nodeName`.
+        node_name: String,
+    },
+    /// A VolumeAttachment is gone (by name).
+    VolumeAttachmentDeleted(String),
     /// The shell finished every initial list: the view now holds the whole cluster. Until then
     /// the operator only records objects (upstream waits for its caches to sync before any
     /// controller acts).

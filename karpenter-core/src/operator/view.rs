@@ -25,6 +25,7 @@ pub struct ClusterView {
     pub(crate) pods: BTreeMap<String, Pod>,
     pub(crate) daemonsets: BTreeMap<String, DaemonSet>,
     pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
+    pub(crate) volume_attachments: BTreeMap<String, String>,
 }
 
 impl ClusterView {
@@ -83,6 +84,15 @@ impl ClusterView {
         self.claims
             .values()
             .find(|c| c.status.provider_id.as_deref() == Some(provider_id))
+    }
+
+    /// VolumeAttachments on the node named `node`, by name.
+    pub fn volume_attachments_on(&self, node: &str) -> Vec<&str> {
+        self.volume_attachments
+            .iter()
+            .filter(|(_, n)| n.as_str() == node)
+            .map(|(a, _)| a.as_str())
+            .collect()
     }
 
     /// Pods bound to the node named `node`, by key.

@@ -303,3 +303,41 @@ fn dump(sim: &Sim) {
     );
     eprintln!("counts {:?} errors {:?}", sim.counts, sim.write_errors);
 }
+
+#[test]
+fn termination_waits_for_volumes_to_detach() {
+    let mut sim = spread_cluster(2, "100%");
+    let pod = sim.api().pods["default/spread-1"].clone();
+    let node = pod.node_name.clone().unwrap();
+    sim.attach_volume("csi-vol-1", &node);
+    sim.delete_pod("default/spread-1");
+    sim.run_for(SignedDuration::from_mins(5)).unwrap();
+    let claim = sim
+        .api()
+        .node_claims
+        .values()
+        .find(|c| c.status.node_name.as_deref() == Some(node.as_str()))
+        .expect("the claim waits for its node");
+    assert!(
+        claim.metadata.deletion_timestamp.is_some(),
+        "the empty node is being removed"
+    );
+    assert!(
+        sim.api().nodes.contains_key(&node),
+        "held by the attachment"
+    );
+    let detached = claim
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "VolumesDetached")
+        .map(|c| c.status);
+    assert_eq!(
+        detached,
+        Some(karpenter_core::api::ConditionStatus::Unknown)
+    );
+    sim.detach_volume("csi-vol-1");
+    sim.run_for(SignedDuration::from_mins(1)).unwrap();
+    assert!(!sim.api().nodes.contains_key(&node));
+    assert_eq!(sim.api().nodes.len(), 1);
+}
