@@ -507,10 +507,15 @@ impl Operator {
                 self.nodes_of_claim_dirty(&name);
             }
             Input::NodeClaimDeleted(name) => {
-                if let Some(c) = self.view.claims.remove(&name)
-                    && let Some(pool) = c.metadata.labels.get(crate::labels::NODEPOOL)
-                {
-                    self.pools.mark(pool);
+                if let Some(c) = self.view.claims.remove(&name) {
+                    if let Some(pool) = c.metadata.labels.get(crate::labels::NODEPOOL) {
+                        self.pools.mark(pool);
+                    }
+                    if let Some(pid) = &c.status.provider_id
+                        && !self.queue.contains(pid)
+                    {
+                        self.marked.remove(pid);
+                    }
                 }
                 self.forget_claim(&name);
                 // Its pods may need a new home.
@@ -544,6 +549,7 @@ impl Operator {
                 }
                 self.nodes.forget(&name);
                 self.node_instance_gone.remove(&name);
+                self.node_instance_checked.remove(&name);
                 self.nominated.remove(&name);
             }
             Input::PodApplied(pod) => {

@@ -25,8 +25,10 @@ impl std::fmt::Display for CallId {
 /// Something the operator is told: an object of the cluster was added, changed or deleted, a
 /// call it asked for finished, or an interruption message arrived.
 ///
-/// Object events carry the object as the API server holds it now (a watch's `Applied`); the
-/// operator's view replaces what it had. Deletions carry the object's key. Feeding the same
+/// Object events carry the object as the API server holds it now (a watch's `Applied`), with
+/// its `metadata.resourceVersion`; the operator's view replaces what it had. (A NodeClaim
+/// without a `resourceVersion` is taken for this operator's own creation not yet confirmed by
+/// the API server, and is not reconciled.) Deletions carry the object's key. Feeding the same
 /// object twice is harmless. An object that is being deleted but still has finalizers is
 /// *applied* (with its deletion timestamp), not deleted.
 #[derive(Debug)]
@@ -228,15 +230,21 @@ impl CloudCall {
 pub enum Action {
     /// Create this NodeClaim (name, labels, annotations, spec; no status).
     CreateNodeClaim(Box<NodeClaim>),
-    /// Write this NodeClaim's metadata (labels, annotations, finalizers) and status (the
-    /// status subresource); its spec is unchanged.
+    /// Write this NodeClaim's metadata (labels, annotations, finalizers, owner references) and
+    /// status (the status subresource); its spec is unchanged. It carries the
+    /// `resourceVersion` it was computed from: write with that precondition (optimistic
+    /// concurrency) and answer a conflict with [`Input::WriteFailed`]; the operator looks again
+    /// once the watch brings the newer object. At most one per NodeClaim per
+    /// [`Operator::handle`](super::Operator::handle) call.
     UpdateNodeClaim(Box<NodeClaim>),
     /// Delete the NodeClaim (it goes once its finalizer is removed).
     DeleteNodeClaim {
         /// The NodeClaim.
         name: String,
     },
-    /// Patch a Node: each `Some` field of the update replaces that field.
+    /// Patch a Node: each `Some` field of the update replaces that field (a merge patch of
+    /// those fields). At most one per Node per [`Operator::handle`](super::Operator::handle)
+    /// call; the operator's view takes the patch at once.
     PatchNode(NodeUpdate),
     /// Delete the Node (it goes once its finalizer is removed).
     DeleteNode {
