@@ -565,6 +565,11 @@ impl Sim {
         }
     }
 
+    /// Delivers an interruption message (as a provider's queue consumer would).
+    pub fn interrupt(&mut self, event: karpenter_core::operator::InterruptionEvent) {
+        self.inbox.push_back(Input::Interruption(event));
+    }
+
     /// Feeds the operator the whole cluster, then [`Input::Synced`].
     pub fn start(&mut self) {
         self.drain_api_events();

@@ -320,7 +320,7 @@ fn spot_interruption_deletes_the_claim_and_marks_the_offering() {
     );
     let actions = op.handle(
         Input::Interruption(InterruptionEvent::new(
-            InterruptionKind::SpotInterruption,
+            InterruptionKind::SpotInterrupted,
             "fake://7",
         )),
         t(3),

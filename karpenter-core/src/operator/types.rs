@@ -105,19 +105,24 @@ pub enum Input {
     Tick,
 }
 
-/// The kind of an interruption message.
+/// The kind of an interruption message (the `message_type` values of upstream's AWS
+/// interruption controller; `karpenter_aws::interruption::Kind` maps onto it one for one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum InterruptionKind {
     /// A spot instance will be reclaimed (two-minute warning): the NodeClaim is deleted and the
     /// offering marked unavailable.
-    SpotInterruption,
+    SpotInterrupted,
     /// A rebalance recommendation: only recorded (upstream takes no action).
     RebalanceRecommendation,
-    /// The instance is stopping, stopped, shutting down or terminated: the NodeClaim is
-    /// deleted.
-    StateChange,
-    /// A scheduled maintenance event (AWS Health): the NodeClaim is deleted.
+    /// The instance is stopping or stopped: the NodeClaim is deleted.
+    InstanceStopped,
+    /// The instance is shutting down or terminated: the NodeClaim is deleted.
+    InstanceTerminated,
+    /// A scheduled maintenance event (AWS Health `scheduledChange`): the NodeClaim is deleted.
     ScheduledChange,
+    /// A capacity reservation reclaims the instance: the NodeClaim is deleted and the offering
+    /// marked unavailable.
+    CapacityReservationInterrupted,
 }
 
 impl InterruptionKind {
@@ -125,10 +130,26 @@ impl InterruptionKind {
     /// `karpenter_nodeclaims_disrupted_total`).
     pub fn as_str(self) -> &'static str {
         match self {
-            InterruptionKind::SpotInterruption => "spot_interrupted",
+            InterruptionKind::SpotInterrupted => "spot_interrupted",
             InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
-            InterruptionKind::StateChange => "instance_state_change",
+            InterruptionKind::InstanceStopped => "instance_stopped",
+            InterruptionKind::InstanceTerminated => "instance_terminated",
             InterruptionKind::ScheduledChange => "scheduled_change",
+            InterruptionKind::CapacityReservationInterrupted => "capacity_reservation_interrupted",
+        }
+    }
+
+    /// The reason of the Kubernetes event recorded on the NodeClaim (upstream's).
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            InterruptionKind::SpotInterrupted => "SpotInterrupted",
+            InterruptionKind::RebalanceRecommendation => "RebalanceRecommendation",
+            InterruptionKind::InstanceStopped => "Stopping",
+            InterruptionKind::InstanceTerminated => "Terminating",
+            InterruptionKind::ScheduledChange => "Unhealthy",
+            InterruptionKind::CapacityReservationInterrupted => {
+                "CapacityReservationInstanceInterrupted"
+            }
         }
     }
 }

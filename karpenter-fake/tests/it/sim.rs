@@ -341,3 +341,39 @@ fn termination_waits_for_volumes_to_detach() {
     assert!(!sim.api().nodes.contains_key(&node));
     assert_eq!(sim.api().nodes.len(), 1);
 }
+
+#[test]
+fn spot_interruption_replaces_the_node() {
+    use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
+    let mut sim = spread_cluster(1, "100%");
+    let (claim, pid) = sim
+        .api()
+        .node_claims
+        .values()
+        .map(|c| (c.name().to_string(), c.status.provider_id.clone().unwrap()))
+        .next()
+        .unwrap();
+    sim.interrupt(InterruptionEvent::new(
+        InterruptionKind::RebalanceRecommendation,
+        pid.clone(),
+    ));
+    sim.run_for(SignedDuration::from_secs(30)).unwrap();
+    assert!(
+        sim.api().node_claims.contains_key(&claim),
+        "rebalance only records"
+    );
+    sim.interrupt(InterruptionEvent::new(
+        InterruptionKind::SpotInterrupted,
+        pid,
+    ));
+    let replaced = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            !s.api().node_claims.contains_key(&claim)
+                && s.pending_pods().is_empty()
+                && s.api().nodes.len() == 1
+        })
+        .unwrap();
+    assert!(replaced);
+    assert!(sim.events.iter().any(|e| e.reason == "SpotInterrupted"));
+    assert!(sim.leaked_instances().is_empty());
+}
