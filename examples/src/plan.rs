@@ -16,8 +16,8 @@ use k8s_openapi::api::core::v1::{Pod as K8sPod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use karpenter_core::api::{NodeClaim, NodePool};
 use karpenter_core::convert::{
-    ConvertError, csi_node_limits_from_k8s, daemonset_from_k8s, node_from_k8s, pdb_from_k8s,
-    pod_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s,
+    ConvertError, csi_node_limits_from_k8s, daemonset_from_k8s_with_pod, newest_daemonset_pod,
+    node_from_k8s, pdb_from_k8s, pod_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s,
 };
 use karpenter_core::labels::{self, LabelPolicy};
 use karpenter_core::model::{
@@ -245,7 +245,7 @@ fn expand_workload(w: &Located<Workload>) -> Result<Vec<K8sPod>, ManifestError> 
                 metadata: ObjectMeta {
                     name: Some(pod_name.clone()),
                     namespace: Some(namespace.clone()),
-                    uid: Some(format!("{namespace}/{pod_name}")),
+                    uid: Some(replica_uid(&namespace, name, i)),
                     labels: tmeta.labels.clone(),
                     annotations: tmeta.annotations.clone(),
                     creation_timestamp: meta.creation_timestamp.clone(),
@@ -264,6 +264,14 @@ fn expand_workload(w: &Located<Workload>) -> Result<Vec<K8sPod>, ManifestError> 
             }
         })
         .collect())
+}
+
+/// The synthetic UID of a workload's `i`-th replica: `<namespace>/<name>-<i>`, the index
+/// zero-padded to 7 digits so that equal replicas queue by index (`web-2` before `web-10`).
+/// Real replicas queue by creation time (one-second resolution), then by their random UIDs;
+/// the index stands in for the order a controller creates them in.
+fn replica_uid(namespace: &str, name: &str, i: i32) -> String {
+    format!("{namespace}/{name}-{i:07}")
 }
 
 fn workload_template_labels(w: &Workload) -> BTreeMap<String, String> {
@@ -690,11 +698,14 @@ fn build_world(
         pools.push(p.object.clone());
     }
 
+    // A DaemonSet's newest live pod, when the input has one, is its template (as upstream).
     let daemonsets = m
         .daemonsets
         .iter()
         .map(|d| {
-            daemonset_from_k8s(&d.object).map_err(|e| convert_error(&d.origin, &d.name, "", &e))
+            let live = newest_daemonset_pod(&d.object, m.pods.iter().map(|p| &p.object));
+            daemonset_from_k8s_with_pod(&d.object, live)
+                .map_err(|e| convert_error(&d.origin, &d.name, "", &e))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let pdbs = m

@@ -5,6 +5,7 @@
 
 mod errors;
 mod examples;
+mod fidelity;
 mod options;
 mod perf;
 mod robustness;
