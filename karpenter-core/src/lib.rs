@@ -96,6 +96,7 @@ pub mod labels;
 pub mod launch;
 pub mod lifecycle;
 pub mod model;
+pub mod operator;
 pub mod prelude;
 pub mod requirements;
 pub mod resources;
