@@ -12,18 +12,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use karpenter_core::model::Timestamp;
 
 use crate::catalog::CatalogSpec;
+use crate::controller::settings::ControllerArgs;
 use crate::manifests::{Input, read_inputs};
 use crate::output;
 use crate::plan::{PlanError, PlanOptions, plan};
 use crate::warnings::RULES;
 
-/// `karpenter`: Karpenter node autoscaling, offline.
+/// `karpenter`: Karpenter node autoscaling.
 #[derive(Debug, Parser)]
-#[command(
-    name = "karpenter",
-    version,
-    about = "Karpenter node autoscaling, offline"
-)]
+#[command(name = "karpenter", version, about = "Karpenter node autoscaling")]
 pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
@@ -35,6 +32,10 @@ pub struct Cli {
 pub enum Command {
     /// Which nodes would Karpenter launch for these manifests, and what would they cost?
     Plan(PlanArgs),
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim) as multi-document YAML.
+    Crds,
+    /// Run the node autoscaler against a cluster (see --help for how to deploy it).
+    Controller(Box<ControllerArgs>),
 }
 
 /// Output formats.
@@ -164,6 +165,30 @@ pub fn run(
     };
     match cli.command {
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
+        Command::Crds => run_crds(stdout, stderr),
+        Command::Controller(args) => match crate::controller::run_blocking(*args) {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(stderr, "error: {e}");
+                e.exit_code()
+            }
+        },
+    }
+}
+
+fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    match crate::crds::to_yaml(&crate::crds::all()) {
+        Ok(text) => match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(stderr, "error: writing the CRDs: {e}");
+                1
+            }
+        },
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            1
+        }
     }
 }
 
