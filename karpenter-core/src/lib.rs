@@ -23,6 +23,7 @@ pub mod hostports;
 pub mod labels;
 pub mod lifecycle;
 pub mod model;
+pub mod operator;
 pub mod requirements;
 pub mod resources;
 pub mod scheduling;

@@ -187,9 +187,15 @@ pub struct Node {
     /// `spec.taints`.
     #[serde(default)]
     pub taints: Vec<Taint>,
+    /// `status.capacity`.
+    #[serde(default)]
+    pub capacity: ResourceList,
     /// `status.allocatable`.
     #[serde(default)]
     pub allocatable: ResourceList,
+    /// `metadata.creationTimestamp` (the epoch when unknown).
+    #[serde(default = "epoch")]
+    pub creation_timestamp: Timestamp,
     /// `status.conditions`.
     #[serde(default)]
     pub conditions: Vec<NodeCondition>,
@@ -213,7 +219,9 @@ impl Node {
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             taints: Vec::new(),
+            capacity: ResourceList::new(),
             allocatable: ResourceList::new(),
+            creation_timestamp: Timestamp::UNIX_EPOCH,
             conditions: Vec::new(),
             finalizers: Vec::new(),
             owner_references: Vec::new(),
@@ -236,6 +244,10 @@ impl Node {
     pub fn is_deleting(&self) -> bool {
         self.deletion_timestamp.is_some()
     }
+}
+
+fn epoch() -> Timestamp {
+    Timestamp::UNIX_EPOCH
 }
 
 /// Changes to make to a Node. Each `Some` field holds the field's complete new value; `None`

@@ -1,0 +1,365 @@
+//! Instance types per NodePool, NodePool status and hash annotations, garbage collection, and
+//! interruption messages.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use jiff::SignedDuration;
+
+use crate::api::{Condition, ConditionStatus, NodeClaim, find_condition};
+use crate::cloud::{CloudProviderError, UnavailableOffering};
+use crate::labels;
+use crate::lifecycle::conditions::NODE_REGISTRATION_HEALTHY;
+use crate::lifecycle::{
+    self, Event, Metric, ObjectKind, add, claim_is_deleting, disrupted_metrics, format_time,
+};
+use crate::model::{InstanceType, Timestamp};
+use crate::resources::ResourceList;
+
+use super::{Action, CloudCall, InterruptionEvent, InterruptionKind, Operator, Pending};
+
+/// How long before a failed `instance_types` call is retried.
+const INSTANCE_TYPES_RETRY: SignedDuration = SignedDuration::from_secs(30);
+/// `karpenter_interruption_received_messages_total{message_type}`.
+pub const INTERRUPTION_RECEIVED_TOTAL: &str = "karpenter_interruption_received_messages_total";
+/// NodePool condition `Ready`.
+pub const NODEPOOL_READY: &str = "Ready";
+
+impl Operator {
+    /// Asks for the instance types of NodePools that are due.
+    pub(super) fn refresh_instance_types(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+        let due: Vec<String> = self
+            .instance_types_due
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for pool in due {
+            self.instance_types_due.remove(&pool);
+            let Some(np) = self.view.node_pools.get(&pool).cloned() else {
+                continue;
+            };
+            if self.instance_types_in_flight.insert(pool.clone()) {
+                self.call(
+                    Pending::InstanceTypes(pool),
+                    CloudCall::InstanceTypes(Box::new(np)),
+                    out,
+                );
+            }
+        }
+    }
+
+    pub(super) fn instance_types_result(
+        &mut self,
+        pool: &str,
+        result: Result<Vec<Arc<InstanceType>>, CloudProviderError>,
+        now: Timestamp,
+    ) {
+        self.instance_types_in_flight.remove(pool);
+        if !self.view.node_pools.contains_key(pool) {
+            return;
+        }
+        match result {
+            Ok(types) => {
+                let was_empty = self.view.instance_types.get(pool).is_none_or(Vec::is_empty);
+                self.view.instance_types.insert(pool.to_string(), types);
+                self.instance_types_due.insert(
+                    pool.to_string(),
+                    add(now, self.config.instance_types_refresh),
+                );
+                self.pools.mark(pool);
+                if was_empty {
+                    self.trigger_if_pending(now);
+                }
+            }
+            Err(_) => {
+                self.instance_types_due
+                    .insert(pool.to_string(), add(now, INSTANCE_TYPES_RETRY));
+            }
+        }
+    }
+
+    /// NodePool status (readiness, resources, node count, registration health) and the hash
+    /// annotations of the NodePool and its NodeClaims.
+    pub(super) fn reconcile_pool(&mut self, name: &str, now: Timestamp, out: &mut Vec<Action>) {
+        let Some(np) = self.view.node_pools.get(name).cloned() else {
+            return;
+        };
+        let claims: Vec<NodeClaim> = self
+            .view
+            .claims
+            .values()
+            .filter(|c| c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) == Some(name))
+            .cloned()
+            .collect();
+        let hash = lifecycle::drift::hash_reconcile(&np, &claims);
+        if let Some(annotations) = hash.nodepool_annotations {
+            out.push(Action::AnnotateNodePool {
+                name: name.to_string(),
+                annotations,
+            });
+        }
+        for u in hash.claim_updates {
+            if let Some(mut claim) = self.claim_for_write(&u.claim_name) {
+                claim.metadata.annotations.extend(u.annotations);
+                self.write_claim(claim);
+            }
+        }
+        let old = np.status.clone().unwrap_or_default();
+        let mut status = old.clone();
+        let mut resources = ResourceList::new();
+        let mut nodes = 0i64;
+        for c in &claims {
+            resources.add_assign(&c.status.capacity);
+            if c.status.node_name.is_some() {
+                nodes += 1;
+            }
+        }
+        status.resources = resources;
+        status.nodes = Some(nodes);
+        let ready = self
+            .view
+            .instance_types
+            .get(name)
+            .is_some_and(|t| !t.is_empty());
+        let (ready_status, reason, message) = if ready {
+            (ConditionStatus::True, NODEPOOL_READY, "")
+        } else {
+            (
+                ConditionStatus::False,
+                "InstanceTypesNotFound",
+                "the cloud provider returned no instance types",
+            )
+        };
+        set_pool_condition(
+            &mut status.conditions,
+            NODEPOOL_READY,
+            ready_status,
+            reason,
+            message,
+            now,
+        );
+        match self.health_conditions.get(name) {
+            Some(h) => set_pool_condition(
+                &mut status.conditions,
+                NODE_REGISTRATION_HEALTHY,
+                h.status,
+                &h.reason,
+                &h.message,
+                now,
+            ),
+            None => {
+                if find_condition(&status.conditions, NODE_REGISTRATION_HEALTHY).is_none() {
+                    set_pool_condition(
+                        &mut status.conditions,
+                        NODE_REGISTRATION_HEALTHY,
+                        ConditionStatus::Unknown,
+                        "AwaitingReconciliation",
+                        "object is awaiting reconciliation",
+                        now,
+                    );
+                }
+            }
+        }
+        if np.status.as_ref() != Some(&status) {
+            out.push(Action::UpdateNodePoolStatus {
+                name: name.to_string(),
+                status: Box::new(status),
+            });
+        }
+    }
+
+    /// Starts a garbage-collection pass when due.
+    pub(super) fn run_gc(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+        if self.gc_in_flight || self.gc_due.is_none_or(|t| t > now) {
+            return;
+        }
+        self.gc_due = Some(add(now, self.config.gc_period));
+        self.gc_in_flight = true;
+        self.call(Pending::GcList, CloudCall::List, out);
+    }
+
+    /// Garbage collection over the provider's instances (spec 6.7), and the provider-side
+    /// collection of instances no NodeClaim refers to (the AWS provider's instance GC): an
+    /// instance seen unreferenced for at least [`instance_gc_grace`] is deleted, with its Nodes.
+    ///
+    /// [`instance_gc_grace`]: super::OperatorConfig::instance_gc_grace
+    pub(super) fn gc_result(
+        &mut self,
+        result: Result<Vec<NodeClaim>, CloudProviderError>,
+        now: Timestamp,
+        out: &mut Vec<Action>,
+    ) {
+        self.gc_in_flight = false;
+        let Ok(instances) = result else {
+            return;
+        };
+        let listed: BTreeSet<String> = instances
+            .iter()
+            .filter(|i| i.metadata.deletion_timestamp.is_none())
+            .filter_map(|i| i.status.provider_id.clone())
+            .collect();
+        let claims: Vec<NodeClaim> = self
+            .view
+            .claims
+            .values()
+            .filter(|c| c.metadata.labels.contains_key(labels::NODEPOOL))
+            .cloned()
+            .collect();
+        let nodes: Vec<lifecycle::Node> = self.view.nodes.values().cloned().collect();
+        for d in lifecycle::garbage_collect(&claims, &listed, &nodes) {
+            out.push(Action::DeleteNodeClaim { name: d.claim_name });
+            out.extend(d.metrics.into_iter().map(Action::Metric));
+        }
+        let referenced: BTreeSet<String> = self
+            .view
+            .claims
+            .values()
+            .filter_map(|c| c.status.provider_id.clone())
+            .collect();
+        let mut new_orphans = false;
+        for instance in &instances {
+            let Some(pid) = instance.status.provider_id.clone() else {
+                continue;
+            };
+            if referenced.contains(&pid) {
+                self.orphans.remove(&pid);
+                continue;
+            }
+            let first = *self.orphans.entry(pid.clone()).or_insert_with(|| {
+                new_orphans = true;
+                now
+            });
+            if lifecycle::since(now, first) >= self.config.instance_gc_grace
+                && self.orphan_deletes.insert(pid.clone())
+            {
+                for n in self.view.nodes_with_provider_id(&pid) {
+                    out.push(Action::DeleteNode { name: n.name });
+                }
+                self.call(
+                    Pending::DeleteOrphan(pid),
+                    CloudCall::Delete(Box::new(instance.clone())),
+                    out,
+                );
+            }
+        }
+        self.orphans.retain(|pid, _| {
+            instances
+                .iter()
+                .any(|i| i.status.provider_id.as_ref() == Some(pid))
+        });
+        if new_orphans {
+            // Look again as soon as the grace period has passed.
+            let again = add(now, self.config.instance_gc_grace);
+            self.gc_due = Some(self.gc_due.map_or(again, |t| t.min(again)));
+        }
+    }
+
+    /// An interruption message (the provider's `interruption` controller): spot interruptions,
+    /// state changes and scheduled maintenance delete the NodeClaim (spot interruptions also
+    /// mark the offering unavailable); rebalance recommendations are only recorded.
+    pub(super) fn interruption(
+        &mut self,
+        event: InterruptionEvent,
+        now: Timestamp,
+        out: &mut Vec<Action>,
+    ) {
+        out.push(Action::Metric(Metric::add(
+            INTERRUPTION_RECEIVED_TOTAL,
+            1.0,
+            [("message_type", event.kind.as_str().to_string())],
+        )));
+        let Some(claim) = self
+            .view
+            .claim_with_provider_id(&event.provider_id)
+            .cloned()
+        else {
+            return;
+        };
+        let (reason, message) = match event.kind {
+            InterruptionKind::RebalanceRecommendation => {
+                out.push(Action::RecordEvent(Event::normal(
+                    ObjectKind::NodeClaim,
+                    claim.name(),
+                    "RebalanceRecommendation",
+                    "Spot rebalance recommendation was triggered",
+                )));
+                return;
+            }
+            InterruptionKind::SpotInterruption => {
+                let label = |k: &str| claim.metadata.labels.get(k).cloned().unwrap_or_default();
+                self.mark_unavailable(
+                    &[UnavailableOffering {
+                        instance_type: label(labels::INSTANCE_TYPE),
+                        zone: label(labels::ZONE),
+                        capacity_type: label(labels::CAPACITY_TYPE),
+                    }],
+                    now,
+                );
+                ("SpotInterrupted", "Spot interruption warning was triggered")
+            }
+            InterruptionKind::StateChange => (
+                "InstanceStopping",
+                "Instance is stopping, stopped or terminated",
+            ),
+            InterruptionKind::ScheduledChange => (
+                "InstanceUnhealthy",
+                "An unhealthy warning was triggered for the instance",
+            ),
+        };
+        out.push(Action::RecordEvent(Event::warning(
+            ObjectKind::NodeClaim,
+            claim.name(),
+            reason,
+            message,
+        )));
+        if !claim_is_deleting(&claim) {
+            let pods = self
+                .view
+                .nodes_of_claim(&claim)
+                .iter()
+                .flat_map(|n| self.view.pods_on(&n.name))
+                .filter(crate::disruption::candidates::is_reschedulable)
+                .count();
+            out.push(Action::DeleteNodeClaim {
+                name: claim.name().to_string(),
+            });
+            out.extend(
+                disrupted_metrics(&claim, event.kind.as_str(), "", pods)
+                    .into_iter()
+                    .map(Action::Metric),
+            );
+        }
+    }
+}
+
+/// Sets a NodePool condition, keeping its transition time when the status does not change.
+fn set_pool_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) {
+    let existing = conditions.iter_mut().find(|c| c.type_ == type_);
+    let new = |last: Option<String>| Condition {
+        type_: type_.to_string(),
+        status,
+        reason: Some(reason.to_string()),
+        message: (!message.is_empty()).then(|| message.to_string()),
+        last_transition_time: last.or_else(|| Some(format_time(now))),
+        observed_generation: None,
+    };
+    match existing {
+        Some(c) => {
+            let last = (c.status == status)
+                .then(|| c.last_transition_time.clone())
+                .flatten();
+            let observed = c.observed_generation;
+            *c = new(last);
+            c.observed_generation = observed;
+        }
+        None => conditions.push(new(None)),
+    }
+}

@@ -1,0 +1,765 @@
+//! The operator loops: what a running Karpenter does between solves, written once as
+//! events-in / actions-out logic over an in-memory view of the cluster.
+//!
+//! An [`Operator`] is fed [`Input`]s — objects applied or deleted (from a watch, or the
+//! simulator's in-memory API), answers to the calls it asked for, interruption messages, timer
+//! ticks — each with the current time `now`, and answers with [`Action`]s as data: NodeClaims to
+//! create, update or delete, Nodes to patch or delete, pods to evict, cloud-provider calls to
+//! make, events and metrics to publish, and when to wake it next. A *shell* carries the actions
+//! out and feeds the results back: the controller (kube-rs watches, API calls, tokio timers) and
+//! the simulator in `karpenter-fake` (an in-memory API and a virtual clock). Neither shell holds
+//! a decision of its own: every decision is made here, by the `scheduling`, `disruption` and
+//! `lifecycle` modules, which the loops call and never copy.
+//!
+//! # Wiring a shell
+//!
+//! ```text
+//! let mut op = Operator::new(OperatorConfig::default());
+//! for object in initial_lists { op.handle(Input::NodeApplied(..), now); ... }
+//! let actions = op.handle(Input::Synced, now);       // loops start acting
+//! loop {
+//!     for action in actions {
+//!         match action {
+//!             Action::Cloud { id, call } => spawn(async {            // any order, in parallel
+//!                 let response = call.execute(provider).await;
+//!                 send(Input::CloudResult { id, response });
+//!             }),
+//!             Action::EvictPod { id, pod, uid } => spawn(evict, then send(Input::EvictionResult { id, .. })),
+//!             Action::WakeAt(t) => reset_timer(t),                   // then send(Input::Tick)
+//!             write => apply_to_api(write),                          // on error send(Input::WriteFailed)
+//!         }
+//!     }
+//!     let (input, now) = next_input().await;                         // watch event, result, timer
+//!     actions = op.handle(input, now);
+//! }
+//! ```
+//!
+//! The operator is single-threaded state: call [`Operator::handle`] from one task. Every call
+//! runs whatever is due at `now` after applying the input, so a shell may also just call it with
+//! [`Input::Tick`] at [`Operator::next_wakeup`].
+//!
+//! # Loops
+//!
+//! | loop | upstream controller | trigger |
+//! |---|---|---|
+//! | provisioning | `provisioning` (batcher, provisioner) | a pending pod appears; windows of 1 s idle / 10 s max |
+//! | NodeClaim lifecycle | `nodeclaim.lifecycle` | NodeClaim or Node change, create result, requeues |
+//! | NodeClaim disruption conditions | `nodeclaim.disruption` | NodeClaim, NodePool or pod change; 5 min drift re-check |
+//! | expiration | `nodeclaim.expiration` | `expireAfter` elapsed |
+//! | disruption and its queue | `disruption` | every 10 s; 15 s validation wait; queue requeues |
+//! | termination | `nodeclaim.lifecycle` (finalize), `node.termination` | deletion timestamps |
+//! | NodePool status and hash | `nodepool.readiness`, `.counter`, `.hash`, registration health | NodePool, NodeClaim changes |
+//! | garbage collection | `nodeclaim.garbagecollection` (+ the provider's instance GC) | every 2 min |
+//! | node repair (flag) | `node.health` | Node condition changes |
+//! | interruption | the provider's `interruption` controller | [`Input::Interruption`] |
+
+mod disruption;
+mod lifecycle;
+mod maintenance;
+mod provisioning;
+mod types;
+mod view;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::SignedDuration;
+
+use crate::cloud::{RepairPolicy, UnavailableOffering};
+use crate::disruption::DisruptionOptions;
+use crate::lifecycle::drift::DriftOptions;
+use crate::lifecycle::nodeclaim::RegistrationHealth;
+use crate::lifecycle::queue::CommandQueue;
+use crate::model::Timestamp;
+use crate::scheduling::SchedulerOptions;
+
+pub use types::{
+    Action, CallId, CloudCall, CloudResponse, Input, InterruptionEvent, InterruptionKind,
+};
+pub use view::{ClusterView, is_provisionable};
+
+/// Settings of the operator loops (upstream's flags and defaults).
+#[derive(Debug, Clone)]
+pub struct OperatorConfig {
+    /// `BATCH_IDLE_DURATION`: a batch closes when no new pending pod arrived for this long
+    /// (default 1 s).
+    pub batch_idle_duration: SignedDuration,
+    /// `BATCH_MAX_DURATION`: a batch closes at the latest this long after it opened (default
+    /// 10 s).
+    pub batch_max_duration: SignedDuration,
+    /// How often pods that could not be placed trigger provisioning again (default 10 s).
+    pub unschedulable_retry: SignedDuration,
+    /// The scheduler's options.
+    pub scheduler: SchedulerOptions,
+    /// The disruption planner's options (its `scheduler` field is replaced by
+    /// [`OperatorConfig::scheduler`]).
+    pub disruption: DisruptionOptions,
+    /// Options of the drift check.
+    pub drift: DriftOptions,
+    /// The disruption loop's poll interval when no method acted (default 10 s).
+    pub disruption_poll: SignedDuration,
+    /// The wait before an emptiness or consolidation command is re-validated (default 15 s).
+    pub validation_delay: SignedDuration,
+    /// How long a node stays nominated after pods were placed on it (default 20 s).
+    pub nomination_ttl: SignedDuration,
+    /// Garbage-collection period (default 2 min).
+    pub gc_period: SignedDuration,
+    /// A cloud instance no NodeClaim refers to is deleted once it has been seen unreferenced
+    /// for this long (default 30 s, the AWS provider's instance garbage collection).
+    pub instance_gc_grace: SignedDuration,
+    /// How often each NodePool's instance types are asked for again (default 5 min).
+    pub instance_types_refresh: SignedDuration,
+    /// How long an offering stays unavailable after an insufficient-capacity error or a spot
+    /// interruption (default 3 min, the AWS provider's cache).
+    pub unavailable_offering_ttl: SignedDuration,
+    /// How often a launched NodeClaim's drift is re-checked (default 5 min).
+    pub drift_check_period: SignedDuration,
+    /// Feature gate `NodeRepair` (default off).
+    pub node_repair: bool,
+    /// The provider's repair policies (used only with [`OperatorConfig::node_repair`]).
+    pub repair_policies: Vec<RepairPolicy>,
+    /// Seed of generated NodeClaim names (`<nodepool>-<5 characters>`): give each operator
+    /// instance its own (the controller: random; the simulator: per run).
+    pub name_seed: u64,
+}
+
+impl Default for OperatorConfig {
+    fn default() -> Self {
+        OperatorConfig {
+            batch_idle_duration: SignedDuration::from_secs(1),
+            batch_max_duration: SignedDuration::from_secs(10),
+            unschedulable_retry: SignedDuration::from_secs(10),
+            scheduler: SchedulerOptions::default(),
+            disruption: DisruptionOptions::default(),
+            drift: DriftOptions::default(),
+            disruption_poll: SignedDuration::from_secs(10),
+            validation_delay: crate::disruption::validation::COMMAND_VALIDATION_DELAY,
+            nomination_ttl: SignedDuration::from_secs(20),
+            gc_period: crate::lifecycle::gc::GC_PERIOD,
+            instance_gc_grace: SignedDuration::from_secs(30),
+            instance_types_refresh: SignedDuration::from_mins(5),
+            unavailable_offering_ttl: SignedDuration::from_mins(3),
+            drift_check_period: SignedDuration::from_mins(5),
+            node_repair: false,
+            repair_policies: Vec::new(),
+            name_seed: 0,
+        }
+    }
+}
+
+/// What a cloud call in flight was for.
+#[derive(Debug, Clone)]
+enum Pending {
+    /// `create` for this NodeClaim.
+    Launch(String),
+    /// `delete` for this NodeClaim (its finalizer).
+    DeleteInstance(String),
+    /// `get` for a terminating Node that is not Ready.
+    NodeInstance(String),
+    /// `instance_types` for this NodePool.
+    InstanceTypes(String),
+    /// `is_drifted` for this NodeClaim.
+    IsDrifted(String),
+    /// `list` for garbage collection.
+    GcList,
+    /// `delete` of a leaked instance (by provider id).
+    DeleteOrphan(String),
+    /// An eviction of this pod.
+    Evict(String),
+}
+
+/// The eviction state of one pod of a draining node.
+#[derive(Debug, Clone, Default)]
+struct Eviction {
+    failures: u32,
+    next_at: Option<Timestamp>,
+    in_flight: Option<CallId>,
+}
+
+/// Per-object reconcile bookkeeping: dirty (look now) or due at a time, and failures for
+/// back-off.
+#[derive(Debug, Clone, Default)]
+struct Work {
+    dirty: BTreeSet<String>,
+    due: BTreeMap<String, Timestamp>,
+    failures: BTreeMap<String, u32>,
+}
+
+impl Work {
+    fn mark(&mut self, name: &str) {
+        self.dirty.insert(name.to_string());
+    }
+
+    fn requeue(&mut self, name: &str, at: Timestamp) {
+        let e = self.due.entry(name.to_string()).or_insert(at);
+        if at < *e {
+            *e = at;
+        }
+    }
+
+    /// Names to reconcile at `now` (dirty or due), removed from both sets.
+    fn take(&mut self, now: Timestamp) -> Vec<String> {
+        let mut names = std::mem::take(&mut self.dirty);
+        let due: Vec<String> = self
+            .due
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in due {
+            self.due.remove(&n);
+            names.insert(n);
+        }
+        names.into_iter().collect()
+    }
+
+    fn next(&self) -> Option<Timestamp> {
+        self.due.values().min().copied()
+    }
+
+    /// Back-off after a failure: 1 s doubling, at most 5 min.
+    fn fail(&mut self, name: &str, now: Timestamp) {
+        let n = self.failures.entry(name.to_string()).or_insert(0);
+        let delay =
+            SignedDuration::from_secs(1i64 << (*n).min(8)).min(SignedDuration::from_mins(5));
+        *n = n.saturating_add(1);
+        self.requeue(name, crate::lifecycle::add(now, delay));
+    }
+
+    fn succeed(&mut self, name: &str) {
+        self.failures.remove(name);
+    }
+
+    fn forget(&mut self, name: &str) {
+        self.dirty.remove(name);
+        self.due.remove(name);
+        self.failures.remove(name);
+    }
+}
+
+/// The provisioning batcher's window.
+#[derive(Debug, Clone, Default)]
+struct Batcher {
+    /// When the open window started.
+    opened: Option<Timestamp>,
+    /// The last new trigger.
+    last: Option<Timestamp>,
+    /// Pods seen in this window.
+    seen: BTreeSet<String>,
+}
+
+/// A command computed by a disruption pass, waiting out the validation delay.
+#[derive(Debug, Clone)]
+struct PendingValidation {
+    due: Timestamp,
+    commands: Vec<crate::disruption::Command>,
+}
+
+/// The operator: the cluster view and the state of every loop. See the [module
+/// documentation](self).
+#[derive(Debug)]
+pub struct Operator {
+    config: OperatorConfig,
+    view: ClusterView,
+    synced: bool,
+    now: Timestamp,
+    next_call: u64,
+    next_name: u64,
+    calls: BTreeMap<CallId, Pending>,
+    // NodeClaim lifecycle and termination
+    claims: Work,
+    launching: BTreeSet<String>,
+    launch_cache: BTreeMap<String, (Timestamp, crate::lifecycle::CreateOutcome)>,
+    instance_gone: BTreeSet<String>,
+    deleting_instance: BTreeSet<String>,
+    registration_health: BTreeMap<String, RegistrationHealth>,
+    health_conditions: BTreeMap<String, crate::lifecycle::nodeclaim::HealthCondition>,
+    pod_events: BTreeMap<String, String>,
+    staged_claims: BTreeMap<String, crate::api::NodeClaim>,
+    staged_nodes: BTreeMap<String, crate::lifecycle::Node>,
+    cloud_drift: BTreeMap<String, Option<String>>,
+    drift_checked: BTreeMap<String, Timestamp>,
+    instance_type_checked: BTreeMap<String, Timestamp>,
+    // Nodes
+    nodes: Work,
+    node_instance_gone: BTreeSet<String>,
+    node_instance_checking: BTreeSet<String>,
+    node_instance_checked: BTreeSet<String>,
+    evictions: BTreeMap<String, Eviction>,
+    // NodePools
+    pools: Work,
+    instance_types_due: BTreeMap<String, Timestamp>,
+    instance_types_in_flight: BTreeSet<String>,
+    unavailable: BTreeMap<UnavailableOffering, Timestamp>,
+    // Provisioning
+    batcher: Batcher,
+    retry_at: Option<Timestamp>,
+    // Disruption
+    disruption_due: Option<Timestamp>,
+    validation: Option<PendingValidation>,
+    queue: CommandQueue,
+    queue_due: BTreeMap<String, Timestamp>,
+    marked: BTreeSet<String>,
+    nominated: BTreeMap<String, Timestamp>,
+    next_command: u64,
+    // Garbage collection
+    gc_due: Option<Timestamp>,
+    gc_in_flight: bool,
+    orphans: BTreeMap<String, Timestamp>,
+    orphan_deletes: BTreeSet<String>,
+    last_wakeup: Option<Timestamp>,
+}
+
+impl Operator {
+    /// An operator with an empty view. Feed it the cluster's objects, then [`Input::Synced`].
+    pub fn new(config: OperatorConfig) -> Operator {
+        Operator {
+            config,
+            view: ClusterView::default(),
+            synced: false,
+            now: Timestamp::UNIX_EPOCH,
+            next_call: 1,
+            next_name: 0,
+            calls: BTreeMap::new(),
+            claims: Work::default(),
+            launching: BTreeSet::new(),
+            launch_cache: BTreeMap::new(),
+            instance_gone: BTreeSet::new(),
+            deleting_instance: BTreeSet::new(),
+            registration_health: BTreeMap::new(),
+            health_conditions: BTreeMap::new(),
+            pod_events: BTreeMap::new(),
+            staged_claims: BTreeMap::new(),
+            staged_nodes: BTreeMap::new(),
+            cloud_drift: BTreeMap::new(),
+            drift_checked: BTreeMap::new(),
+            instance_type_checked: BTreeMap::new(),
+            nodes: Work::default(),
+            node_instance_gone: BTreeSet::new(),
+            node_instance_checking: BTreeSet::new(),
+            node_instance_checked: BTreeSet::new(),
+            evictions: BTreeMap::new(),
+            pools: Work::default(),
+            instance_types_due: BTreeMap::new(),
+            instance_types_in_flight: BTreeSet::new(),
+            unavailable: BTreeMap::new(),
+            batcher: Batcher::default(),
+            retry_at: None,
+            disruption_due: None,
+            validation: None,
+            queue: CommandQueue::new(),
+            queue_due: BTreeMap::new(),
+            marked: BTreeSet::new(),
+            nominated: BTreeMap::new(),
+            next_command: 0,
+            gc_due: None,
+            gc_in_flight: false,
+            orphans: BTreeMap::new(),
+            orphan_deletes: BTreeSet::new(),
+            last_wakeup: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OperatorConfig {
+        &self.config
+    }
+
+    /// The operator's view of the cluster.
+    pub fn view(&self) -> &ClusterView {
+        &self.view
+    }
+
+    /// Whether [`Input::Synced`] was received (the loops act only after it).
+    pub fn is_synced(&self) -> bool {
+        self.synced
+    }
+
+    /// The disruption commands in the queue (started, waiting for replacements or deleting).
+    pub fn queued_commands(&self) -> Vec<crate::lifecycle::queue::Command> {
+        self.queue.commands().cloned().collect()
+    }
+
+    /// Offerings currently held unavailable (insufficient capacity, spot interruptions), with
+    /// when each becomes available again.
+    pub fn unavailable_offerings(&self) -> &BTreeMap<UnavailableOffering, Timestamp> {
+        &self.unavailable
+    }
+
+    /// The earliest time something is due: deliver [`Input::Tick`] then. `None` when nothing
+    /// waits on time (the operator waits for inputs).
+    pub fn next_wakeup(&self) -> Option<Timestamp> {
+        if !self.synced {
+            return None;
+        }
+        let mut times: Vec<Timestamp> = Vec::new();
+        times.extend(self.claims.next());
+        times.extend(self.nodes.next());
+        times.extend(self.pools.next());
+        times.extend(self.instance_types_due.values().min().copied());
+        times.extend(self.batch_due());
+        times.extend(self.retry_at);
+        times.extend(self.disruption_due);
+        times.extend(self.validation.as_ref().map(|v| v.due));
+        times.extend(self.queue_due.values().min().copied());
+        times.extend(self.gc_due);
+        times.extend(self.evictions.values().filter_map(|e| {
+            if e.in_flight.is_none() {
+                e.next_at
+            } else {
+                None
+            }
+        }));
+        times.extend(self.unavailable.values().min().copied());
+        times.into_iter().min()
+    }
+
+    /// Applies `input` at `now`, runs every loop that has work due, and returns the actions to
+    /// carry out, ending with [`Action::WakeAt`] when the next wake-up changed.
+    pub fn handle(&mut self, input: Input, now: Timestamp) -> Vec<Action> {
+        if now > self.now {
+            self.now = now;
+        }
+        let now = self.now;
+        let mut out = Vec::new();
+        self.apply(input, now, &mut out);
+        if self.synced {
+            self.run(now, &mut out);
+        }
+        self.flush(&mut out);
+        let next = self.next_wakeup();
+        if next != self.last_wakeup {
+            self.last_wakeup = next;
+            if let Some(t) = next {
+                out.push(Action::WakeAt(t));
+            }
+        }
+        out
+    }
+
+    fn call(&mut self, pending: Pending, call: CloudCall, out: &mut Vec<Action>) -> CallId {
+        let id = CallId(self.next_call);
+        self.next_call += 1;
+        self.calls.insert(id, pending);
+        out.push(Action::Cloud { id, call });
+        id
+    }
+
+    /// Applies one input to the view and the loops' state.
+    fn apply(&mut self, input: Input, now: Timestamp, out: &mut Vec<Action>) {
+        match input {
+            Input::NodePoolApplied(np) => {
+                let name = np.name().to_string();
+                let changed = self.view.node_pools.get(&name).is_none_or(|old| {
+                    old.spec != np.spec || old.metadata.generation != np.metadata.generation
+                });
+                if changed {
+                    self.instance_types_due.insert(name.clone(), now);
+                    self.claims_of_pool_dirty(&name);
+                }
+                self.view.node_pools.insert(name.clone(), *np);
+                self.pools.mark(&name);
+            }
+            Input::NodePoolDeleted(name) => {
+                self.view.node_pools.remove(&name);
+                self.view.instance_types.remove(&name);
+                self.instance_types_due.remove(&name);
+                self.pools.forget(&name);
+            }
+            Input::NodeClaimApplied(claim) => {
+                let name = claim.name().to_string();
+                if let Some(pool) = claim.metadata.labels.get(crate::labels::NODEPOOL) {
+                    self.pools.mark(pool);
+                }
+                self.view.claims.insert(name.clone(), *claim);
+                self.claims.mark(&name);
+                self.nodes_of_claim_dirty(&name);
+            }
+            Input::NodeClaimDeleted(name) => {
+                if let Some(c) = self.view.claims.remove(&name)
+                    && let Some(pool) = c.metadata.labels.get(crate::labels::NODEPOOL)
+                {
+                    self.pools.mark(pool);
+                }
+                self.forget_claim(&name);
+                // Its pods may need a new home.
+                self.trigger_if_pending(now);
+            }
+            Input::NodeApplied(node) => {
+                let name = node.name.clone();
+                let pid = node.provider_id.clone();
+                self.view.nodes.insert(name.clone(), *node);
+                self.nodes.mark(&name);
+                if let Some(c) = self.view.claim_with_provider_id(&pid) {
+                    let c = c.name().to_string();
+                    self.claims.mark(&c);
+                }
+                // A node carrying the disrupted taint may hold pods to move.
+                self.trigger_if_pending(now);
+            }
+            Input::NodeDeleted(name) => {
+                if let Some(n) = self.view.nodes.remove(&name)
+                    && let Some(c) = self.view.claim_with_provider_id(&n.provider_id)
+                {
+                    let c = c.name().to_string();
+                    self.claims.mark(&c);
+                }
+                self.nodes.forget(&name);
+                self.node_instance_gone.remove(&name);
+                self.nominated.remove(&name);
+            }
+            Input::PodApplied(pod) => {
+                let key = pod.key();
+                let was_pending = self.view.pods.get(&key).is_some_and(is_provisionable);
+                let pending = is_provisionable(&pod);
+                let node = pod.node_name.clone();
+                let newly_bound_or_terminal = self.view.pods.get(&key).is_none_or(|old| {
+                    old.node_name != pod.node_name
+                        || old.is_terminal() != pod.is_terminal()
+                        || old.is_terminating() != pod.is_terminating()
+                });
+                self.view.pods.insert(key.clone(), *pod);
+                if pending && !was_pending {
+                    self.trigger(&key, now);
+                }
+                if let Some(n) = node {
+                    if self.view.nodes.get(&n).is_some_and(|n| n.is_deleting()) {
+                        self.nodes.mark(&n);
+                    }
+                    if newly_bound_or_terminal {
+                        self.pod_event(&key, &n, now);
+                    }
+                }
+            }
+            Input::PodDeleted(key) => {
+                if let Some(p) = self.view.pods.remove(&key)
+                    && let Some(n) = p.node_name.clone()
+                {
+                    if self.view.nodes.contains_key(&n) {
+                        self.nodes.mark(&n);
+                    }
+                    self.pod_event_deleted(&n, &p, now);
+                }
+                self.evictions.remove(&key);
+            }
+            Input::DaemonSetApplied(ds) => {
+                let key = format!("{}/{}", ds.namespace, ds.name);
+                self.view.daemonsets.insert(key, *ds);
+            }
+            Input::DaemonSetDeleted(key) => {
+                self.view.daemonsets.remove(&key);
+            }
+            Input::PdbApplied(pdb) => {
+                let key = format!("{}/{}", pdb.namespace, pdb.name);
+                self.view.pdbs.insert(key, *pdb);
+            }
+            Input::PdbDeleted(key) => {
+                self.view.pdbs.remove(&key);
+            }
+            Input::Synced => {
+                if !self.synced {
+                    self.synced = true;
+                    self.start(now);
+                }
+            }
+            Input::CloudResult { id, response } => {
+                if let Some(pending) = self.calls.remove(&id) {
+                    self.cloud_result(pending, response, now, out);
+                }
+            }
+            Input::EvictionResult { id, response } => self.eviction_result(id, response, now, out),
+            Input::WriteFailed { kind, name, .. } => {
+                use crate::lifecycle::ObjectKind;
+                match kind {
+                    ObjectKind::NodeClaim => {
+                        // A create that failed leaves nothing behind: drop the unconfirmed copy.
+                        if self
+                            .view
+                            .claims
+                            .get(&name)
+                            .is_some_and(|c| c.metadata.resource_version.is_none())
+                        {
+                            self.view.claims.remove(&name);
+                            self.trigger_if_pending(now);
+                        } else {
+                            self.claims.fail(&name, now);
+                        }
+                    }
+                    ObjectKind::Node => self.nodes.fail(&name, now),
+                    ObjectKind::NodePool => self.pools.fail(&name, now),
+                    ObjectKind::Pod => {}
+                }
+            }
+            Input::Interruption(event) => self.interruption(event, now, out),
+            Input::Tick => {}
+        }
+    }
+
+    /// Starts the periodic loops once the view is complete.
+    fn start(&mut self, now: Timestamp) {
+        self.disruption_due = Some(now);
+        self.gc_due = Some(crate::lifecycle::add(now, self.config.gc_period));
+        let pools: Vec<String> = self.view.node_pools.keys().cloned().collect();
+        for p in pools {
+            self.instance_types_due.insert(p.clone(), now);
+            self.pools.mark(&p);
+        }
+        let claims: Vec<String> = self.view.claims.keys().cloned().collect();
+        for c in claims {
+            self.claims.mark(&c);
+        }
+        let nodes: Vec<String> = self.view.nodes.keys().cloned().collect();
+        for n in nodes {
+            self.nodes.mark(&n);
+        }
+        self.trigger_if_pending(now);
+    }
+
+    /// One round of every loop at `now`.
+    fn run(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+        self.unavailable.retain(|_, until| *until > now);
+        self.nominated.retain(|_, until| *until > now);
+        self.refresh_instance_types(now, out);
+        for name in self.claims.take(now) {
+            self.reconcile_claim(&name, now, out);
+        }
+        for name in self.nodes.take(now) {
+            self.reconcile_node(&name, now, out);
+        }
+        self.run_evictions(now, out);
+        for name in self.pools.take(now) {
+            self.reconcile_pool(&name, now, out);
+        }
+        self.run_provisioning(now, out);
+        self.run_disruption(now, out);
+        self.run_gc(now, out);
+    }
+
+    /// The NodeClaim as this step last wrote it, else as the view has it.
+    fn claim_for_write(&self, name: &str) -> Option<crate::api::NodeClaim> {
+        self.staged_claims
+            .get(name)
+            .or_else(|| self.view.claims.get(name))
+            .cloned()
+    }
+
+    /// Stages a NodeClaim write: one [`Action::UpdateNodeClaim`] per NodeClaim is emitted at the
+    /// end of the step, with everything the loops changed.
+    fn write_claim(&mut self, claim: crate::api::NodeClaim) {
+        self.staged_claims.insert(claim.name().to_string(), claim);
+    }
+
+    /// The Node as this step last wrote it, else as the view has it.
+    fn node_for_write(&self, name: &str) -> Option<crate::lifecycle::Node> {
+        self.staged_nodes
+            .get(name)
+            .or_else(|| self.view.nodes.get(name))
+            .cloned()
+    }
+
+    /// Stages a Node write (see [`Operator::write_claim`]).
+    fn write_node(&mut self, node: crate::lifecycle::Node) {
+        self.staged_nodes.insert(node.name.clone(), node);
+    }
+
+    /// Stages a Node update.
+    fn patch_node(&mut self, update: &crate::lifecycle::NodeUpdate) {
+        if let Some(mut node) = self.node_for_write(&update.node_name) {
+            update.apply(&mut node);
+            self.write_node(node);
+        }
+    }
+
+    /// Emits the staged writes. Node patches are applied to the view at once (a patch carries
+    /// whole fields, so a later patch must start from it); NodeClaim updates carry the
+    /// `resourceVersion` they were based on and wait for the watch.
+    fn flush(&mut self, out: &mut Vec<Action>) {
+        for (name, claim) in std::mem::take(&mut self.staged_claims) {
+            if self.view.claims.get(&name) != Some(&claim) {
+                out.push(Action::UpdateNodeClaim(Box::new(claim)));
+            }
+        }
+        for (name, node) in std::mem::take(&mut self.staged_nodes) {
+            let Some(before) = self.view.nodes.get(&name) else {
+                continue;
+            };
+            if let Some(update) = crate::lifecycle::NodeUpdate::diff(before, &node) {
+                out.push(Action::PatchNode(update));
+                self.view.nodes.insert(name, node);
+            }
+        }
+    }
+
+    fn claims_of_pool_dirty(&mut self, pool: &str) {
+        let names: Vec<String> = self
+            .view
+            .claims
+            .values()
+            .filter(|c| {
+                c.metadata
+                    .labels
+                    .get(crate::labels::NODEPOOL)
+                    .map(String::as_str)
+                    == Some(pool)
+            })
+            .map(|c| c.name().to_string())
+            .collect();
+        for n in names {
+            self.claims.mark(&n);
+        }
+    }
+
+    fn nodes_of_claim_dirty(&mut self, claim: &str) {
+        let Some(c) = self.view.claims.get(claim) else {
+            return;
+        };
+        let names: Vec<String> = self
+            .view
+            .nodes_of_claim(c)
+            .into_iter()
+            .map(|n| n.name)
+            .collect();
+        for n in names {
+            self.nodes.mark(&n);
+        }
+    }
+
+    fn forget_claim(&mut self, name: &str) {
+        self.claims.forget(name);
+        self.launching.remove(name);
+        self.launch_cache.remove(name);
+        self.instance_gone.remove(name);
+        self.deleting_instance.remove(name);
+        self.cloud_drift.remove(name);
+        self.drift_checked.remove(name);
+        self.instance_type_checked.remove(name);
+    }
+
+    /// A fresh NodeClaim name for `pool`: `<pool>-<5 characters>`, unused in the view.
+    fn claim_name(&mut self, pool: &str) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        loop {
+            self.next_name += 1;
+            let mut x = self
+                .config
+                .name_seed
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .wrapping_add(self.next_name.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+            x ^= x >> 31;
+            x = x.wrapping_mul(0x94D0_49BB_1331_11EB);
+            x ^= x >> 29;
+            let mut suffix = String::with_capacity(5);
+            for _ in 0..5 {
+                let i = usize::try_from(x % ALPHABET.len() as u64).unwrap_or(0);
+                suffix.push(char::from(ALPHABET[i]));
+                x /= ALPHABET.len() as u64;
+            }
+            let name = format!("{pool}-{suffix}");
+            if !self.view.claims.contains_key(&name) {
+                return name;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

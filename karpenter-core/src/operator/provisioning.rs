@@ -1,0 +1,275 @@
+//! Provisioning: the batcher's windows, the solve, NodeClaims created from it, pods nominated
+//! (spec `scheduler.md` 3.0).
+
+use std::collections::BTreeMap;
+
+use crate::api::{NodeClaim, NodeClaimSpec, NodePool, OwnerReference};
+use crate::disruption::candidates::is_reschedulable;
+use crate::disruption::simulate::{cluster_node, eligible_node_pools};
+use crate::labels::{self, LabelPolicy};
+use crate::lifecycle::{self, Event, Metric, ObjectKind, TERMINATION_FINALIZER, add, format_time};
+use crate::model::Timestamp;
+use crate::resources::ResourceList;
+use crate::scheduling::{self, ExistingNodeInput, NewNodeClaim, SchedulingInput};
+
+use super::{Action, Operator};
+
+/// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
+pub const NODECLAIMS_CREATED_TOTAL: &str = "karpenter_nodeclaims_created_total";
+/// Event reason of a pod the solve could not place.
+pub const FAILED_SCHEDULING: &str = "FailedScheduling";
+
+impl Operator {
+    /// A pending pod was seen: opens the batch window or extends it (a pod already seen in this
+    /// window does not extend it).
+    pub(super) fn trigger(&mut self, key: &str, now: Timestamp) {
+        if self.batcher.opened.is_none() {
+            self.batcher.opened = Some(now);
+        }
+        if self.batcher.seen.insert(key.to_string()) {
+            self.batcher.last = Some(now);
+        }
+    }
+
+    /// Triggers provisioning for every pending pod.
+    pub(super) fn trigger_if_pending(&mut self, now: Timestamp) {
+        let keys: Vec<String> = self
+            .view
+            .pods
+            .values()
+            .filter(|p| super::is_provisionable(p))
+            .map(|p| p.key())
+            .collect();
+        for k in keys {
+            self.trigger(&k, now);
+        }
+    }
+
+    /// When the open batch window closes: at `idle` after the last new pod, at most `max` after
+    /// it opened.
+    pub(super) fn batch_due(&self) -> Option<Timestamp> {
+        let opened = self.batcher.opened?;
+        let last = self.batcher.last.unwrap_or(opened);
+        Some(
+            add(last, self.config.batch_idle_duration)
+                .min(add(opened, self.config.batch_max_duration)),
+        )
+    }
+
+    pub(super) fn run_provisioning(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+            self.trigger_if_pending(now);
+        }
+        let Some(due) = self.batch_due() else {
+            return;
+        };
+        if due > now {
+            return;
+        }
+        if !self.view.claims_launched() {
+            // Upstream waits for cluster state to be synced (every NodeClaim launched) before it
+            // schedules; a NodeClaim update wakes us. Keep the window, without a time.
+            self.batcher.last = Some(now);
+            self.batcher.opened = Some(now);
+            self.retry_at = Some(add(now, self.config.batch_idle_duration));
+            return;
+        }
+        self.batcher = super::Batcher::default();
+        self.provision(now, out);
+    }
+
+    /// One provisioning round: solve the pending pods (and those of deleting nodes) against the
+    /// cluster, create the new NodeClaims, nominate.
+    fn provision(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+        let snapshot = self.view.snapshot(
+            &self.marked,
+            &self.nominated,
+            &self.unavailable.keys().cloned().collect(),
+        );
+        let mut pods = snapshot.pending_pods.clone();
+        let mut existing = Vec::new();
+        for sn in &snapshot.nodes {
+            if sn.is_deleting() {
+                pods.extend(sn.pods.iter().filter(|p| is_reschedulable(p)).cloned());
+                continue;
+            }
+            existing.push(ExistingNodeInput {
+                node: cluster_node(sn),
+                pods: sn.pods.clone(),
+                volume_limits: sn.volume_limits.clone(),
+            });
+        }
+        if pods.is_empty() {
+            return;
+        }
+        let input = SchedulingInput {
+            node_pools: eligible_node_pools(&snapshot),
+            existing_nodes: existing,
+            daemonsets: snapshot.daemonsets.clone(),
+            pods,
+            namespace_labels: snapshot.namespace_labels.clone(),
+            volumes: snapshot.volumes.clone(),
+            consolidation: None,
+        };
+        let results = scheduling::solve(&input, &self.config.scheduler);
+        let until = add(now, self.config.nomination_ttl);
+        for node in &results.existing_nodes {
+            self.nominated.insert(node.name.clone(), until);
+            for pod in &node.pods {
+                out.push(Action::NominatePod {
+                    pod: pod.clone(),
+                    target: node.name.clone(),
+                });
+            }
+        }
+        for r in &results.new_node_claims {
+            let Some(pool) = self.view.node_pools.get(&r.node_pool).cloned() else {
+                continue;
+            };
+            if let Some(exceeded) = self
+                .pool_usage(&r.node_pool)
+                .exceeds(&pool.spec.limits.clone().unwrap_or_default())
+            {
+                out.push(Action::RecordEvent(Event::warning(
+                    ObjectKind::NodePool,
+                    r.node_pool.clone(),
+                    "NodePoolLimitsExceeded",
+                    format!("not creating a nodeclaim: {exceeded}"),
+                )));
+                continue;
+            }
+            let name = self.claim_name(&r.node_pool);
+            let claim = to_node_claim(r, &pool, &name, &self.config.scheduler.label_policy, now);
+            out.push(Action::CreateNodeClaim(Box::new(claim.clone())));
+            out.push(Action::Metric(Metric::add(
+                NODECLAIMS_CREATED_TOTAL,
+                1.0,
+                [
+                    ("reason", "provisioning".to_string()),
+                    ("nodepool", r.node_pool.clone()),
+                    ("min_values_relaxed", r.min_values_relaxed.to_string()),
+                ],
+            )));
+            for pod in &r.pods {
+                out.push(Action::NominatePod {
+                    pod: pod.clone(),
+                    target: name.clone(),
+                });
+            }
+            self.view.claims.insert(name, claim);
+        }
+        for (pod, error) in &results.pod_errors {
+            out.push(Action::RecordEvent(Event::warning(
+                ObjectKind::Pod,
+                pod.clone(),
+                FAILED_SCHEDULING,
+                format!("Failed to schedule pod, {error}"),
+            )));
+        }
+        if !results.pod_errors.is_empty() {
+            self.retry_at = Some(add(now, self.config.unschedulable_retry));
+        }
+    }
+
+    /// The resources a NodePool's NodeClaims hold: the sum of their capacities (of their
+    /// requests while they have not launched).
+    pub(super) fn pool_usage(&self, pool: &str) -> ResourceList {
+        let mut total = ResourceList::new();
+        for c in self.view.claims.values() {
+            if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool) {
+                continue;
+            }
+            if c.status.capacity.is_empty() {
+                total.add_assign(&c.spec.resources.requests);
+            } else {
+                total.add_assign(&c.status.capacity);
+            }
+        }
+        total
+    }
+
+    /// Records a pod event (bound, terminal, terminating) on the NodeClaim of `node` for the
+    /// `Consolidatable` condition's `lastPodEventTime`.
+    pub(super) fn pod_event(&mut self, pod_key: &str, node: &str, now: Timestamp) {
+        let Some(pod) = self.view.pods.get(pod_key).cloned() else {
+            return;
+        };
+        self.pod_event_deleted(node, &pod, now);
+    }
+
+    pub(super) fn pod_event_deleted(
+        &mut self,
+        node: &str,
+        pod: &crate::model::Pod,
+        now: Timestamp,
+    ) {
+        let Some(n) = self.view.nodes.get(node) else {
+            return;
+        };
+        let Some(claim) = self.view.claim_with_provider_id(&n.provider_id) else {
+            return;
+        };
+        if let Some(next) = lifecycle::consolidatable::record_pod_event(claim, pod, now) {
+            let name = claim.name().to_string();
+            self.pod_events.insert(
+                name.clone(),
+                next.status.last_pod_event_time.unwrap_or_default(),
+            );
+            self.claims.mark(&name);
+        }
+    }
+}
+
+/// The NodeClaim to create for a planned claim (upstream `NodeClaimTemplate.ToNodeClaim`):
+/// the template's labels and annotations with the solve's resolved labels, the NodePool hash
+/// annotations, the instance-type and capacity-type requirements pinned, the pods' requests,
+/// the template's taints, node class, `expireAfter` and `terminationGracePeriod`, an owner
+/// reference to the NodePool and the termination finalizer.
+///
+/// Private to the operator until the shared conversion lands in `scheduling`.
+pub(super) fn to_node_claim(
+    planned: &NewNodeClaim,
+    pool: &NodePool,
+    name: &str,
+    policy: &LabelPolicy,
+    now: Timestamp,
+) -> NodeClaim {
+    let template = &pool.spec.template;
+    let mut spec = NodeClaimSpec::new(template.spec.node_class_ref.clone());
+    spec.taints = planned.taints.clone();
+    spec.startup_taints = planned.startup_taints.clone();
+    spec.requirements = Some(
+        planned
+            .node_claim_requirements(policy)
+            .to_node_selector_requirements(),
+    );
+    spec.resources.requests = planned.requests.clone();
+    spec.expire_after = template.spec.expire_after.clone();
+    spec.termination_grace_period = template.spec.termination_grace_period.clone();
+    let mut claim = NodeClaim::new(name, spec);
+    let mut labels: BTreeMap<String, String> = template.metadata.labels.clone();
+    labels.extend(planned.labels.clone());
+    labels.insert(labels::NODEPOOL.to_string(), pool.name().to_string());
+    claim.metadata.labels = labels;
+    let mut annotations = template.metadata.annotations.clone();
+    annotations.extend(lifecycle::drift::claim_hash_annotations(pool));
+    if planned.min_values_relaxed {
+        annotations.insert(
+            labels::MIN_VALUES_RELAXED_ANNOTATION.to_string(),
+            "true".to_string(),
+        );
+    }
+    claim.metadata.annotations = annotations;
+    claim.metadata.owner_references = vec![OwnerReference {
+        api_version: crate::api::API_VERSION.to_string(),
+        kind: "NodePool".to_string(),
+        name: pool.name().to_string(),
+        uid: pool.metadata.uid.clone().unwrap_or_default(),
+        controller: None,
+        block_owner_deletion: Some(true),
+    }];
+    claim.metadata.finalizers = vec![TERMINATION_FINALIZER.to_string()];
+    claim.metadata.creation_timestamp = Some(format_time(now));
+    claim
+}

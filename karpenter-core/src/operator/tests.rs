@@ -1,0 +1,1 @@
+//! Unit tests of the operator loops: hand-fed inputs and a virtual clock.
