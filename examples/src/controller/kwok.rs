@@ -23,7 +23,8 @@ use karpenter_core::api::{NodeClaim, NodeClaimSpec, NodeClassReference, NodePool
 use karpenter_core::cloud::{CloudProvider, CloudProviderError, RepairPolicy};
 use karpenter_core::labels;
 use karpenter_core::model::InstanceType;
-use karpenter_core::requirements::{LabelPolicy, Requirements};
+use karpenter_core::labels::LabelPolicy;
+use karpenter_core::requirements::Requirements;
 use karpenter_core::resources::{Quantity, ResourceList};
 use karpenter_core::taints::{Taint, TaintEffect};
 use karpenter_fake::provider::{choose_launch, drop_zeros, launch_labels};

@@ -210,15 +210,17 @@ pub async fn run(
                 });
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(cfg.renew_period) => {}
-            _ = shutdown.wait_for(|s| *s) => {
-                if *leading.borrow() {
-                    release(&api, &cfg).await;
-                    let _ = leading.send(false);
-                }
-                return Ok(());
+        let stop = tokio::select! {
+            _ = tokio::time::sleep(cfg.renew_period) => false,
+            _ = shutdown.wait_for(|s| *s) => true,
+        };
+        if stop {
+            let held = *leading.borrow();
+            if held {
+                release(&api, &cfg).await;
+                let _ = leading.send(false);
             }
+            return Ok(());
         }
     }
 }

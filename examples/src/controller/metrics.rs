@@ -329,7 +329,8 @@ mod tests {
             text.contains("karpenter_nodeclaims_created_total{min_values_relaxed=\"false\",nodepool=\"default\",reason=\"provisioned\"} 2"),
             "{text}"
         );
-        assert!(text.contains("# TYPE karpenter_voluntary_disruption_decisions counter"));
+        assert!(text.contains("# TYPE karpenter_nodeclaims_created counter"), "{text}");
+        assert!(!text.contains("karpenter_unknown"), "{text}");
     }
 
     #[test]

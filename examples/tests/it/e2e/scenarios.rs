@@ -126,7 +126,7 @@ fn two_replicas_elect_one_leader_and_serve_probes_and_metrics() {
             let (status, metrics) = c.get(c.metrics_port, "/metrics").await.expect("metrics");
             assert_eq!(status, 200);
             assert!(metrics.contains("karpenter_cluster_state_synced 1"), "{metrics}");
-            assert!(metrics.contains("# TYPE karpenter_nodeclaims_created counter"), "{metrics}");
+            assert!(metrics.contains("karpenter_cluster_state_node_count "), "{metrics}");
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
         let leading = |c: &Controller| c.log_text().contains("became the leader");
@@ -422,6 +422,37 @@ fn a_controller_killed_mid_launch_restarts_without_duplicates_or_leaks() {
             .filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
         assert_eq!(bound.len(), nodes, "every node runs pods: no duplicate NodeClaim launched an idle node");
         second.terminate();
+        cleanup(&admin, test).await;
+    });
+}
+
+#[test]
+fn plan_from_cluster_reads_the_live_cluster() {
+    let test = "plan";
+    let Some(env) = env(test) else { return };
+    env.rt.block_on(async {
+        let admin = client(&env.admin).await;
+        install(&admin).await;
+        cleanup(&admin, test).await;
+        apply_yaml(&admin, &fixture("nodepool-general-purpose.yaml")).await;
+        let pods: Vec<_> = (0..4)
+            .map(|i| pod(test, &format!("plan-{i}"), "1", "2Gi", BTreeMap::new()))
+            .collect();
+        create_pods(&admin, &pods).await;
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+            .args(["plan", "--kubeconfig"])
+            .arg(&env.admin)
+            .args(["-o", "json"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON plan");
+        let text = plan.to_string();
+        assert!(text.contains("general-purpose"), "the live NodePool is planned with: {text}");
+        for i in 0..4 {
+            assert!(text.contains(&format!("plan-{i}")), "pod plan-{i} is in the plan: {text}");
+        }
         cleanup(&admin, test).await;
     });
 }
