@@ -141,8 +141,13 @@ pub fn node_for_launch(
 }
 
 /// The instance (as the NodeClaim the provider reports) a kwok Node stands for; `None` for a
-/// Node this provider did not create.
+/// Node this provider did not create, and for one being deleted: deleting the Node *is* the
+/// instance's termination (the Node object itself may linger until Karpenter removes its
+/// termination finalizer, which it does once the instance is gone).
 pub fn claim_from_node(node: &core::Node) -> Option<NodeClaim> {
+    if node.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
     let annotated = node
         .metadata
         .annotations
@@ -237,6 +242,13 @@ impl CloudProvider for KwokCloudProvider {
         let Some(name) = node_name(&provider_id) else {
             return Err(CloudProviderError::not_found(provider_id));
         };
+        // Already terminated (gone, or its deletion requested): not found, as a cloud reports
+        // a terminated instance.
+        match self.nodes.get_opt(name).await {
+            Ok(Some(node)) if claim_from_node(&node).is_some() => {}
+            Ok(_) => return Err(CloudProviderError::not_found(provider_id)),
+            Err(e) => return Err(api_error("delete", e)),
+        }
         match self.nodes.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
@@ -375,6 +387,11 @@ mod tests {
         let mut node = node_for_launch(&claim(), &types[0], 0).unwrap();
         node.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-123".to_string());
         assert!(claim_from_node(&node).is_none());
+        let mut node = node_for_launch(&claim(), &types[0], 0).unwrap();
+        node.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ));
+        assert!(claim_from_node(&node).is_none(), "a Node being deleted is a terminated instance");
         assert!(node_for_launch(&claim(), &types[0], 999).is_err());
     }
 }
