@@ -4,9 +4,12 @@
 //! regenerate them after an intended change, and review the diff.
 
 mod crds;
+mod dumps;
 mod e2e;
+mod edges;
 mod errors;
 mod examples;
+mod fidelity;
 mod options;
 mod perf;
 mod robustness;
