@@ -12,18 +12,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use karpenter_core::model::Timestamp;
 
 use crate::catalog::CatalogSpec;
+use crate::controller::settings::ControllerArgs;
 use crate::manifests::{Input, read_inputs};
 use crate::output;
 use crate::plan::{PlanError, PlanOptions, plan};
 use crate::warnings::RULES;
 
-/// `karpenter`: Karpenter node autoscaling, offline.
+/// `karpenter`: Karpenter node autoscaling.
 #[derive(Debug, Parser)]
-#[command(
-    name = "karpenter",
-    version,
-    about = "Karpenter node autoscaling, offline"
-)]
+#[command(name = "karpenter", version, about = "Karpenter node autoscaling")]
 pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
@@ -35,6 +32,11 @@ pub struct Cli {
 pub enum Command {
     /// Which nodes would Karpenter launch for these manifests, and what would they cost?
     Plan(PlanArgs),
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
+    /// YAML.
+    Crds,
+    /// Run the node autoscaler against a cluster (see --help for how to deploy it).
+    Controller(Box<ControllerArgs>),
 }
 
 /// Output formats.
@@ -53,9 +55,22 @@ pub enum Format {
 #[command(after_help = rules_help())]
 pub struct PlanArgs {
     /// A manifest file, a directory (read recursively: *.yaml, *.yml, *.json) or - for standard
-    /// input. Repeatable.
-    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    /// input. Repeatable. Optional with --from-cluster.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "PATH",
+        required_unless_present_any = ["from_cluster", "kubeconfig"]
+    )]
     pub files: Vec<String>,
+    /// Read the live cluster (found as kubectl finds it: KUBECONFIG, ~/.kube/config, then
+    /// in-cluster) in addition to any -f files: NodePools, NodeClaims, EC2NodeClasses, Nodes,
+    /// pods, DaemonSets, PDBs and volumes.
+    #[arg(long)]
+    pub from_cluster: bool,
+    /// The kubeconfig of the cluster to read (implies --from-cluster).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<String>,
     /// Where instance types come from: aws (embedded us-east-1 catalog), fake:N, or a catalog
     /// file.
     #[arg(long, value_name = "SPEC", default_value = "aws")]
@@ -197,6 +212,33 @@ pub fn run(
     };
     match cli.command {
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
+        Command::Crds => run_crds(stdout, stderr),
+        Command::Controller(args) => match crate::controller::run_blocking(*args) {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(stderr, "error: {e}");
+                e.exit_code()
+            }
+        },
+    }
+}
+
+fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    match crate::crds::to_yaml(&crate::crds::all()) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => 0,
+            Err(e) => {
+                let _ = writeln!(stderr, "error: writing the CRDs: {e}");
+                1
+            }
+        },
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            1
+        }
     }
 }
 
@@ -240,9 +282,18 @@ fn run_plan(
 
     let progress = Progress::start(progress_on_tty && std::io::stderr().is_terminal());
     progress.phase("reading input");
+    let from_cluster = args.from_cluster || args.kubeconfig.is_some();
     let result = read_inputs(&inputs, stdin)
         .map_err(PlanError::from)
-        .and_then(|docs| plan(&docs, &opts, &mut |p| progress.phase(p)));
+        .and_then(|mut docs| {
+            if from_cluster {
+                progress.phase("reading the cluster");
+                let live = crate::live::read_cluster_blocking(args.kubeconfig.as_deref())
+                    .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))?;
+                docs.extend(live);
+            }
+            plan(&docs, &opts, &mut |p| progress.phase(p))
+        });
     progress.finish();
 
     let result = match result {

@@ -1,5 +1,5 @@
 //! The library behind the `karpenter` binary: `karpenter plan`, the offline what-if planner
-//! (`docs/plan-contract.md`).
+//! (`docs/plan-contract.md`), `karpenter crds` and `karpenter controller`.
 //!
 //! - [`manifests`]: `-f` inputs into typed, located objects;
 //! - [`catalog`]: `--catalog aws|fake:N|PATH`;
@@ -10,12 +10,18 @@
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
+//! - [`live`]: `karpenter plan --from-cluster`, the live cluster as documents;
+//! - [`crds`]: `karpenter crds`;
+//! - [`controller`]: `karpenter controller`, the kube-rs shell around the operator loops;
 //! - [`cli`]: the command line.
 
 pub mod catalog;
 pub mod cli;
+pub mod controller;
+pub mod crds;
 pub mod disruption;
 pub mod explain;
+pub mod live;
 pub mod lowerbound;
 pub mod manifests;
 pub mod output;

@@ -1,0 +1,300 @@
+//! `karpenter controller`: the kube-rs shell around the operator loops.
+//!
+//! - [`settings`]: flags and environment (upstream's names and defaults);
+//! - [`cluster`]: reflectors for every kind the operator reads, and their changes;
+//! - [`kwok`]: the fake provider in controller mode (instances are kwok Nodes);
+//! - [`leader`]: leader election on a `coordination.k8s.io` Lease;
+//! - [`metrics`]: Prometheus metrics with upstream's names and labels;
+//! - [`operate`]: the operator shell (watch changes in, actions out as API and cloud calls);
+//! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
+//!
+//! The binary's wiring is [`run`]: find the cluster as kubectl does, start the watches, the
+//! metrics and probe servers and the election; while leading, run the operator; stop on
+//! SIGTERM or SIGINT (release the Lease, stop the servers).
+
+pub mod cluster;
+pub mod kwok;
+pub mod leader;
+pub mod metrics;
+pub mod operate;
+pub mod server;
+pub mod settings;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use tokio::sync::watch;
+
+use crate::catalog::{Catalog, CatalogSpec};
+use settings::{CloudProviderKind, ControllerArgs};
+
+/// Why the controller stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A setting is invalid.
+    #[error("{0}")]
+    Settings(String),
+    /// The cluster could not be found or reached.
+    #[error("kubernetes client: {0}")]
+    Client(String),
+    /// The chosen cloud provider cannot run.
+    #[error("{0}")]
+    CloudProvider(String),
+    /// A server could not start.
+    #[error("{0}")]
+    Server(String),
+    /// Leadership was lost.
+    #[error(transparent)]
+    Leader(#[from] leader::LeaderError),
+}
+
+impl ControllerError {
+    /// The process exit status: 2 for bad settings, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ControllerError::Settings(_) | ControllerError::CloudProvider(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Installs the JSON log subscriber at `level` (once per process; later calls are ignored).
+pub fn init_logging(level: settings::LogLevel) {
+    let filter = tracing_subscriber::EnvFilter::new(format!(
+        "{},hyper=warn,tower=warn,rustls=warn",
+        level.directive()
+    ));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_target(true)
+        .with_env_filter(filter)
+        .with_writer(std::io::stdout)
+        .try_init();
+}
+
+/// A kube client found as kubectl finds its cluster: `--kubeconfig`, else KUBECONFIG, else
+/// `~/.kube/config`, else the in-cluster service account.
+pub async fn client(kubeconfig: Option<&str>) -> Result<Client, ControllerError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| ControllerError::Client(format!("--kubeconfig {path}: {e}")))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| ControllerError::Client(format!("--kubeconfig {path}: {e}")))?
+        }
+        None => Config::infer().await.map_err(|e| {
+            ControllerError::Client(format!(
+                "no cluster found (KUBECONFIG, ~/.kube/config, in-cluster): {e}"
+            ))
+        })?,
+    };
+    Client::try_from(config).map_err(|e| ControllerError::Client(e.to_string()))
+}
+
+/// This replica's identity in the Lease: POD_NAME (or the host name) and a per-process suffix.
+pub fn identity(configured: Option<&str>) -> String {
+    if let Some(id) = configured.filter(|s| !s.is_empty()) {
+        return id.to_string();
+    }
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "karpenter".to_string());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
+}
+
+/// Runs `karpenter controller` on a new tokio runtime until SIGTERM/SIGINT or a fatal error.
+pub fn run_blocking(args: ControllerArgs) -> Result<(), ControllerError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ControllerError::Server(format!("starting the async runtime: {e}")))?;
+    runtime.block_on(run(args))
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+async fn signalled() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// The controller (see the module docs).
+pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
+    init_logging(args.log_level);
+    let bind: IpAddr = args.bind_address.parse().map_err(|e| {
+        ControllerError::Settings(format!("--bind-address {}: {e}", args.bind_address))
+    })?;
+    if args.batch_idle_duration > args.batch_max_duration {
+        return Err(ControllerError::Settings(format!(
+            "BATCH_IDLE_DURATION ({:?}) must not exceed BATCH_MAX_DURATION ({:?})",
+            args.batch_idle_duration, args.batch_max_duration
+        )));
+    }
+    for (gate, on) in &args.feature_gates.0 {
+        if !KNOWN_GATES.contains(&gate.as_str()) {
+            tracing::warn!(gate = %gate, enabled = on, "unknown feature gate ignored");
+        }
+    }
+    let client = client(args.kubeconfig.as_deref()).await?;
+    let provider = match args.cloud_provider {
+        CloudProviderKind::Aws => {
+            return Err(ControllerError::CloudProvider(
+                "--cloud-provider aws is not available yet in this build: the AWS \
+                 CloudProvider (EC2 launches, the interruption queue) has not been written; \
+                 use --cloud-provider fake to run against kwok nodes"
+                    .to_string(),
+            ));
+        }
+        CloudProviderKind::Fake => {
+            let spec: CatalogSpec = args
+                .catalog
+                .parse()
+                .map_err(|e| ControllerError::Settings(format!("--catalog: {e}")))?;
+            let mut catalog = Catalog::load(&spec, None)
+                .map_err(|e| ControllerError::Settings(format!("--catalog {spec}: {e}")))?;
+            let types = catalog
+                .instance_types_for(None)
+                .map_err(|e| ControllerError::Settings(format!("--catalog {spec}: {e}")))?;
+            tracing::info!(catalog = %spec, instance_types = types.len(), "fake cloud provider: instances are kwok Nodes");
+            Arc::new(kwok::KwokCloudProvider::new(
+                Api::<Node>::all(client.clone()),
+                types,
+                catalog.policy.clone(),
+            ))
+        }
+    };
+
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    let (caches, changes) = cluster::start(&client, shutdown.clone());
+    let metrics = Arc::new(metrics::Metrics::new());
+    let shared = server::Shared {
+        metrics: metrics.clone(),
+        caches: caches.clone(),
+    };
+    let metrics_listener = server::bind(SocketAddr::new(bind, args.metrics_port), "metrics")
+        .await
+        .map_err(ControllerError::Server)?;
+    let probes_listener = server::bind(SocketAddr::new(bind, args.health_probe_port), "probe")
+        .await
+        .map_err(ControllerError::Server)?;
+    let metrics_server = tokio::spawn(server::serve(
+        metrics_listener,
+        server::metrics_router(shared.clone()),
+        shutdown.clone(),
+    ));
+    let probes_server = tokio::spawn(server::serve(
+        probes_listener,
+        server::probes_router(shared),
+        shutdown.clone(),
+    ));
+
+    let (leading_tx, leading) = watch::channel(args.disable_leader_election);
+    let election = if args.disable_leader_election {
+        None
+    } else {
+        let namespace = args
+            .leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("SYSTEM_NAMESPACE").ok())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "karpenter".to_string());
+        let cfg = leader::Config {
+            name: args.leader_election_name.clone(),
+            namespace: namespace.clone(),
+            identity: identity(args.leader_election_identity.as_deref()),
+            lease_duration: args.lease_duration,
+            renew_period: args.lease_renew_period,
+        };
+        tracing::info!(identity = %cfg.identity, lease = %format!("{namespace}/{}", cfg.name), "leader election started");
+        Some(tokio::spawn(leader::run(
+            Api::<Lease>::namespaced(client.clone(), &namespace),
+            cfg,
+            leading_tx,
+            shutdown.clone(),
+        )))
+    };
+
+    let operator = tokio::spawn(operate::run(
+        operate::Context {
+            client: client.clone(),
+            provider,
+            caches,
+            metrics,
+            settings: args.clone(),
+        },
+        changes,
+        leading.clone(),
+        shutdown.clone(),
+    ));
+
+    tracing::info!(
+        metrics_port = args.metrics_port,
+        health_probe_port = args.health_probe_port,
+        "karpenter controller started"
+    );
+    let mut result = Ok(());
+    let mut election = election;
+    tokio::select! {
+        _ = signalled() => tracing::info!("shutting down (signal)"),
+        r = async {
+            match election.as_mut() {
+                Some(e) => e.await,
+                None => std::future::pending().await,
+            }
+        } => {
+            election = None;
+            if let Ok(Err(e)) = r {
+                tracing::error!(error = %e, "leader election ended");
+                result = Err(ControllerError::Leader(e));
+            }
+        }
+    }
+    let _ = shutdown_tx.send(true);
+    if let Some(e) = election {
+        // The election releases the Lease on shutdown.
+        let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), operator).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), metrics_server).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), probes_server).await;
+    tracing::info!("karpenter controller stopped");
+    result
+}
+
+/// Feature gates this build knows (upstream's names).
+pub const KNOWN_GATES: &[&str] = &[
+    "NodeRepair",
+    "ReservedCapacity",
+    "SpotToSpotConsolidation",
+    "NodeOverlay",
+    "StaticCapacity",
+];

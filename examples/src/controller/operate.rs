@@ -1,0 +1,727 @@
+//! The operator shell: while this replica leads, feed the operator loops
+//! (`karpenter_core::operator`) every object of the watch caches and every change after that,
+//! and carry out what they ask for: NodeClaim, Node, NodePool and Pod writes become API calls,
+//! cloud calls go to the CloudProvider, evictions to the Eviction API, events to `core/v1`
+//! Events, metrics to the registry, wake-ups to a tokio timer. Nothing here decides anything.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1 as core;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use karpenter_core::api::{ConditionStatus, NodeClaim, OwnerReference};
+use karpenter_core::cloud::CloudProvider;
+use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
+use karpenter_core::lifecycle::termination::EvictionResponse;
+use karpenter_core::lifecycle::{self, EventType, NodeCondition, NodeUpdate, ObjectKind};
+use karpenter_core::model::Timestamp;
+use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
+use karpenter_core::taints::Taint;
+use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use super::cluster::{Caches, Change};
+use super::metrics::Metrics;
+use super::settings::ControllerArgs;
+
+/// What the operator shell needs.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// The cloud provider.
+    pub provider: Arc<dyn CloudProvider>,
+    /// The watch caches.
+    pub caches: Caches,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// The settings.
+    pub settings: ControllerArgs,
+}
+
+/// The operator's configuration from the settings.
+pub fn operator_config(settings: &ControllerArgs) -> OperatorConfig {
+    let to_signed = |d: Duration| jiff::SignedDuration::try_from(d).unwrap_or_default();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or_default()
+        ^ u64::from(std::process::id()).rotate_left(32);
+    let mut config = OperatorConfig {
+        batch_idle_duration: to_signed(settings.batch_idle_duration),
+        batch_max_duration: to_signed(settings.batch_max_duration),
+        node_repair: settings.feature_gates.enabled("NodeRepair"),
+        name_seed: seed,
+        ..OperatorConfig::default()
+    };
+    config.repair_policies = Vec::new();
+    config
+}
+
+fn now() -> Timestamp {
+    jiff::Timestamp::now()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubernetes objects -> operator inputs
+// ---------------------------------------------------------------------------------------------
+
+fn key(meta: &ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or("")
+    )
+}
+
+/// A `core/v1` Node as the lifecycle loops read it.
+pub fn lifecycle_node(node: &core::Node) -> lifecycle::Node {
+    let meta = &node.metadata;
+    let mut out = lifecycle::Node::new(
+        meta.name.clone().unwrap_or_default(),
+        node.spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default(),
+    );
+    out.labels = meta.labels.clone().unwrap_or_default();
+    out.annotations = meta.annotations.clone().unwrap_or_default();
+    out.finalizers = meta.finalizers.clone().unwrap_or_default();
+    out.deletion_timestamp = meta.deletion_timestamp.as_ref().map(|t| t.0);
+    if let Some(t) = &meta.creation_timestamp {
+        out.creation_timestamp = t.0;
+    }
+    out.owner_references = meta
+        .owner_references
+        .as_ref()
+        .and_then(|o| serde_json::to_value(o).ok())
+        .and_then(|v| serde_json::from_value::<Vec<OwnerReference>>(v).ok())
+        .unwrap_or_default();
+    out.taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .and_then(|t| serde_json::to_value(t).ok())
+        .and_then(|v| serde_json::from_value::<Vec<Taint>>(v).ok())
+        .unwrap_or_default();
+    if let Some(status) = &node.status {
+        out.capacity = status
+            .capacity
+            .iter()
+            .flatten()
+            .filter_map(|(k, q)| {
+                karpenter_core::resources::Quantity::parse(&q.0)
+                    .ok()
+                    .map(|q| (k.clone(), q))
+            })
+            .collect();
+        out.allocatable = status
+            .allocatable
+            .iter()
+            .flatten()
+            .filter_map(|(k, q)| {
+                karpenter_core::resources::Quantity::parse(&q.0)
+                    .ok()
+                    .map(|q| (k.clone(), q))
+            })
+            .collect();
+        out.conditions = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| {
+                let status = match c.status.as_str() {
+                    "True" => ConditionStatus::True,
+                    "False" => ConditionStatus::False,
+                    _ => ConditionStatus::Unknown,
+                };
+                let since = c
+                    .last_transition_time
+                    .as_ref()
+                    .or(c.last_heartbeat_time.as_ref())
+                    .map(|t| t.0)
+                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+                let mut cond = NodeCondition::new(c.type_.clone(), status, since);
+                cond.reason = c.reason.clone();
+                cond.message = c.message.clone();
+                cond
+            })
+            .collect();
+    }
+    out
+}
+
+/// The operator input for a watch change (`None` for changes the operator does not read, and
+/// for objects that cannot be converted, which are logged).
+pub fn input_for(change: Change, caches: &Caches) -> Option<Input> {
+    match change {
+        Change::NodePool(p) => match (*p).clone().into_nodepool() {
+            Ok(pool) => Some(Input::NodePoolApplied(Box::new(pool))),
+            Err(e) => {
+                tracing::warn!(error = %e, "NodePool not understood");
+                None
+            }
+        },
+        Change::NodePoolDeleted(p) => Some(Input::NodePoolDeleted(
+            p.metadata.name.clone().unwrap_or_default(),
+        )),
+        Change::NodeClaim(c) => match (*c).clone().into_nodeclaim() {
+            Ok(claim) => Some(Input::NodeClaimApplied(Box::new(claim))),
+            Err(e) => {
+                tracing::warn!(error = %e, "NodeClaim not understood");
+                None
+            }
+        },
+        Change::NodeClaimDeleted(c) => Some(Input::NodeClaimDeleted(
+            c.metadata.name.clone().unwrap_or_default(),
+        )),
+        Change::Node(n) => Some(Input::NodeApplied(Box::new(lifecycle_node(&n)))),
+        Change::NodeDeleted(n) => Some(Input::NodeDeleted(
+            n.metadata.name.clone().unwrap_or_default(),
+        )),
+        Change::Pod(p) => match karpenter_core::convert::pod_from_k8s(&p) {
+            Ok(pod) => Some(Input::PodApplied(Box::new(pod))),
+            Err(e) => {
+                tracing::debug!(error = %e, pod = %key(&p.metadata), "pod not understood; ignored");
+                None
+            }
+        },
+        Change::PodDeleted(p) => Some(Input::PodDeleted(key(&p.metadata))),
+        Change::DaemonSet(d) => {
+            // A DaemonSet's pod, when one runs, describes it best (as upstream reads it).
+            let pods = caches.pods.state();
+            let uid = d.metadata.uid.clone();
+            let existing = pods.iter().find(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| Some(&o.uid) == uid.as_ref())
+            });
+            match karpenter_core::convert::daemonset_from_k8s_with_pod(
+                &d,
+                existing.map(|p| p.as_ref()),
+            ) {
+                Ok(ds) => Some(Input::DaemonSetApplied(Box::new(ds))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "DaemonSet not understood");
+                    None
+                }
+            }
+        }
+        Change::DaemonSetDeleted(d) => Some(Input::DaemonSetDeleted(key(&d.metadata))),
+        Change::Pdb(p) => match karpenter_core::convert::pdb_from_k8s(&p) {
+            Ok(pdb) => Some(Input::PdbApplied(Box::new(pdb))),
+            Err(e) => {
+                tracing::warn!(error = %e, "PodDisruptionBudget not understood");
+                None
+            }
+        },
+        Change::PdbDeleted(p) => Some(Input::PdbDeleted(key(&p.metadata))),
+        Change::Other(_) | Change::Synced(_) => None,
+    }
+}
+
+/// Every object of the caches as inputs, in dependency order (pools, claims, nodes, daemonsets,
+/// PDBs, pods).
+pub fn initial_inputs(caches: &Caches) -> Vec<Input> {
+    let mut changes: Vec<Change> = Vec::new();
+    changes.extend(caches.nodepools.state().into_iter().map(Change::NodePool));
+    changes.extend(caches.nodeclaims.state().into_iter().map(Change::NodeClaim));
+    changes.extend(caches.nodes.state().into_iter().map(Change::Node));
+    changes.extend(caches.daemonsets.state().into_iter().map(Change::DaemonSet));
+    changes.extend(caches.pdbs.state().into_iter().map(Change::Pdb));
+    changes.extend(caches.pods.state().into_iter().map(Change::Pod));
+    changes
+        .into_iter()
+        .filter_map(|c| input_for(c, caches))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The loop
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the operator whenever this replica leads, until shutdown.
+pub async fn run(
+    ctx: Context,
+    mut changes: mpsc::UnboundedReceiver<Change>,
+    mut leading: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        // Follow: the caches stay current; changes are not needed until we lead.
+        while !*leading.borrow() || !ctx.caches.synced() {
+            tokio::select! {
+                _ = leading.changed() => {}
+                c = changes.recv() => if c.is_none() { return },
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+        }
+        while changes.try_recv().is_ok() {}
+        tracing::info!("leading: starting the operator loops");
+        lead(&ctx, &mut changes, &mut leading, &mut shutdown).await;
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}
+
+async fn lead(
+    ctx: &Context,
+    changes: &mut mpsc::UnboundedReceiver<Change>,
+    leading: &mut watch::Receiver<bool>,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    let mut op = Operator::new(operator_config(&ctx.settings));
+    let started = now();
+    for input in initial_inputs(&ctx.caches) {
+        op.handle(input, started);
+    }
+    let mut actions = op.handle(Input::Synced, now());
+    let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
+    loop {
+        for action in actions.drain(..) {
+            execute(ctx, action, &results_tx).await;
+        }
+        let sleep = match op.next_wakeup() {
+            Some(t) => {
+                let wait = t.duration_since(now());
+                Duration::try_from(wait)
+                    .unwrap_or_default()
+                    .max(Duration::from_millis(10))
+            }
+            None => Duration::from_secs(3600),
+        };
+        let input = tokio::select! {
+            c = changes.recv() => match c {
+                Some(c) => input_for(c, &ctx.caches),
+                None => return,
+            },
+            r = results.recv() => r,
+            _ = tokio::time::sleep(sleep) => Some(Input::Tick),
+            _ = leading.changed() => {
+                if !*leading.borrow() {
+                    tracing::warn!("lost leadership: stopping the operator loops");
+                    return;
+                }
+                None
+            }
+            _ = shutdown.wait_for(|s| *s) => return,
+        };
+        if let Some(input) = input {
+            actions = op.handle(input, now());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actions -> API calls
+// ---------------------------------------------------------------------------------------------
+
+/// A JSON merge patch of a string map: the new entries, and `null` for keys that were removed.
+pub fn map_patch(old: Option<&BTreeMap<String, String>>, new: &BTreeMap<String, String>) -> Value {
+    let mut m = serde_json::Map::new();
+    for k in old.into_iter().flatten().map(|(k, _)| k) {
+        if !new.contains_key(k) {
+            m.insert(k.clone(), Value::Null);
+        }
+    }
+    for (k, v) in new {
+        m.insert(k.clone(), Value::String(v.clone()));
+    }
+    Value::Object(m)
+}
+
+fn write_failed(
+    results: &mpsc::UnboundedSender<Input>,
+    kind: ObjectKind,
+    name: &str,
+    e: impl std::fmt::Display,
+) {
+    tracing::warn!(kind = ?kind, name, error = %e, "API write failed");
+    let _ = results.send(Input::WriteFailed {
+        kind,
+        name: name.to_string(),
+        message: e.to_string(),
+    });
+}
+
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+fn split_key(pod: &str) -> (&str, &str) {
+    pod.split_once('/').unwrap_or(("default", pod))
+}
+
+async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<Input>) {
+    let claims: Api<KubeNodeClaim> = Api::all(ctx.client.clone());
+    let nodes: Api<core::Node> = Api::all(ctx.client.clone());
+    let pools: Api<KubeNodePool> = Api::all(ctx.client.clone());
+    let merge = PatchParams::default();
+    match action {
+        Action::CreateNodeClaim(claim) => {
+            let name = claim.name().to_string();
+            let result = match KubeNodeClaim::from_nodeclaim(&claim) {
+                Ok(mut k) => {
+                    k.status = None;
+                    claims
+                        .create(&PostParams::default(), &k)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            match result {
+                Ok(()) => tracing::info!(nodeclaim = %name, "created nodeclaim"),
+                Err(e) => write_failed(results, ObjectKind::NodeClaim, &name, e),
+            }
+        }
+        Action::UpdateNodeClaim(claim) => update_nodeclaim(ctx, &claims, &claim, results).await,
+        Action::DeleteNodeClaim { name } => {
+            match claims.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => tracing::info!(nodeclaim = %name, "deleting nodeclaim"),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => write_failed(results, ObjectKind::NodeClaim, &name, e),
+            }
+        }
+        Action::PatchNode(update) => patch_node(ctx, &nodes, &update, results).await,
+        Action::DeleteNode { name } => match nodes.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(node = %name, "deleting node"),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => write_failed(results, ObjectKind::Node, &name, e),
+        },
+        Action::EvictPod { id, pod, uid } => {
+            let client = ctx.client.clone();
+            let results = results.clone();
+            tokio::spawn(async move {
+                let response = evict(client, &pod, &uid).await;
+                let _ = results.send(Input::EvictionResult { id, response });
+            });
+        }
+        Action::DeletePod {
+            pod,
+            grace_period_seconds,
+        } => {
+            let (ns, name) = split_key(&pod);
+            let api: Api<core::Pod> = Api::namespaced(ctx.client.clone(), ns);
+            let params = DeleteParams {
+                grace_period_seconds: u32::try_from(grace_period_seconds.max(0)).ok(),
+                ..DeleteParams::default()
+            };
+            if let Err(e) = api.delete(name, &params).await
+                && !is_not_found(&e)
+            {
+                write_failed(results, ObjectKind::Pod, &pod, e);
+            }
+        }
+        Action::NominatePod { pod, target } => {
+            tracing::debug!(pod = %pod, target = %target, "pod nominated");
+        }
+        Action::AnnotateNodePool { name, annotations } => {
+            let patch = json!({"metadata": {"annotations": annotations}});
+            if let Err(e) = pools.patch(&name, &merge, &Patch::Merge(&patch)).await
+                && !is_not_found(&e)
+            {
+                write_failed(results, ObjectKind::NodePool, &name, e);
+            }
+        }
+        Action::UpdateNodePoolStatus { name, status } => {
+            let patch = json!({"status": status});
+            if let Err(e) = pools
+                .patch_status(&name, &merge, &Patch::Merge(&patch))
+                .await
+                && !is_not_found(&e)
+            {
+                write_failed(results, ObjectKind::NodePool, &name, e);
+            }
+        }
+        Action::Cloud { id, call } => {
+            let provider = ctx.provider.clone();
+            let metrics = ctx.metrics.clone();
+            let results = results.clone();
+            tokio::spawn(async move {
+                let method = cloud_method(&call);
+                let started = Instant::now();
+                let response = call.execute(provider.as_ref()).await;
+                let labels = vec![
+                    ("controller", String::new()),
+                    ("method", method.to_string()),
+                    ("provider", provider.name().to_string()),
+                ];
+                metrics
+                    .cloudprovider_duration
+                    .get_or_create(&labels)
+                    .observe(started.elapsed().as_secs_f64());
+                if let CloudCall::Create(claim) = &call {
+                    tracing::info!(nodeclaim = %claim.name(), "launching instance");
+                }
+                let _ = results.send(Input::CloudResult { id, response });
+            });
+        }
+        Action::RecordEvent(event) => record_event(ctx, event),
+        Action::Metric(metric) => {
+            if !ctx.metrics.apply(&metric) {
+                tracing::debug!(metric = %metric.name, "metric not exported");
+            }
+        }
+        Action::WakeAt(_) => {}
+    }
+}
+
+fn cloud_method(call: &CloudCall) -> &'static str {
+    match call {
+        CloudCall::Create(_) => "Create",
+        CloudCall::Delete(_) => "Delete",
+        CloudCall::Get(_) => "Get",
+        CloudCall::List => "List",
+        CloudCall::InstanceTypes(_) => "GetInstanceTypes",
+        CloudCall::IsDrifted(_) => "IsDrifted",
+    }
+}
+
+async fn update_nodeclaim(
+    ctx: &Context,
+    claims: &Api<KubeNodeClaim>,
+    claim: &NodeClaim,
+    results: &mpsc::UnboundedSender<Input>,
+) {
+    let name = claim.name().to_string();
+    let cached = ctx
+        .caches
+        .nodeclaims
+        .state()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some(name.as_str()));
+    let old = cached.as_ref().map(|c| &c.metadata);
+    let meta_patch = json!({"metadata": {
+        "labels": map_patch(old.and_then(|m| m.labels.as_ref()), &claim.metadata.labels),
+        "annotations": map_patch(old.and_then(|m| m.annotations.as_ref()), &claim.metadata.annotations),
+        "finalizers": claim.metadata.finalizers,
+    }});
+    let params = PatchParams::default();
+    if let Err(e) = claims
+        .patch(&name, &params, &Patch::Merge(&meta_patch))
+        .await
+    {
+        if !is_not_found(&e) {
+            write_failed(results, ObjectKind::NodeClaim, &name, e);
+        }
+        return;
+    }
+    let status = match KubeNodeClaim::from_nodeclaim(claim) {
+        Ok(k) => serde_json::to_value(&k.status).unwrap_or(Value::Null),
+        Err(e) => {
+            write_failed(results, ObjectKind::NodeClaim, &name, e);
+            return;
+        }
+    };
+    if status.is_null() {
+        return;
+    }
+    let status_patch = json!({ "status": status });
+    if let Err(e) = claims
+        .patch_status(&name, &params, &Patch::Merge(&status_patch))
+        .await
+        && !is_not_found(&e)
+    {
+        write_failed(results, ObjectKind::NodeClaim, &name, e);
+    }
+}
+
+async fn patch_node(
+    ctx: &Context,
+    nodes: &Api<core::Node>,
+    update: &NodeUpdate,
+    results: &mpsc::UnboundedSender<Input>,
+) {
+    let name = &update.node_name;
+    let cached = ctx
+        .caches
+        .nodes
+        .state()
+        .into_iter()
+        .find(|n| n.metadata.name.as_deref() == Some(name.as_str()));
+    let old = cached.as_ref().map(|n| &n.metadata);
+    let mut meta = serde_json::Map::new();
+    if let Some(l) = &update.labels {
+        meta.insert(
+            "labels".into(),
+            map_patch(old.and_then(|m| m.labels.as_ref()), l),
+        );
+    }
+    if let Some(a) = &update.annotations {
+        meta.insert(
+            "annotations".into(),
+            map_patch(old.and_then(|m| m.annotations.as_ref()), a),
+        );
+    }
+    if let Some(f) = &update.finalizers {
+        meta.insert("finalizers".into(), json!(f));
+    }
+    if let Some(o) = &update.owner_references {
+        meta.insert("ownerReferences".into(), json!(o));
+    }
+    let mut patch = serde_json::Map::new();
+    if !meta.is_empty() {
+        patch.insert("metadata".into(), Value::Object(meta));
+    }
+    if let Some(t) = &update.taints {
+        patch.insert("spec".into(), json!({ "taints": t }));
+    }
+    let patch = Value::Object(patch);
+    if let Err(e) = nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        && !is_not_found(&e)
+    {
+        write_failed(results, ObjectKind::Node, name, e);
+    }
+}
+
+async fn evict(client: Client, pod: &str, uid: &str) -> EvictionResponse {
+    let (ns, name) = split_key(pod);
+    let api: Api<core::Pod> = Api::namespaced(client, ns);
+    let params = EvictParams {
+        delete_options: Some(DeleteParams {
+            preconditions: (!uid.is_empty()).then(|| Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }),
+        ..EvictParams::default()
+    };
+    match api.evict(name, &params).await {
+        Ok(_) => EvictionResponse::Evicted,
+        Err(kube::Error::Api(s)) => match s.code {
+            404 => EvictionResponse::NotFound,
+            409 => EvictionResponse::Conflict,
+            429 => EvictionResponse::TooManyRequests { message: s.message },
+            500 if s.message.contains("more than one PodDisruptionBudget") => {
+                EvictionResponse::MultiplePdbs { message: s.message }
+            }
+            code => EvictionResponse::Other {
+                code,
+                message: s.message,
+            },
+        },
+        Err(e) => EvictionResponse::Other {
+            code: 0,
+            message: e.to_string(),
+        },
+    }
+}
+
+fn record_event(ctx: &Context, event: lifecycle::Event) {
+    let (namespace, name, kind, api_version) = match event.kind {
+        ObjectKind::Pod => {
+            let (ns, n) = split_key(&event.name);
+            (ns.to_string(), n.to_string(), "Pod", "v1")
+        }
+        ObjectKind::Node => ("default".to_string(), event.name.clone(), "Node", "v1"),
+        ObjectKind::NodeClaim => (
+            "default".to_string(),
+            event.name.clone(),
+            "NodeClaim",
+            "karpenter.sh/v1",
+        ),
+        ObjectKind::NodePool => (
+            "default".to_string(),
+            event.name.clone(),
+            "NodePool",
+            "karpenter.sh/v1",
+        ),
+    };
+    let t = Time(now());
+    let k8s_event = core::Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        involved_object: core::ObjectReference {
+            api_version: Some(api_version.to_string()),
+            kind: Some(kind.to_string()),
+            name: Some(name),
+            namespace: (event.kind == ObjectKind::Pod).then(|| namespace.clone()),
+            ..core::ObjectReference::default()
+        },
+        reason: Some(event.reason.clone()),
+        message: Some(event.message.clone()),
+        type_: Some(
+            match event.event_type {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .to_string(),
+        ),
+        source: Some(core::EventSource {
+            component: Some("karpenter".to_string()),
+            host: None,
+        }),
+        first_timestamp: Some(t.clone()),
+        last_timestamp: Some(t),
+        count: Some(1),
+        ..core::Event::default()
+    };
+    let api: Api<core::Event> = Api::namespaced(ctx.client.clone(), &namespace);
+    tokio::spawn(async move {
+        if let Err(e) = api.create(&PostParams::default(), &k8s_event).await {
+            tracing::debug!(error = %e, "recording an event failed");
+        }
+    });
+    tracing::info!(reason = %event.reason, object = %event.name, message = %event.message, "event");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_patches_null_removed_keys() {
+        let old = BTreeMap::from([
+            ("a".to_string(), "1".to_string()),
+            ("b".to_string(), "2".to_string()),
+        ]);
+        let new = BTreeMap::from([
+            ("b".to_string(), "3".to_string()),
+            ("c".to_string(), "4".to_string()),
+        ]);
+        assert_eq!(
+            map_patch(Some(&old), &new),
+            json!({"a": null, "b": "3", "c": "4"})
+        );
+        assert_eq!(map_patch(None, &new), json!({"b": "3", "c": "4"}));
+    }
+
+    #[test]
+    fn a_kwok_node_converts_with_taints_conditions_and_allocatable() {
+        let node: core::Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "default"},
+                         "finalizers": ["karpenter.sh/termination"]},
+            "spec": {"providerID": "kwok://n1",
+                     "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi"},
+                       "conditions": [{"type": "Ready", "status": "True",
+                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }))
+        .unwrap();
+        let n = lifecycle_node(&node);
+        assert_eq!(n.name, "n1");
+        assert_eq!(n.provider_id, "kwok://n1");
+        assert!(n.is_ready());
+        assert_eq!(n.taints.len(), 1);
+        assert_eq!(n.taints[0].key, "karpenter.sh/unregistered");
+        assert_eq!(n.finalizers, ["karpenter.sh/termination"]);
+        assert_eq!(
+            n.allocatable.get("cpu").map(|q| q.milli_value()),
+            Some(4000)
+        );
+    }
+}

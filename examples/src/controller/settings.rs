@@ -1,0 +1,245 @@
+//! The controller's settings: upstream's flags and environment variables (same names, same
+//! defaults), plus this implementation's own (`--cloud-provider`, `--catalog`, `--kubeconfig`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// Which CloudProvider launches instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CloudProviderKind {
+    /// Amazon EC2 (not available yet in this build).
+    Aws,
+    /// The in-memory fake provider: every launched NodeClaim gets a Node object annotated
+    /// `kwok.x-k8s.io/node: fake`, so kwok (or nothing) plays its kubelet.
+    Fake,
+}
+
+/// Log levels (`LOG_LEVEL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    /// Debug and above.
+    Debug,
+    /// Info and above (the default).
+    Info,
+    /// Warnings and errors.
+    Warn,
+    /// Errors only.
+    Error,
+}
+
+impl LogLevel {
+    /// The `tracing` filter directive for this level.
+    pub fn directive(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warn => "warn",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
+/// `karpenter controller` settings. Each flag can also be set by the environment variable
+/// named after it, as upstream's chart does.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = CONTROLLER_AFTER_HELP)]
+pub struct ControllerArgs {
+    /// Which CloudProvider launches instances: aws or fake.
+    #[arg(long, env = "CLOUD_PROVIDER", value_enum, default_value = "aws")]
+    pub cloud_provider: CloudProviderKind,
+    /// Instance types of the fake provider: aws (the embedded us-east-1 catalog), fake:N, or a
+    /// catalog file (as `karpenter plan --catalog`).
+    #[arg(long, env = "CATALOG", value_name = "SPEC", default_value = "aws")]
+    pub catalog: String,
+    /// A kubeconfig file. Default: as kubectl (KUBECONFIG, ~/.kube/config, then the in-cluster
+    /// service account).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<String>,
+    /// The EKS cluster name (tags and discovery).
+    #[arg(long, env = "CLUSTER_NAME", default_value = "")]
+    pub cluster_name: String,
+    /// The EKS cluster endpoint.
+    #[arg(long, env = "CLUSTER_ENDPOINT", default_value = "")]
+    pub cluster_endpoint: String,
+    /// The SQS queue of interruption events (spot interruptions, rebalance recommendations,
+    /// scheduled maintenance, instance state changes). Empty: interruption handling is off.
+    #[arg(long, env = "INTERRUPTION_QUEUE", default_value = "")]
+    pub interruption_queue: String,
+    /// How long the provisioner waits for more pending pods after the last one arrived.
+    #[arg(long, env = "BATCH_IDLE_DURATION", value_parser = parse_duration, default_value = "1s")]
+    pub batch_idle_duration: Duration,
+    /// The longest a provisioning batch is held open.
+    #[arg(long, env = "BATCH_MAX_DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub batch_max_duration: Duration,
+    /// Feature gates, `Name=true|false` separated by commas.
+    #[arg(
+        long,
+        env = "FEATURE_GATES",
+        value_parser = parse_feature_gates,
+        default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false"
+    )]
+    pub feature_gates: FeatureGates,
+    /// Preferred affinities and topology spreads: Respect or Ignore.
+    #[arg(long, env = "PREFERENCES_POLICY", default_value = "Respect", value_parser = ["Respect", "Ignore"])]
+    pub preferences_policy: String,
+    /// minValues: Strict or BestEffort.
+    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = ["Strict", "BestEffort"])]
+    pub min_values_policy: String,
+    /// Log level.
+    #[arg(long, env = "LOG_LEVEL", value_enum, default_value = "info")]
+    pub log_level: LogLevel,
+    /// Port of the Prometheus metrics endpoint (/metrics).
+    #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
+    pub metrics_port: u16,
+    /// Port of the liveness (/healthz) and readiness (/readyz) probes.
+    #[arg(long, env = "HEALTH_PROBE_PORT", default_value_t = 8081)]
+    pub health_probe_port: u16,
+    /// Address the metrics and probe servers bind.
+    #[arg(long, env = "BIND_ADDRESS", default_value = "0.0.0.0")]
+    pub bind_address: String,
+    /// Run without a Lease (only for a single replica).
+    #[arg(long, env = "DISABLE_LEADER_ELECTION", default_value_t = false)]
+    pub disable_leader_election: bool,
+    /// The name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "LEADER_ELECTION_NAME",
+        default_value = "karpenter-leader-election"
+    )]
+    pub leader_election_name: String,
+    /// The namespace of the leader-election Lease. Default: SYSTEM_NAMESPACE (the pod's own
+    /// namespace in the manifests), else `karpenter`.
+    #[arg(long, env = "LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// This replica's identity in the Lease. Default: POD_NAME (or the hostname) plus a random
+    /// suffix.
+    #[arg(long, env = "LEADER_ELECTION_IDENTITY")]
+    pub leader_election_identity: Option<String>,
+    /// How long a Lease is valid without renewal.
+    #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", value_parser = parse_duration, default_value = "15s")]
+    pub lease_duration: Duration,
+    /// How often the leader renews its Lease.
+    #[arg(long, env = "LEADER_ELECTION_RENEW_PERIOD", value_parser = parse_duration, default_value = "2s")]
+    pub lease_renew_period: Duration,
+}
+
+/// `karpenter controller --help` epilogue: how to deploy.
+pub const CONTROLLER_AFTER_HELP: &str = "\
+Deploying:
+  1. Install the CRDs:        karpenter crds | kubectl apply --server-side -f -
+  2. Install RBAC and the Deployment from deploy/ in the source tree (namespace karpenter,
+     service account karpenter); set CLUSTER_NAME, INTERRUPTION_QUEUE and the IAM role
+     (docs/deploy-eks.md walks through IRSA / Pod Identity, the queue and the discovery tags).
+  3. Apply a NodePool (and, on AWS, an EC2NodeClass) and watch NodeClaims appear for pending pods.
+
+Without a cloud account: --cloud-provider fake launches no instances; it creates a Node object
+per NodeClaim annotated kwok.x-k8s.io/node=fake, which kwok turns into a Ready node.
+
+The controller finds its cluster as kubectl does (--kubeconfig, KUBECONFIG, ~/.kube/config, then
+the in-cluster service account), elects one leader on a coordination.k8s.io Lease, serves
+Prometheus metrics on :METRICS_PORT/metrics and probes on :HEALTH_PROBE_PORT/healthz and /readyz,
+logs JSON to standard output, and stops cleanly on SIGTERM.";
+
+/// Feature gates (`FEATURE_GATES`), by name. Unknown names are kept (and logged by the
+/// controller), as a newer chart may pass gates this build does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FeatureGates(pub BTreeMap<String, bool>);
+
+impl FeatureGates {
+    /// Whether gate `name` is on (`false` when unset).
+    pub fn enabled(&self, name: &str) -> bool {
+        self.0.get(name).copied().unwrap_or(false)
+    }
+}
+
+/// Parses `Name=true,Other=false`.
+pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
+    let mut gates = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("feature gate {part:?}: expected Name=true or Name=false"))?;
+        let value = match value.trim() {
+            "true" | "True" | "TRUE" => true,
+            "false" | "False" | "FALSE" => false,
+            other => {
+                return Err(format!(
+                    "feature gate {name}: {other:?} is not true or false"
+                ));
+            }
+        };
+        gates.insert(name.trim().to_string(), value);
+    }
+    Ok(FeatureGates(gates))
+}
+
+/// Parses a Go duration as upstream's flags take them: `1s`, `500ms`, `1m30s`, `2h`, `0`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if t.is_empty() {
+        return Err("empty duration".to_string());
+    }
+    let bad = || format!("{text:?} is not a duration such as 500ms, 10s, 1m30s or 2h");
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+        total += Duration::try_from_secs_f64(number * scale).map_err(|_| bad())?;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("3d").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn feature_gates_parse_and_reject_bad_values() {
+        let g = parse_feature_gates("NodeRepair=true, SpotToSpotConsolidation=false").unwrap();
+        assert!(g.enabled("NodeRepair"));
+        assert!(!g.enabled("SpotToSpotConsolidation"));
+        assert!(!g.enabled("Unknown"));
+        assert!(parse_feature_gates("NodeRepair").is_err());
+        assert!(parse_feature_gates("NodeRepair=yes").is_err());
+        assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
+    }
+}

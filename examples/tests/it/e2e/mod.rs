@@ -1,0 +1,16 @@
+//! End-to-end tests against a real control plane: etcd, kube-apiserver, kube-scheduler and kwok
+//! on loopback, started by `scripts/control-plane/up.sh` (`scripts/test` does it and exports
+//! the variables below). The controller runs as the `karpenter` binary under the RBAC of
+//! `deploy/rbac.yaml` (the token of `system:serviceaccount:karpenter:karpenter`).
+//!
+//! - `KARPENTER_E2E_KUBECONFIG`: an admin kubeconfig (the tests' own client);
+//! - `KARPENTER_E2E_CONTROLLER_KUBECONFIG`: the karpenter service account's kubeconfig.
+//!
+//! Without them the tests skip, except when `CI=true`: then they fail, so CI never passes
+//! without running them. They share one cluster, so they take a lock and run one at a time,
+//! and each cleans up its objects (not namespaces: no kube-controller-manager runs, so nothing
+//! would finish deleting a namespace; nor are there Deployment or ReplicaSet controllers, so the
+//! tests create pods directly).
+
+mod harness;
+mod scenarios;
