@@ -178,7 +178,10 @@ pub fn run(
 
 fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     match crate::crds::to_yaml(&crate::crds::all()) {
-        Ok(text) => match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
             Ok(()) => 0,
             Err(e) => {
                 let _ = writeln!(stderr, "error: writing the CRDs: {e}");

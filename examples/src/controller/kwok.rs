@@ -92,7 +92,8 @@ pub fn node_for_launch(
     };
     let name = claim.name().to_string();
     let requirements = Requirements::from_node_selector_requirements(claim.spec.requirements());
-    let mut node_labels = launch_labels(instance_type, offer, &requirements, &claim.metadata.labels);
+    let mut node_labels =
+        launch_labels(instance_type, offer, &requirements, &claim.metadata.labels);
     node_labels.insert(labels::HOSTNAME.to_string(), name.clone());
     node_labels.insert(
         labels::INSTANCE_TYPE.to_string(),
@@ -154,7 +155,10 @@ pub fn claim_from_node(node: &core::Node) -> Option<NodeClaim> {
     }
     let name = node.metadata.name.clone()?;
     let node_labels = node.metadata.labels.clone().unwrap_or_default();
-    let class = node_labels.get(NODECLASS_LABEL).cloned().unwrap_or_default();
+    let class = node_labels
+        .get(NODECLASS_LABEL)
+        .cloned()
+        .unwrap_or_default();
     let mut claim = NodeClaim::new(
         name.clone(),
         NodeClaimSpec::new(NodeClassReference::new("", "", class)),
@@ -358,7 +362,10 @@ mod tests {
         assert!(status.allocatable.unwrap().contains_key("cpu"));
 
         let back = claim_from_node(&node).unwrap();
-        assert_eq!(back.status.provider_id.as_deref(), Some("kwok://default-abcde"));
+        assert_eq!(
+            back.status.provider_id.as_deref(),
+            Some("kwok://default-abcde")
+        );
         assert_eq!(
             back.status.allocatable.get("cpu"),
             drop_zeros(types[0].allocatable()).get("cpu")

@@ -241,21 +241,21 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         )))
     };
 
-/* OPERATE
-    let operator = tokio::spawn(operate::run(
-        operate::Context {
-            client: client.clone(),
-            provider,
-            caches,
-            metrics,
-            settings: args.clone(),
-        },
-        changes,
-        leading.clone(),
-        shutdown.clone(),
-    ));
+    /* OPERATE
+        let operator = tokio::spawn(operate::run(
+            operate::Context {
+                client: client.clone(),
+                provider,
+                caches,
+                metrics,
+                settings: args.clone(),
+            },
+            changes,
+            leading.clone(),
+            shutdown.clone(),
+        ));
 
-OPERATE */
+    OPERATE */
     tracing::info!(
         metrics_port = args.metrics_port,
         health_probe_port = args.health_probe_port,

@@ -50,7 +50,9 @@ pub fn env(test: &str) -> Option<Env> {
                  plane and sets them)"
             );
         }
-        eprintln!("{test}: skipped (no control plane; run scripts/test, or scripts/control-plane/up.sh and set KARPENTER_E2E_KUBECONFIG / KARPENTER_E2E_CONTROLLER_KUBECONFIG)");
+        eprintln!(
+            "{test}: skipped (no control plane; run scripts/test, or scripts/control-plane/up.sh and set KARPENTER_E2E_KUBECONFIG / KARPENTER_E2E_CONTROLLER_KUBECONFIG)"
+        );
         return None;
     };
     let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,9 +168,11 @@ pub async fn install(client: &Client) {
             Duration::from_secs(30),
             || async {
                 let crd = api.get(name).await.ok()?;
-                let established = crd.status?.conditions?.iter().any(|c| {
-                    c.type_ == "Established" && c.status == "True"
-                });
+                let established = crd
+                    .status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
                 established.then_some(())
             },
         )
@@ -281,7 +285,9 @@ impl Controller {
     /// GET `path` on one of its ports; `(status, body)`.
     pub async fn get(&self, port: u16, path: &str) -> Option<(u16, String)> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
         let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
         s.write_all(req.as_bytes()).await.ok()?;
         let mut buf = Vec::new();
