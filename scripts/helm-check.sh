@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # helm-check.sh — check the Helm chart (charts/karpenter) with the pinned helm:
-#   1. helm lint, with the install notes' values and with an upstream-style values file;
-#   2. helm template with the install notes' values (namespace kube-system, CRDs included) and
-#      with the upstream-style values, into OUT_DIR/install-notes.yaml and
-#      OUT_DIR/upstream-values.yaml;
+#   1. helm lint, with an EKS install's values (ci/install-notes-values.yaml) and with an
+#      upstream-style values file (ci/upstream-values.yaml);
+#   2. helm template with each (namespace kube-system, CRDs included), into
+#      OUT_DIR/install-notes.yaml and OUT_DIR/upstream-values.yaml;
 #   3. the controller's required node affinity keeps it off Karpenter-managed nodes
 #      (karpenter.sh/nodepool DoesNotExist);
 #   4. bad values fail `helm template` with a message naming the value;
