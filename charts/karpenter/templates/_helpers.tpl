@@ -34,11 +34,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
-{{/* The metadata.annotations of every object (empty when there are none). */}}
+{{/* `annotations:` of every object's metadata (indented for it), or nothing. */}}
 {{- define "karpenter.annotations" -}}
 {{- with .Values.additionalAnnotations }}
-annotations:
-  {{- toYaml . | nindent 2 }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
 {{- end }}
 {{- end }}
 

@@ -350,12 +350,15 @@ fn every_setting_the_chart_passes_is_a_controller_env_var() {
     let all = rendered(&dir, "install-notes");
     let dep = find(&all, "Deployment", "karpenter", "install-notes rendering");
     for (name, _) in env_of(dep) {
-        // POD_NAME is read for the Lease identity, without a flag of its own.
-        if name == "POD_NAME" {
-            continue;
-        }
+        // The pod's namespace and name are read without flags of their own (the defaults of
+        // the Lease's namespace and identity), and the help says so.
+        let read = if name == "SYSTEM_NAMESPACE" || name == "POD_NAME" {
+            help.stdout.contains(&format!("Default: {name}"))
+        } else {
+            help.stdout.contains(&format!("[env: {name}="))
+        };
         assert!(
-            help.stdout.contains(&format!("[env: {name}=")),
+            read,
             "the chart sets {name}, which `karpenter controller` does not read"
         );
     }
