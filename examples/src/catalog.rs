@@ -13,13 +13,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use karpenter_aws::catalog::{
-    AmiFamily, AwsCatalogOptions, CatalogSources, DEFAULT_SPOT_PRICE_FACTOR, EMBEDDED_REGION,
-    build_catalog, labels as aws_labels,
+    AwsCatalogOptions, CatalogSources, DEFAULT_SPOT_PRICE_FACTOR, EMBEDDED_REGION, build_catalog,
+    labels as aws_labels,
 };
+use karpenter_aws::nodeclass::EC2NodeClass;
+use karpenter_core::api::ValidationErrors;
 use karpenter_core::catalog::CatalogFile;
 use karpenter_core::labels::LabelPolicy;
 use karpenter_core::model::InstanceType;
-use karpenter_core::resources::{Quantity, ResourceList};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -246,147 +247,72 @@ impl Catalog {
     }
 }
 
-/// The AMI family of an EC2NodeClass: `spec.amiFamily`, else the family of the first
-/// `amiSelectorTerms[].alias` (`al2023@latest` → AL2023), else AL2023.
-fn ami_family(origin: &Origin, object: &str, spec: &Value) -> Result<AmiFamily, ManifestError> {
-    if let Some(name) = spec.get("amiFamily").and_then(Value::as_str) {
-        return AmiFamily::from_name(name).ok_or_else(|| {
-            ManifestError::invalid(
-                origin,
-                object,
-                "spec.amiFamily",
-                format!("Unsupported value: {name:?}"),
-            )
-        });
-    }
-    let terms = spec
-        .get("amiSelectorTerms")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for (i, term) in terms.iter().enumerate() {
-        if let Some(alias) = term.get("alias").and_then(Value::as_str) {
-            let family = alias.split('@').next().unwrap_or("");
-            let parsed = match family {
-                "al2" => Some(AmiFamily::Al2),
-                "al2023" => Some(AmiFamily::Al2023),
-                "bottlerocket" => Some(AmiFamily::Bottlerocket),
-                "windows2019" => Some(AmiFamily::Windows2019),
-                "windows2022" => Some(AmiFamily::Windows2022),
-                "windows2025" => Some(AmiFamily::Windows2025),
-                _ => None,
-            };
-            return parsed.ok_or_else(|| {
-                ManifestError::invalid(
-                    origin,
-                    object,
-                    format!("spec.amiSelectorTerms[{i}].alias"),
-                    format!("Unsupported value: {alias:?}: the family must be one of al2, al2023, bottlerocket, windows2019, windows2022, windows2025"),
-                )
-            });
-        }
-    }
-    Ok(AmiFamily::Al2023)
-}
-
-/// The default root device of an AMI family.
-fn root_device(family: AmiFamily) -> &'static str {
-    match family {
-        AmiFamily::Bottlerocket => "/dev/xvdb",
-        f if f.is_windows() => "/dev/sda1",
-        _ => "/dev/xvda",
-    }
-}
-
-/// Catalog options from an EC2NodeClass: AMI family, root volume size, `instanceStorePolicy`
-/// and `kubelet` (`maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`).
+/// Catalog options from an EC2NodeClass, through the typed class of `karpenter-aws`: the
+/// document is decoded as an [`EC2NodeClass`], checked with upstream's CRD rules
+/// ([`EC2NodeClass::validate`]) and turned into options ([`EC2NodeClass::catalog_options`]:
+/// AMI family, ephemeral storage from the block devices, `instanceStorePolicy`, kubelet
+/// `maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`). Errors name the
+/// first offending field; the message lists every violation.
 pub fn aws_options(
     origin: &Origin,
     object: &str,
     value: &Value,
 ) -> Result<AwsCatalogOptions, ManifestError> {
-    let err =
-        |field: String, message: String| ManifestError::invalid(origin, object, field, message);
-    let null = Value::Null;
-    let spec = value.get("spec").unwrap_or(&null);
-    let mut opts = AwsCatalogOptions {
-        ami_family: ami_family(origin, object, spec)?,
-        ..AwsCatalogOptions::default()
-    };
+    let class = typed_nodeclass(origin, object, value)?;
+    class
+        .catalog_options(&AwsCatalogOptions::default())
+        .map_err(|errs| nodeclass_error(origin, object, errs))
+}
 
-    if let Some(mappings) = spec.get("blockDeviceMappings").and_then(Value::as_array) {
-        let root = mappings
-            .iter()
-            .position(|m| m.get("rootVolume").and_then(Value::as_bool) == Some(true))
-            .or_else(|| {
-                mappings.iter().position(|m| {
-                    m.get("deviceName").and_then(Value::as_str)
-                        == Some(root_device(opts.ami_family))
-                })
-            });
-        if let Some(i) = root
-            && let Some(size) = mappings.get(i).and_then(|m| m.pointer("/ebs/volumeSize"))
-        {
-            let field = format!("spec.blockDeviceMappings[{i}].ebs.volumeSize");
-            let q: Quantity = serde_json::from_value(size.clone())
-                .map_err(|e| err(field.clone(), format!("Invalid value: {e}")))?;
-            let bytes = q.value();
-            if bytes <= 0 {
-                return Err(err(field, format!("Invalid value: {q} is not positive")));
+/// Decodes an EC2NodeClass document as the typed class and validates it with upstream's CRD
+/// rules ([`EC2NodeClass::validate`]); errors name the first offending field and list every
+/// violation.
+pub fn typed_nodeclass(
+    origin: &Origin,
+    object: &str,
+    value: &Value,
+) -> Result<EC2NodeClass, ManifestError> {
+    let class = EC2NodeClass::from_json_value(value.clone()).map_err(|e| {
+        ManifestError::invalid(
+            origin,
+            object,
+            e.path,
+            format!("Invalid value: {}", e.message),
+        )
+    })?;
+    class
+        .validate()
+        .map_err(|errs| nodeclass_error(origin, object, errs))?;
+    Ok(class)
+}
+
+fn nodeclass_error(origin: &Origin, object: &str, errs: ValidationErrors) -> ManifestError {
+    let first = errs
+        .errors()
+        .first()
+        .map(|e| e.path.clone())
+        .unwrap_or_default();
+    let message = errs
+        .errors()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let text = e.to_string();
+            match (i, text.strip_prefix(&format!("{}: ", e.path))) {
+                (0, Some(rest)) => rest.to_string(),
+                _ => text,
             }
-            opts.ephemeral_storage_bytes = Some(bytes);
-        }
-    }
-    if let Some(policy) = spec.get("instanceStorePolicy").and_then(Value::as_str) {
-        opts.instance_store_raid0 = policy == "RAID0";
-    }
-    if let Some(kubelet) = spec.get("kubelet").filter(|k| k.is_object()) {
-        let int = |name: &str| -> Result<Option<i64>, ManifestError> {
-            match kubelet.get(name) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v) => v.as_i64().filter(|n| *n >= 0).map(Some).ok_or_else(|| {
-                    err(
-                        format!("spec.kubelet.{name}"),
-                        format!("Invalid value: {v}: must be a non-negative integer"),
-                    )
-                }),
-            }
-        };
-        opts.max_pods = int("maxPods")?;
-        opts.pods_per_core = int("podsPerCore")?;
-        let list = |name: &str| -> Result<ResourceList, ManifestError> {
-            match kubelet.get(name) {
-                None | Some(Value::Null) => Ok(ResourceList::new()),
-                Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                    err(
-                        format!("spec.kubelet.{name}"),
-                        format!("Invalid value: {e}"),
-                    )
-                }),
-            }
-        };
-        opts.kube_reserved = list("kubeReserved")?;
-        opts.system_reserved = list("systemReserved")?;
-        if let Some(eviction) = kubelet.get("evictionHard").and_then(Value::as_object) {
-            for (k, v) in eviction {
-                let text = v.as_str().ok_or_else(|| {
-                    err(
-                        format!("spec.kubelet.evictionHard.{k}"),
-                        "Invalid type: expected a string".into(),
-                    )
-                })?;
-                opts.eviction_hard.insert(k.clone(), text.to_string());
-            }
-        }
-    }
-    opts.validate()
-        .map_err(|e| err("spec.kubelet".into(), e.to_string()))?;
-    Ok(opts)
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    ManifestError::invalid(origin, object, first, message)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use karpenter_aws::catalog::AmiFamily;
+    use karpenter_core::resources::Quantity;
     use serde_json::json;
 
     fn origin() -> Origin {
@@ -412,9 +338,23 @@ mod tests {
         );
     }
 
+    fn class(spec: Value) -> Value {
+        let mut full = json!({
+            "role": "r",
+            "subnetSelectorTerms": [{"id": "subnet-1"}],
+            "securityGroupSelectorTerms": [{"id": "sg-1"}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+        });
+        for (k, v) in spec.as_object().unwrap() {
+            full[k] = v.clone();
+        }
+        json!({"apiVersion": "karpenter.k8s.aws/v1", "kind": "EC2NodeClass",
+               "metadata": {"name": "x"}, "spec": full})
+    }
+
     #[test]
     fn nodeclass_shapes_the_aws_options() {
-        let v = json!({"spec": {
+        let v = class(json!({
             "amiSelectorTerms": [{"alias": "bottlerocket@latest"}],
             "blockDeviceMappings": [
                 {"deviceName": "/dev/xvda", "ebs": {"volumeSize": "4Gi"}},
@@ -422,7 +362,7 @@ mod tests {
             ],
             "kubelet": {"maxPods": 110, "kubeReserved": {"cpu": "200m"},
                         "evictionHard": {"memory.available": "5%"}}
-        }});
+        }));
         let o = aws_options(&origin(), "EC2NodeClass/x", &v).unwrap();
         assert_eq!(o.ami_family, AmiFamily::Bottlerocket);
         assert_eq!(o.ephemeral_storage_bytes, Some(100 << 30));
@@ -431,8 +371,8 @@ mod tests {
             o.kube_reserved.get("cpu"),
             Some(Quantity::parse("200m").unwrap())
         );
-        let root = json!({"spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}],
-            "blockDeviceMappings": [{"deviceName": "/dev/sdz", "rootVolume": true, "ebs": {"volumeSize": "50Gi"}}]}});
+        let root = class(json!({
+            "blockDeviceMappings": [{"deviceName": "/dev/sdz", "rootVolume": true, "ebs": {"volumeSize": "50Gi"}}]}));
         let o = aws_options(&origin(), "x", &root).unwrap();
         assert_eq!(o.ephemeral_storage_bytes, Some(50 << 30));
         assert_eq!(o.ami_family, AmiFamily::Al2023);
@@ -441,26 +381,40 @@ mod tests {
     #[test]
     fn bad_nodeclass_settings_name_the_field() {
         for (v, field) in [
-            (json!({"spec": {"amiFamily": "Plan9"}}), "spec.amiFamily"),
+            (class(json!({"amiFamily": "Plan9"})), "spec.amiFamily"),
             (
-                json!({"spec": {"amiSelectorTerms": [{"id": "ami-1"}, {"alias": "dos@1"}]}}),
-                "spec.amiSelectorTerms[1].alias",
+                class(json!({"amiSelectorTerms": [{"alias": "dos@1"}]})),
+                "spec.amiSelectorTerms[0].alias",
             ),
             (
-                json!({"spec": {"kubelet": {"maxPods": -3}}}),
+                class(json!({"kubelet": {"maxPods": -3}})),
                 "spec.kubelet.maxPods",
             ),
             (
-                json!({"spec": {"kubelet": {"kubeReserved": {"cpu": "lots"}}}}),
-                "spec.kubelet.kubeReserved",
+                class(json!({"kubelet": {"maxPods": "lots"}})),
+                "spec.kubelet.maxPods",
             ),
             (
-                json!({"spec": {"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "big"}}]}}),
+                class(json!({"kubelet": {"kubeReserved": {"cpu": "lots"}}})),
+                "spec.kubelet.kubeReserved[cpu]",
+            ),
+            (
+                class(
+                    json!({"blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "big"}}]}),
+                ),
                 "spec.blockDeviceMappings[0].ebs.volumeSize",
+            ),
+            (
+                class(json!({"tags": {"karpenter.sh/nodepool": "x"}})),
+                "spec.tags[karpenter.sh/nodepool]",
+            ),
+            (
+                class(json!({"metadataOptions": {"httpPutResponseHopLimit": 0}})),
+                "spec.metadataOptions.httpPutResponseHopLimit",
             ),
         ] {
             match aws_options(&origin(), "x", &v) {
-                Err(ManifestError::Invalid { field: f, .. }) => assert_eq!(f, field),
+                Err(ManifestError::Invalid { field: f, .. }) => assert_eq!(f, field, "{v}"),
                 other => panic!("{v}: {other:?}"),
             }
         }

@@ -54,9 +54,22 @@ pub enum Format {
 #[command(after_help = rules_help())]
 pub struct PlanArgs {
     /// A manifest file, a directory (read recursively: *.yaml, *.yml, *.json) or - for standard
-    /// input. Repeatable.
-    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    /// input. Repeatable. Optional with --from-cluster.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "PATH",
+        required_unless_present_any = ["from_cluster", "kubeconfig"]
+    )]
     pub files: Vec<String>,
+    /// Read the live cluster (found as kubectl finds it: KUBECONFIG, ~/.kube/config, then
+    /// in-cluster) in addition to any -f files: NodePools, NodeClaims, EC2NodeClasses, Nodes,
+    /// pods, DaemonSets, PDBs and volumes.
+    #[arg(long)]
+    pub from_cluster: bool,
+    /// The kubeconfig of the cluster to read (implies --from-cluster).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<String>,
     /// Where instance types come from: aws (embedded us-east-1 catalog), fake:N, or a catalog
     /// file.
     #[arg(long, value_name = "SPEC", default_value = "aws")]
@@ -178,10 +191,7 @@ pub fn run(
 
 fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     match crate::crds::to_yaml(&crate::crds::all()) {
-        Ok(text) => match stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-        {
+        Ok(text) => match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
             Ok(()) => 0,
             Err(e) => {
                 let _ = writeln!(stderr, "error: writing the CRDs: {e}");
@@ -235,9 +245,18 @@ fn run_plan(
 
     let progress = Progress::start(progress_on_tty && std::io::stderr().is_terminal());
     progress.phase("reading input");
+    let from_cluster = args.from_cluster || args.kubeconfig.is_some();
     let result = read_inputs(&inputs, stdin)
         .map_err(PlanError::from)
-        .and_then(|docs| plan(&docs, &opts, &mut |p| progress.phase(p)));
+        .and_then(|mut docs| {
+            if from_cluster {
+                progress.phase("reading the cluster");
+                let live = crate::live::read_cluster_blocking(args.kubeconfig.as_deref())
+                    .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))?;
+                docs.extend(live);
+            }
+            plan(&docs, &opts, &mut |p| progress.phase(p))
+        });
     progress.finish();
 
     let result = match result {

@@ -8,6 +8,7 @@
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
+//! - [`live`]: `karpenter plan --from-cluster`, the live cluster as documents;
 //! - [`crds`]: `karpenter crds`;
 //! - [`controller`]: `karpenter controller`, the kube-rs shell around the operator loops;
 //! - [`cli`]: the command line.
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod controller;
 pub mod crds;
 pub mod disruption;
+pub mod live;
 pub mod lowerbound;
 pub mod manifests;
 pub mod output;

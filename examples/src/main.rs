@@ -6,8 +6,9 @@ fn main() {
     let code = karpenter_cli::cli::run(
         std::env::args_os(),
         &mut io::stdin().lock(),
-        &mut io::stdout().lock(),
-        &mut io::stderr().lock(),
+        // Not locked for the whole run: the controller's log writer needs stdout too.
+        &mut io::stdout(),
+        &mut io::stderr(),
         jiff::Timestamp::now(),
         true,
     );

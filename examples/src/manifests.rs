@@ -546,64 +546,13 @@ fn api_error(doc: &Document, name: &str, e: ApiError) -> ManifestError {
     }
 }
 
-/// The EC2NodeClass checks of the v1 CRD that matter offline: a name, a spec, the three selector
-/// term lists (non-empty) and exactly one of `role` / `instanceProfile`.
+/// The EC2NodeClass checks of the v1 CRD: the document is decoded as `karpenter-aws`'s typed
+/// EC2NodeClass and validated with upstream's CRD rules; the first offending field is named.
 fn validate_nodeclass(doc: &Document, name: &str) -> Result<NodeClass, ManifestError> {
-    let v = &doc.value;
-    let err =
-        |field: &str, message: &str| ManifestError::invalid(&doc.origin, name, field, message);
-    let class_name = v
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| err("metadata.name", "Required value"))?;
-    let spec = v
-        .get("spec")
-        .filter(|s| s.is_object())
-        .ok_or_else(|| err("spec", "Required value: an object"))?;
-    for list in [
-        "amiSelectorTerms",
-        "subnetSelectorTerms",
-        "securityGroupSelectorTerms",
-    ] {
-        match spec.get(list) {
-            Some(Value::Array(items)) if !items.is_empty() => {
-                for (i, term) in items.iter().enumerate() {
-                    let ok = term.as_object().is_some_and(|o| !o.is_empty());
-                    if !ok {
-                        return Err(err(
-                            &format!("spec.{list}[{i}]"),
-                            "Invalid value: a term must set at least one field",
-                        ));
-                    }
-                }
-            }
-            Some(Value::Array(_)) => {
-                return Err(err(
-                    &format!("spec.{list}"),
-                    "Invalid value: must have at least one term",
-                ));
-            }
-            Some(_) => {
-                return Err(err(
-                    &format!("spec.{list}"),
-                    "Invalid type: expected a list",
-                ));
-            }
-            None => return Err(err(&format!("spec.{list}"), "Required value")),
-        }
-    }
-    let role = spec.get("role").is_some_and(|r| !r.is_null());
-    let profile = spec.get("instanceProfile").is_some_and(|r| !r.is_null());
-    if role == profile {
-        return Err(err(
-            "spec.role",
-            "Invalid value: exactly one of role and instanceProfile must be set",
-        ));
-    }
+    let class = crate::catalog::typed_nodeclass(&doc.origin, name, &doc.value)?;
     Ok(NodeClass {
-        name: class_name.to_string(),
-        value: v.clone(),
+        name: class.name().to_string(),
+        value: doc.value.clone(),
     })
 }
 

@@ -1,9 +1,34 @@
 //! # karpenter-aws
 //!
-//! The AWS provider for `karpenter-core`: EC2NodeClass, instance types built from EC2 data with
-//! upstream's capacity and overhead rules, and the offline us-east-1 catalog.
+//! The decisions of upstream Karpenter's AWS provider as pure functions over plain data, for
+//! `karpenter-core`. Nothing here calls AWS: an SDK shell translates requests and responses and
+//! calls these functions.
+//!
+//! - [`nodeclass`]: the `EC2NodeClass` types (upstream YAML unchanged), validation equal to the
+//!   CRD's rules, defaults, how a class shapes instance types, its static hash, and the
+//!   node-class reconcile step ([`nodeclass::reconcile::reconcile`]); `crd` (feature `kube`)
+//!   is its CustomResourceDefinition.
+//! - [`ami`], [`resolve`]: AMI, subnet and security-group resolution.
+//! - [`launch`], [`userdata`]: launch tags, provider IDs, launch-template names, user data per
+//!   AMI family, the CreateFleet request, what its result means, the unavailable-offerings
+//!   cache.
+//! - [`drift`]: EC2NodeClass drift. [`interruption`]: interruption-queue messages and actions.
+//! - [`pricing`]: on-demand (Price List API behind a trait) and spot prices, with the embedded
+//!   snapshot as fallback. [`catalog`]: instance types from EC2 data with upstream's capacity,
+//!   overhead and label rules, and the offline us-east-1 catalog.
 
+pub mod ami;
 pub mod catalog;
+#[cfg(feature = "kube")]
+pub mod crd;
+pub mod drift;
+pub mod instanceprofile;
+pub mod interruption;
+pub mod launch;
+pub mod nodeclass;
+pub mod pricing;
+pub mod resolve;
+pub mod userdata;
 
 pub use catalog::{
     AwsCatalogOptions, CatalogError, CatalogInstanceType, CatalogOffering, CatalogOverhead,

@@ -23,7 +23,8 @@ use karpenter_core::api::{NodeClaim, NodeClaimSpec, NodeClassReference, NodePool
 use karpenter_core::cloud::{CloudProvider, CloudProviderError, RepairPolicy};
 use karpenter_core::labels;
 use karpenter_core::model::InstanceType;
-use karpenter_core::requirements::{LabelPolicy, Requirements};
+use karpenter_core::labels::LabelPolicy;
+use karpenter_core::requirements::Requirements;
 use karpenter_core::resources::{Quantity, ResourceList};
 use karpenter_core::taints::{Taint, TaintEffect};
 use karpenter_fake::provider::{choose_launch, drop_zeros, launch_labels};
@@ -92,8 +93,7 @@ pub fn node_for_launch(
     };
     let name = claim.name().to_string();
     let requirements = Requirements::from_node_selector_requirements(claim.spec.requirements());
-    let mut node_labels =
-        launch_labels(instance_type, offer, &requirements, &claim.metadata.labels);
+    let mut node_labels = launch_labels(instance_type, offer, &requirements, &claim.metadata.labels);
     node_labels.insert(labels::HOSTNAME.to_string(), name.clone());
     node_labels.insert(
         labels::INSTANCE_TYPE.to_string(),
@@ -141,8 +141,13 @@ pub fn node_for_launch(
 }
 
 /// The instance (as the NodeClaim the provider reports) a kwok Node stands for; `None` for a
-/// Node this provider did not create.
+/// Node this provider did not create, and for one being deleted: deleting the Node *is* the
+/// instance's termination (the Node object itself may linger until Karpenter removes its
+/// termination finalizer, which it does once the instance is gone).
 pub fn claim_from_node(node: &core::Node) -> Option<NodeClaim> {
+    if node.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
     let annotated = node
         .metadata
         .annotations
@@ -155,10 +160,7 @@ pub fn claim_from_node(node: &core::Node) -> Option<NodeClaim> {
     }
     let name = node.metadata.name.clone()?;
     let node_labels = node.metadata.labels.clone().unwrap_or_default();
-    let class = node_labels
-        .get(NODECLASS_LABEL)
-        .cloned()
-        .unwrap_or_default();
+    let class = node_labels.get(NODECLASS_LABEL).cloned().unwrap_or_default();
     let mut claim = NodeClaim::new(
         name.clone(),
         NodeClaimSpec::new(NodeClassReference::new("", "", class)),
@@ -240,6 +242,13 @@ impl CloudProvider for KwokCloudProvider {
         let Some(name) = node_name(&provider_id) else {
             return Err(CloudProviderError::not_found(provider_id));
         };
+        // Already terminated (gone, or its deletion requested): not found, as a cloud reports
+        // a terminated instance.
+        match self.nodes.get_opt(name).await {
+            Ok(Some(node)) if claim_from_node(&node).is_some() => {}
+            Ok(_) => return Err(CloudProviderError::not_found(provider_id)),
+            Err(e) => return Err(api_error("delete", e)),
+        }
         match self.nodes.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => {
@@ -362,10 +371,7 @@ mod tests {
         assert!(status.allocatable.unwrap().contains_key("cpu"));
 
         let back = claim_from_node(&node).unwrap();
-        assert_eq!(
-            back.status.provider_id.as_deref(),
-            Some("kwok://default-abcde")
-        );
+        assert_eq!(back.status.provider_id.as_deref(), Some("kwok://default-abcde"));
         assert_eq!(
             back.status.allocatable.get("cpu"),
             drop_zeros(types[0].allocatable()).get("cpu")
@@ -381,6 +387,11 @@ mod tests {
         let mut node = node_for_launch(&claim(), &types[0], 0).unwrap();
         node.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-123".to_string());
         assert!(claim_from_node(&node).is_none());
+        let mut node = node_for_launch(&claim(), &types[0], 0).unwrap();
+        node.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+        ));
+        assert!(claim_from_node(&node).is_none(), "a Node being deleted is a terminated instance");
         assert!(node_for_launch(&claim(), &types[0], 999).is_err());
     }
 }

@@ -5,6 +5,7 @@
 //! - [`kwok`]: the fake provider in controller mode (instances are kwok Nodes);
 //! - [`leader`]: leader election on a `coordination.k8s.io` Lease;
 //! - [`metrics`]: Prometheus metrics with upstream's names and labels;
+//! - [`operate`]: the operator shell (watch changes in, actions out as API and cloud calls);
 //! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
 //!
 //! The binary's wiring is [`run`]: find the cluster as kubectl does, start the watches, the
@@ -15,6 +16,7 @@ pub mod cluster;
 pub mod kwok;
 pub mod leader;
 pub mod metrics;
+pub mod operate;
 pub mod server;
 pub mod settings;
 
@@ -241,35 +243,35 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         )))
     };
 
-    /* OPERATE
-        let operator = tokio::spawn(operate::run(
-            operate::Context {
-                client: client.clone(),
-                provider,
-                caches,
-                metrics,
-                settings: args.clone(),
-            },
-            changes,
-            leading.clone(),
-            shutdown.clone(),
-        ));
+    let operator = tokio::spawn(operate::run(
+        operate::Context {
+            client: client.clone(),
+            provider,
+            caches,
+            metrics,
+            settings: args.clone(),
+        },
+        changes,
+        leading.clone(),
+        shutdown.clone(),
+    ));
 
-    OPERATE */
     tracing::info!(
         metrics_port = args.metrics_port,
         health_probe_port = args.health_probe_port,
         "karpenter controller started"
     );
     let mut result = Ok(());
+    let mut election = election;
     tokio::select! {
         _ = signalled() => tracing::info!("shutting down (signal)"),
         r = async {
-            match election {
+            match election.as_mut() {
                 Some(e) => e.await,
                 None => std::future::pending().await,
             }
         } => {
+            election = None;
             if let Ok(Err(e)) = r {
                 tracing::error!(error = %e, "leader election ended");
                 result = Err(ControllerError::Leader(e));
@@ -277,11 +279,13 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         }
     }
     let _ = shutdown_tx.send(true);
-    // OPERATE let _ = tokio::time::timeout(Duration::from_secs(10), operator).await;
+    if let Some(e) = election {
+        // The election releases the Lease on shutdown.
+        let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), operator).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), metrics_server).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), probes_server).await;
-    // The election releases the Lease on shutdown; give it a moment.
-    tokio::time::sleep(Duration::from_millis(100)).await;
     tracing::info!("karpenter controller stopped");
     result
 }
@@ -295,4 +299,3 @@ pub const KNOWN_GATES: &[&str] = &[
     "StaticCapacity",
 ];
 
-// OPERATE pub mod operate;

@@ -90,6 +90,9 @@ pub fn lifecycle_node(node: &core::Node) -> lifecycle::Node {
     out.annotations = meta.annotations.clone().unwrap_or_default();
     out.finalizers = meta.finalizers.clone().unwrap_or_default();
     out.deletion_timestamp = meta.deletion_timestamp.as_ref().map(|t| t.0);
+    if let Some(t) = &meta.creation_timestamp {
+        out.creation_timestamp = t.0;
+    }
     out.owner_references = meta
         .owner_references
         .as_ref()
@@ -104,6 +107,16 @@ pub fn lifecycle_node(node: &core::Node) -> lifecycle::Node {
         .and_then(|v| serde_json::from_value::<Vec<Taint>>(v).ok())
         .unwrap_or_default();
     if let Some(status) = &node.status {
+        out.capacity = status
+            .capacity
+            .iter()
+            .flatten()
+            .filter_map(|(k, q)| {
+                karpenter_core::resources::Quantity::parse(&q.0)
+                    .ok()
+                    .map(|q| (k.clone(), q))
+            })
+            .collect();
         out.allocatable = status
             .allocatable
             .iter()
@@ -446,7 +459,11 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             });
         }
         Action::RecordEvent(event) => record_event(ctx, event),
-        Action::Metric(metric) => ctx.metrics.apply(&metric),
+        Action::Metric(metric) => {
+            if !ctx.metrics.apply(&metric) {
+                tracing::debug!(metric = %metric.name, "metric not exported");
+            }
+        }
         Action::WakeAt(_) => {}
     }
 }

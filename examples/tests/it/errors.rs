@@ -272,6 +272,68 @@ spec:
 }
 
 #[test]
+fn ec2nodeclass_is_checked_with_the_typed_crd_rules() {
+    let dir = TempDir::new("err-typed-nodeclass");
+    for (spec_extra, field) in [
+        (
+            "  tags: {karpenter.sh/nodepool: x}\n",
+            "spec.tags[karpenter.sh/nodepool]",
+        ),
+        (
+            "  metadataOptions: {httpPutResponseHopLimit: 99}\n",
+            "spec.metadataOptions.httpPutResponseHopLimit",
+        ),
+        (
+            "  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 100Ti}}]\n",
+            "spec.blockDeviceMappings[0].ebs.volumeSize",
+        ),
+    ] {
+        let class = format!(
+            "apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: default}}
+spec:
+  role: r
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{id: subnet-1}}]
+  securityGroupSelectorTerms: [{{id: sg-1}}]
+{spec_extra}"
+        );
+        let path = dir.write("all.yaml", &format!("{class}---\n{NODEPOOL}"));
+        let run = karpenter(&["plan", "-f", &path], "");
+        assert_eq!(run.code, 2, "{field}: {}", run.stderr);
+        assert_names(&run.stderr, &["EC2NodeClass/default", field]);
+    }
+}
+
+#[test]
+fn an_invalid_ec2nodeclass_fails_even_when_no_nodepool_uses_it() {
+    let dir = TempDir::new("err-unused-nodeclass");
+    let class = |name: &str, extra: &str| {
+        format!(
+            "apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {{name: {name}}}
+spec:
+  role: r
+  amiSelectorTerms: [{{alias: al2023@latest}}]
+  subnetSelectorTerms: [{{id: subnet-1}}]
+  securityGroupSelectorTerms: [{{id: sg-1}}]
+{extra}"
+        )
+    };
+    let text = format!(
+        "{}---\n{}---\n{NODEPOOL}",
+        class("default", ""),
+        class("unused", "  amiFamily: Bottlerocket\n")
+    );
+    let path = dir.write("all.yaml", &text);
+    let run = karpenter(&["plan", "-f", &path], "");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_names(&run.stderr, &["EC2NodeClass/unused", "spec.amiFamily"]);
+}
+
+#[test]
 fn missing_file() {
     let run = karpenter(&["plan", "-f", "no/such/file.yaml"], "");
     assert_eq!(run.code, 2);

@@ -4,6 +4,7 @@
 //! regenerate them after an intended change, and review the diff.
 
 mod chart;
+mod crds;
 mod e2e;
 mod errors;
 mod examples;

@@ -93,7 +93,8 @@ const EMBEDDED_INSTANCE_TYPES: &[u8] = include_bytes!("../../data/aws-instance-t
 /// `DescribeInstanceTypeOfferings` by availability zone for us-east-1, gzip-compressed.
 const EMBEDDED_OFFERINGS: &[u8] = include_bytes!("../../data/aws-offerings-us-east-1.json.gz");
 /// On-demand Linux prices for us-east-1, gzip-compressed.
-const EMBEDDED_PRICES: &[u8] = include_bytes!("../../data/aws-ondemand-prices-us-east-1.json.gz");
+pub(crate) const EMBEDDED_PRICES: &[u8] =
+    include_bytes!("../../data/aws-ondemand-prices-us-east-1.json.gz");
 
 /// Why the catalog could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -50,9 +50,7 @@ pub fn env(test: &str) -> Option<Env> {
                  plane and sets them)"
             );
         }
-        eprintln!(
-            "{test}: skipped (no control plane; run scripts/test, or scripts/control-plane/up.sh and set KARPENTER_E2E_KUBECONFIG / KARPENTER_E2E_CONTROLLER_KUBECONFIG)"
-        );
+        eprintln!("{test}: skipped (no control plane; run scripts/test, or scripts/control-plane/up.sh and set KARPENTER_E2E_KUBECONFIG / KARPENTER_E2E_CONTROLLER_KUBECONFIG)");
         return None;
     };
     let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -168,11 +166,9 @@ pub async fn install(client: &Client) {
             Duration::from_secs(30),
             || async {
                 let crd = api.get(name).await.ok()?;
-                let established = crd
-                    .status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True");
+                let established = crd.status?.conditions?.iter().any(|c| {
+                    c.type_ == "Established" && c.status == "True"
+                });
                 established.then_some(())
             },
         )
@@ -284,19 +280,25 @@ impl Controller {
 
     /// GET `path` on one of its ports; `(status, body)`.
     pub async fn get(&self, port: u16, path: &str) -> Option<(u16, String)> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        let path = path.to_string();
+        tokio::task::spawn_blocking(move || http_get(port, &path))
             .await
-            .ok()?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let text = String::from_utf8_lossy(&buf).to_string();
-        let status: u16 = text.split_whitespace().nth(1)?.parse().ok()?;
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-        Some((status, body))
+            .ok()?
     }
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status: u16 = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
 }
 
 impl Drop for Controller {

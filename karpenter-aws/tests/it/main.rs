@@ -1,0 +1,3 @@
+//! Integration tests of karpenter-aws's public API, driven the way the SDK shell will drive it.
+
+mod provider_flow;
