@@ -113,6 +113,25 @@ fn chart_crds_are_karpenter_crds_output() {
     );
 }
 
+#[test]
+fn chart_version_is_the_workspace_version() {
+    let path = chart("Chart.yaml");
+    let meta: Value = serde_saphyr::from_str(&read(&path)).expect("Chart.yaml is YAML");
+    // appVersion is the default image tag: the image built from this workspace.
+    assert_eq!(
+        meta["appVersion"],
+        env!("CARGO_PKG_VERSION"),
+        "{}",
+        path.display()
+    );
+    assert_eq!(
+        meta["version"],
+        env!("CARGO_PKG_VERSION"),
+        "{}",
+        path.display()
+    );
+}
+
 /// The rules of the ClusterRole or Role `name` in a deploy/ manifest.
 fn deploy_rules(file: &str, kind: &str, name: &str) -> Value {
     let path = repo().join("deploy").join(file);
