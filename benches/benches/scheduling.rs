@@ -1,5 +1,5 @@
-//! Criterion benches of the provisioning solve on upstream's benchmark workload (spec
-//! `scheduler.md` 6.5) and of one consolidation evaluation. The reporter binary
+//! Criterion benches of the provisioning solve on upstream's benchmark workload (upstream
+//! `scheduling_benchmark_test.go`) and of one consolidation evaluation. The reporter binary
 //! (`cargo run --release -p karpenter-bench --bin reporter`) prints the full table.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

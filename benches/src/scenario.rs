@@ -1,6 +1,6 @@
-//! Upstream's `TestSchedulingProfile` / `BenchmarkScheduling*` set-up as scheduler input
-//! (spec `scheduler.md` 6.5): one NodePool with huge limits over `fake.InstanceTypes(400)`, no
-//! existing nodes, no DaemonSets.
+//! Upstream's `TestSchedulingProfile` / `BenchmarkScheduling*` set-up as scheduler input (upstream
+//! `scheduling_benchmark_test.go`): one NodePool with huge limits over `fake.InstanceTypes(400)`,
+//! no existing nodes, no DaemonSets.
 
 use std::collections::BTreeMap;
 

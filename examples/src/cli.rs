@@ -32,7 +32,8 @@ pub struct Cli {
 pub enum Command {
     /// Which nodes would Karpenter launch for these manifests, and what would they cost?
     Plan(PlanArgs),
-    /// Print the CustomResourceDefinitions (NodePool, NodeClaim) as multi-document YAML.
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
+    /// YAML.
     Crds,
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).
     Controller(Box<ControllerArgs>),
@@ -191,7 +192,10 @@ pub fn run(
 
 fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     match crate::crds::to_yaml(&crate::crds::all()) {
-        Ok(text) => match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
             Ok(()) => 0,
             Err(e) => {
                 let _ = writeln!(stderr, "error: writing the CRDs: {e}");

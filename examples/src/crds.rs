@@ -16,13 +16,13 @@ pub struct CrdsError {
     pub message: String,
 }
 
-/// Every CRD `karpenter controller` reads or writes, in apply order: NodePool, NodeClaim.
-///
-/// EC2NodeClass (`karpenter.k8s.aws`) joins the list when its type exists in karpenter-aws.
+/// Every CRD `karpenter controller` reads or writes, in apply order: NodePool, NodeClaim,
+/// EC2NodeClass.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         karpenter_core::crd::nodepool_crd(),
         karpenter_core::crd::nodeclaim_crd(),
+        karpenter_aws::crd::ec2nodeclass_crd(),
     ]
 }
 

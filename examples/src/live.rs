@@ -41,7 +41,10 @@ fn resource<K: Resource<DynamicType = ()>>() -> ApiResource {
 /// optional (a missing CRD is skipped).
 fn kinds() -> Vec<(ApiResource, bool)> {
     let karpenter = |kind: &str, plural: &str| {
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("karpenter.sh", "v1", kind), plural)
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("karpenter.sh", "v1", kind),
+            plural,
+        )
     };
     vec![
         (karpenter("NodePool", "nodepools"), false),

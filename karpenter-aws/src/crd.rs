@@ -45,7 +45,26 @@ fn schema_value<T: JsonSchema>() -> Value {
         map.remove("title");
         map.remove("nullable");
     }
+    strip_defaults(&mut value);
     value
+}
+
+/// Removes the `default`s schemars derives from `#[serde(default)]` (empty lists, empty
+/// strings): a real kube-apiserver rejects a CRD whose default breaks its own schema (an empty
+/// `subnetSelectorTerms` against `minItems: 1`, `""` against the `interfaceType` enum), and
+/// upstream's CRD has none of them. Upstream's own defaults (`metadataOptions`) are patched in
+/// afterwards.
+fn strip_defaults(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("default");
+            for v in map.values_mut() {
+                strip_defaults(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_defaults),
+        _ => {}
+    }
 }
 
 fn at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {

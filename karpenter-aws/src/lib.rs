@@ -17,9 +17,12 @@
 //!   snapshot as fallback. [`catalog`]: instance types from EC2 data with upstream's capacity,
 //!   overhead and label rules, and the offline us-east-1 catalog.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod ami;
 pub mod catalog;
 #[cfg(feature = "kube")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod crd;
 pub mod drift;
 pub mod instanceprofile;

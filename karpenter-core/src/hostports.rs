@@ -1,4 +1,4 @@
-//! Host-port usage on a node (scheduler spec 5.2).
+//! Host-port usage on a node (upstream `hostportusage.go`).
 //!
 //! A pod's host ports are the `(IP, port, protocol)` of every container port with a non-zero
 //! `hostPort`. Two entries conflict when they have the same protocol and port and either the same

@@ -11,12 +11,16 @@
 //!
 //! Data flows one way: [`api`] → [`model`] → scheduling / disruption → results.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod api;
 pub mod catalog;
 pub mod cloud;
 #[cfg(feature = "k8s-openapi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "k8s-openapi")))]
 pub mod convert;
 #[cfg(feature = "kube")]
+#[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod crd;
 pub mod disruption;
 pub mod hostports;

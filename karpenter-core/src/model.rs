@@ -1,9 +1,9 @@
 //! The scheduling view of the world: compact pods, nodes, DaemonSets, instance types and
 //! offerings.
 //!
-//! These types carry exactly what the scheduler and the disruption planner read. They are built
-//! by the caller: from the [`crate::api`] types, from Kubernetes objects (feature `k8s-openapi`,
-//! see the `convert` module) or by hand in tests. Affinity and topology-spread types use Kubernetes'
+//! These types carry exactly what the scheduler and the disruption planner read. They are built by
+//! the caller: from the [`crate::api`] types, from Kubernetes objects (feature `k8s-openapi`, see
+//! the `convert` module) or by hand in tests. Affinity and topology-spread types use Kubernetes'
 //! field names in serde, so fixtures can be written as the familiar YAML.
 
 use std::collections::BTreeMap;
@@ -15,6 +15,9 @@ use crate::labels;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{ResourceList, names};
 use crate::taints::{Taint, Toleration};
+
+mod volume;
+pub use self::volume::{PodVolume, VolumeSource};
 
 /// A point in time, as nanoseconds since the Unix epoch. The core never reads the clock: callers
 /// pass times in.
@@ -348,7 +351,7 @@ pub struct Pod {
     pub priority_class_name: Option<String>,
     /// `spec.volumes` (claims and generic ephemeral volumes matter to scheduling, spec 5.3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub volumes: Vec<crate::volumes::PodVolume>,
+    pub volumes: Vec<PodVolume>,
 }
 
 impl Pod {

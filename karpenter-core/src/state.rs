@@ -53,8 +53,8 @@ impl StateNode {
         }
     }
 
-    /// The labels that count (spec 1.2, upstream `StateNode.Labels`): the Node's once registered
-    /// (unmanaged nodes always are), the NodeClaim's before.
+    /// The labels that count (upstream `NewCandidate`, upstream `StateNode.Labels`): the Node's
+    /// once registered (unmanaged nodes always are), the NodeClaim's before.
     pub fn labels(&self) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         match (&self.node, &self.node_claim) {
@@ -65,7 +65,8 @@ impl StateNode {
         }
     }
 
-    /// The annotations that count (spec 1.2): the Node's once registered, the NodeClaim's before.
+    /// The annotations that count (upstream `NewCandidate`): the Node's once registered, the
+    /// NodeClaim's before.
     pub fn annotations(&self) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         match (&self.node, &self.node_claim) {
@@ -175,16 +176,16 @@ pub struct ClusterSnapshot {
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses.
     pub volumes: crate::volumes::VolumeCatalog,
     /// How many CapacityBuffer virtual pods the caller's last provisioning pass placed on each
-    /// existing node, by node name (upstream's `bufferPodCounts`, rebuilt after every
-    /// provisioning pass and only filled with the `CapacityBuffer` feature gate on). Emptiness
-    /// does not delete a node with a positive count (spec `disruption.md` §2.2). Nodes without an
-    /// entry host none.
+    /// existing node, by node name (upstream's `bufferPodCounts`, rebuilt after every provisioning
+    /// pass and only filled with the `CapacityBuffer` feature gate on). Emptiness does not delete a
+    /// node with a positive count (upstream `disruption/emptiness.go`). Nodes without an entry host
+    /// none.
     pub buffer_pod_counts: BTreeMap<String, usize>,
     /// The CapacityBuffer virtual pods (the provisioner's virtual-pod cache). Disruption
     /// simulations count them as pending pods when the `CapacityBuffer` gate
     /// ([`DisruptionOptions::capacity_buffer`](crate::disruption::DisruptionOptions::capacity_buffer))
-    /// is on (spec §5), so a replacement must leave room for them; their own failure to fit
-    /// never blocks a disruption.
+    /// is on (upstream `SimulateScheduling`), so a replacement must leave room for them; their own
+    /// failure to fit never blocks a disruption.
     pub buffer_pods: Vec<Pod>,
 }
 

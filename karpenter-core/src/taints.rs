@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::labels;
+
 /// A taint's effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum TaintEffect {
@@ -113,8 +115,7 @@ impl std::fmt::Display for Taint {
 }
 
 impl Toleration {
-    /// Whether this toleration tolerates `taint` (Kubernetes `ToleratesTaint`, scheduler spec
-    /// 3.7 "Toleration rule"):
+    /// Whether this toleration tolerates `taint` (Kubernetes `ToleratesTaint`):
     ///
     /// - an absent effect matches every effect, otherwise the effects must be equal;
     /// - an empty key matches every key, but only with `Exists` (an empty key with any other
@@ -189,6 +190,51 @@ pub fn prefer_no_schedule_wildcard() -> Toleration {
         effect: Some(TaintEffect::PreferNoSchedule),
         ..Toleration::default()
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Karpenter's well-known taints
+// ---------------------------------------------------------------------------------------------
+
+/// The disrupted taint, `karpenter.sh/disrupted:NoSchedule`, put on nodes being disrupted or
+/// drained.
+pub fn disrupted_taint() -> Taint {
+    Taint::new(labels::DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule)
+}
+
+/// The unregistered taint, `karpenter.sh/unregistered:NoExecute`, that nodes carry until
+/// registration completes.
+pub fn unregistered_taint() -> Taint {
+    Taint::new(labels::UNREGISTERED_TAINT_KEY, "", TaintEffect::NoExecute)
+}
+
+/// Taints whose presence means the Node is still starting (matched by key and effect; any key
+/// prefixed `readiness.k8s.io/` also counts).
+pub fn known_ephemeral_taints() -> [Taint; 5] {
+    [
+        Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule),
+        Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute),
+        Taint::new(
+            "node.kubernetes.io/unreachable",
+            "",
+            TaintEffect::NoSchedule,
+        ),
+        Taint::new(
+            "node.cloudprovider.kubernetes.io/uninitialized",
+            "true",
+            TaintEffect::NoSchedule,
+        ),
+        unregistered_taint(),
+    ]
+}
+
+/// The prefix of readiness-gate taint keys, treated as known ephemeral taints.
+pub const READINESS_TAINT_PREFIX: &str = "readiness.k8s.io/";
+
+/// Whether a Node taint is a known ephemeral taint.
+pub fn is_known_ephemeral_taint(taint: &Taint) -> bool {
+    taint.key.starts_with(READINESS_TAINT_PREFIX)
+        || known_ephemeral_taints().iter().any(|k| k.matches(taint))
 }
 
 #[cfg(test)]

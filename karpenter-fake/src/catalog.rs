@@ -1,5 +1,5 @@
 //! Instance-type catalogs equivalent to upstream Karpenter's fake cloud provider
-//! (`pkg/cloudprovider/fake/instancetype.go`, spec `scheduler.md` 6.1-6.3).
+//! (`pkg/cloudprovider/fake/instancetype.go`, upstream `cloudprovider/fake`).
 //!
 //! - [`new_instance_type`] builds one fake instance type with upstream's defaults, pricing and
 //!   requirements;
@@ -156,7 +156,7 @@ fn default_if_zero(resources: &mut ResourceList, name: &str, default: Quantity) 
     }
 }
 
-/// Builds a fake instance type (upstream `fake.NewInstanceType`, spec 6.1).
+/// Builds a fake instance type (upstream `fake.NewInstanceType`, upstream `fake.NewInstanceType`).
 ///
 /// Requirements: `node.kubernetes.io/instance-type In [name]`, `kubernetes.io/arch In [arch]`,
 /// `kubernetes.io/os In [os…]`, zone and capacity type `In` the values of the available
@@ -252,8 +252,8 @@ pub fn new_instance_type(name: &str, options: InstanceTypeOptions) -> InstanceTy
     InstanceType::new(name, reqs, offerings, resources, fake_overhead())
 }
 
-/// The benchmark catalog, upstream `fake.InstanceTypes(n)` (spec 6.2): for `i` in `0..n`,
-/// `fake-it-<i>` with `i+1` CPUs, `2(i+1)` GiB of memory, `10(i+1)` pods and the default
+/// The benchmark catalog, upstream `fake.InstanceTypes(n)` (upstream `fake.InstanceTypes`): for `i`
+/// in `0..n`, `fake-it-<i>` with `i+1` CPUs, `2(i+1)` GiB of memory, `10(i+1)` pods and the default
 /// offerings at price `(i+1) × 0.3147483648`.
 pub fn instance_types(n: usize) -> Vec<Arc<InstanceType>> {
     (0..n)
@@ -282,11 +282,11 @@ fn resources(cpu: i64, memory_gib: i64, pods: i64) -> ResourceList {
     r
 }
 
-/// The fake provider's default catalog (spec 6.3), in this order: `default-instance-type`
-/// (4 cpu, 4Gi, 5 pods), `small-instance-type` (2 cpu, 2Gi), `gpu-vendor-instance-type`
-/// (defaults + `fake.com/vendor-a: 2`), `gpu-vendor-b-instance-type` (defaults +
-/// `fake.com/vendor-b: 2`), `arm-instance-type` (arm64, OS {ios, linux, windows, darwin},
-/// 16 cpu, 128Gi) and `single-pod-instance-type` (4 cpu, 4Gi, 1 pod).
+/// The fake provider's default catalog (upstream `cloudprovider/fake/instancetype.go`), in this
+/// order: `default-instance-type` (4 cpu, 4Gi, 5 pods), `small-instance-type` (2 cpu, 2Gi),
+/// `gpu-vendor-instance-type` (defaults + `fake.com/vendor-a: 2`), `gpu-vendor-b-instance-type`
+/// (defaults + `fake.com/vendor-b: 2`), `arm-instance-type` (arm64, OS {ios, linux, windows,
+/// darwin}, 16 cpu, 128Gi) and `single-pod-instance-type` (4 cpu, 4Gi, 1 pod).
 pub fn default_catalog() -> Vec<Arc<InstanceType>> {
     let mut vendor_a = ResourceList::new();
     vendor_a.insert(VENDOR_A_RESOURCE, Quantity::from_units(2));
@@ -328,11 +328,11 @@ pub fn default_catalog() -> Vec<Arc<InstanceType>> {
         .collect()
 }
 
-/// Upstream `fake.InstanceTypesAssorted()` (spec 6.3), unshuffled: for cpu ∈ {1,2,4,…,64} ×
-/// memory GiB ∈ {1,2,4,…,128} × zone × capacity type ∈ {spot, on-demand} × os ∈ {linux},
-/// {windows} × arch ∈ {amd64, arm64}, one type named
-/// `<cpu>-cpu-<mem>-mem-<arch>-<os>-<zone>-<ct>` with exactly one available offering (that zone
-/// and capacity type) priced by [`price_from_resources`]. 1,344 types.
+/// Upstream `fake.InstanceTypesAssorted()` (upstream `cloudprovider/fake/instancetype.go`),
+/// unshuffled: for cpu ∈ {1,2,4,…,64} × memory GiB ∈ {1,2,4,…,128} × zone × capacity type ∈ {spot,
+/// on-demand} × os ∈ {linux}, {windows} × arch ∈ {amd64, arm64}, one type named
+/// `<cpu>-cpu-<mem>-mem-<arch>-<os>-<zone>-<ct>` with exactly one available offering (that zone and
+/// capacity type) priced by [`price_from_resources`]. 1,344 types.
 pub fn instance_types_assorted() -> Vec<Arc<InstanceType>> {
     let mut out = Vec::with_capacity(1344);
     for cpu in [1, 2, 4, 8, 16, 32, 64] {

@@ -1,5 +1,5 @@
 //! A provisioning-round harness for conformance tests, mirroring upstream's scheduling test
-//! harness (spec `scheduler.md` section 7, harness conventions).
+//! harness (upstream's scheduling tests, harness conventions).
 //!
 //! A [`Cluster`] holds NodePools, nodes with their bound pods, DaemonSets, pending pods and the
 //! storage the pods use (a volume catalog and per-node CSI limits).
@@ -11,10 +11,10 @@
 //!    to the copies of the pending pods that have none
 //!    ([`karpenter_core::scheduling::defaults`]); then
 //!    [`karpenter_core::scheduling::solve`] places every pending pod;
-//! 3. every new NodeClaim is launched like [`crate::FakeCloudProvider`] does (spec 6.4, see
-//!    [`crate::provider::choose_launch`]) from its NodePool's instance types, and becomes a
-//!    registered but uninitialized managed node (labels of the launch plus
-//!    `kubernetes.io/hostname` = node name, `karpenter.sh/nodepool` and
+//! 3. every new NodeClaim is launched like [`crate::FakeCloudProvider`] does (upstream
+//!    `fake.CloudProvider.Create`, see [`crate::provider::choose_launch`]) from its NodePool's
+//!    instance types, and becomes a registered but uninitialized managed node (labels of the launch
+//!    plus `kubernetes.io/hostname` = node name, `karpenter.sh/nodepool` and
 //!    `karpenter.sh/registered=true`; the claim's taints and startup taints; the type's capacity
 //!    and allocatable);
 //! 4. the pods **passed to this call** are bound to the nodes the solve chose (new or existing);
@@ -98,7 +98,8 @@ pub struct Cluster {
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// Options of every solve (default: [`suite_options`]).
     pub options: SchedulerOptions,
-    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (spec 5.3).
+    /// PersistentVolumeClaims, PersistentVolumes and StorageClasses (upstream `volumetopology.go` /
+    /// `volumeusage.go`).
     pub volumes: VolumeCatalog,
     /// Per-node CSI attach limits (the nodes' CSINodes), by node name.
     volume_limits: BTreeMap<String, CsiNodeLimits>,
@@ -468,7 +469,8 @@ impl Cluster {
         }
     }
 
-    /// Launches one NodeClaim from its NodePool's instance types (spec 6.4) and adds its node.
+    /// Launches one NodeClaim from its NodePool's instance types (upstream
+    /// `fake.CloudProvider.Create`) and adds its node.
     fn launch(&mut self, index: usize, claim: &NewNodeClaim) -> Result<LaunchedNode, String> {
         let policy = &self.options.label_policy;
         let pool = self

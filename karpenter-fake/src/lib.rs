@@ -7,11 +7,14 @@
 //!   (`fake-it-<i>`), the default and assorted catalogs, and the fake label policy;
 //! - [`provider`]: [`FakeCloudProvider`], which launches NodeClaims like upstream's fake
 //!   provider, records every call and can be told to fail;
-//! - [`harness`]: a provisioning-round [`harness::Cluster`] for conformance tests.
+//! - [`harness`]: a provisioning-round [`harness::Cluster`] for conformance tests;
+//! - [`sim`]: the simulator shell of the operator loops ([`sim::Sim`]): an in-memory cluster
+//!   API, kubelets, a binder and a virtual clock.
 
 pub mod catalog;
 pub mod harness;
 pub mod provider;
+pub mod sim;
 
 pub use catalog::{
     InstanceTypeOptions, RESERVATION_ID_LABEL, default_catalog, fake_label_policy, instance_types,

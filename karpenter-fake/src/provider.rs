@@ -1,6 +1,6 @@
-//! [`FakeCloudProvider`]: an in-memory [`CloudProvider`] that launches NodeClaims the way
-//! upstream Karpenter's fake provider does (spec `scheduler.md` 6.4), records every call and can
-//! be told to fail.
+//! [`FakeCloudProvider`]: an in-memory [`CloudProvider`] that launches NodeClaims the way upstream
+//! Karpenter's fake provider does (upstream `fake.CloudProvider.Create`), records every call and
+//! can be told to fail.
 //!
 //! The launch rules are also exposed as plain functions ([`choose_launch`], [`launch_labels`],
 //! [`consume_reservation`]) so that the provisioning harness (module `harness`) launches exactly
@@ -43,7 +43,7 @@ pub const PROVIDER_ID_PREFIX: &str = "fake://";
 pub const PROVIDER_NAME: &str = "fake";
 
 // ---------------------------------------------------------------------------------------------
-// Launch rules (spec 6.4)
+// Launch rules (upstream `fake.CloudProvider.Create`)
 // ---------------------------------------------------------------------------------------------
 
 /// What [`choose_launch`] picked: indices into the candidate instance types and into that type's
@@ -56,7 +56,8 @@ pub struct LaunchChoice {
     pub offering: usize,
 }
 
-/// Chooses the instance type and offering a NodeClaim launches as (spec 6.4).
+/// Chooses the instance type and offering a NodeClaim launches as (upstream
+/// `fake.CloudProvider.Create`).
 ///
 /// Candidates are the instance types loosely compatible (2.7, with `policy`) with
 /// `requirements`, having an available offering compatible with `requirements` that `excluded`
@@ -109,10 +110,10 @@ pub fn choose_launch(
     })
 }
 
-/// The labels of a node launched as `instance_type` with `offering` (spec 6.4): for every
-/// instance-type requirement with operator `In`, one of its values; then the offering's zone,
-/// capacity type and reservation id (under [`RESERVATION_ID_LABEL`]); then `claim_labels`, which
-/// win.
+/// The labels of a node launched as `instance_type` with `offering` (upstream
+/// `fake.CloudProvider.Create`): for every instance-type requirement with operator `In`, one of its
+/// values; then the offering's zone, capacity type and reservation id (under
+/// [`RESERVATION_ID_LABEL`]); then `claim_labels`, which win.
 ///
 /// Upstream takes an arbitrary value of a multi-valued requirement (Go set order); here the
 /// value is deterministic: the smallest value that the claim's `requirements` allow for that key,
@@ -239,13 +240,13 @@ pub enum CallKind {
 /// - **Instance types**: [`catalog::default_catalog`] for every NodePool unless set with
 ///   [`set_instance_types`](Self::set_instance_types) (all pools) or
 ///   [`set_node_pool_instance_types`](Self::set_node_pool_instance_types) (one pool).
-/// - **Create** follows spec 6.4 (see [`choose_launch`] and [`launch_labels`]) over the
-///   instance types of the claim's `karpenter.sh/nodepool`; the launched claim gets provider id
-///   `fake://<n>` (n = 1, 2, …), the type's capacity and allocatable (zero quantities dropped)
-///   and the resolved labels. Launching into a reserved offering consumes one instance of the
-///   reservation. When no instance type can launch the claim, `create` fails with
-///   [`CloudProviderError::InsufficientCapacity`] (listing the injected offering failures that
-///   stood in the way, if any).
+/// - **Create** follows upstream `fake.CloudProvider.Create` (see [`choose_launch`] and
+///   [`launch_labels`]) over the instance types of the claim's `karpenter.sh/nodepool`; the
+///   launched claim gets provider id `fake://<n>` (n = 1, 2, …), the type's capacity and
+///   allocatable (zero quantities dropped) and the resolved labels. Launching into a reserved
+///   offering consumes one instance of the reservation. When no instance type can launch the claim,
+///   `create` fails with [`CloudProviderError::InsufficientCapacity`] (listing the injected
+///   offering failures that stood in the way, if any).
 /// - **Instances** are kept in memory; `get`, `list` (in launch order) and `delete` use them and
 ///   answer [`CloudProviderError::NodeClaimNotFound`] for unknown ids.
 /// - **Calls** are recorded ([`calls`](Self::calls)).

@@ -1,6 +1,6 @@
 //! The scheduling benchmark reporter: reproduces upstream's `BenchmarkScheduling*` workloads
-//! (spec `scheduler.md` 6.5) and prints, per row, pods, nodes, time per solve, time per pod,
-//! pods/s and peak memory.
+//! (upstream `scheduling_benchmark_test.go`) and prints, per row, pods, nodes, time per solve, time
+//! per pod, pods/s and peak memory.
 //!
 //! ```text
 //! cargo run --release -p karpenter-bench --bin reporter            # every row, a table

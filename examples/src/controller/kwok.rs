@@ -22,8 +22,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_core::api::{NodeClaim, NodeClaimSpec, NodeClassReference, NodePool};
 use karpenter_core::cloud::{CloudProvider, CloudProviderError, RepairPolicy};
 use karpenter_core::labels;
-use karpenter_core::model::InstanceType;
 use karpenter_core::labels::LabelPolicy;
+use karpenter_core::model::InstanceType;
 use karpenter_core::requirements::Requirements;
 use karpenter_core::resources::{Quantity, ResourceList};
 use karpenter_core::taints::{Taint, TaintEffect};
@@ -93,7 +93,8 @@ pub fn node_for_launch(
     };
     let name = claim.name().to_string();
     let requirements = Requirements::from_node_selector_requirements(claim.spec.requirements());
-    let mut node_labels = launch_labels(instance_type, offer, &requirements, &claim.metadata.labels);
+    let mut node_labels =
+        launch_labels(instance_type, offer, &requirements, &claim.metadata.labels);
     node_labels.insert(labels::HOSTNAME.to_string(), name.clone());
     node_labels.insert(
         labels::INSTANCE_TYPE.to_string(),
@@ -160,7 +161,10 @@ pub fn claim_from_node(node: &core::Node) -> Option<NodeClaim> {
     }
     let name = node.metadata.name.clone()?;
     let node_labels = node.metadata.labels.clone().unwrap_or_default();
-    let class = node_labels.get(NODECLASS_LABEL).cloned().unwrap_or_default();
+    let class = node_labels
+        .get(NODECLASS_LABEL)
+        .cloned()
+        .unwrap_or_default();
     let mut claim = NodeClaim::new(
         name.clone(),
         NodeClaimSpec::new(NodeClassReference::new("", "", class)),
@@ -371,7 +375,10 @@ mod tests {
         assert!(status.allocatable.unwrap().contains_key("cpu"));
 
         let back = claim_from_node(&node).unwrap();
-        assert_eq!(back.status.provider_id.as_deref(), Some("kwok://default-abcde"));
+        assert_eq!(
+            back.status.provider_id.as_deref(),
+            Some("kwok://default-abcde")
+        );
         assert_eq!(
             back.status.allocatable.get("cpu"),
             drop_zeros(types[0].allocatable()).get("cpu")
@@ -388,10 +395,14 @@ mod tests {
         node.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-123".to_string());
         assert!(claim_from_node(&node).is_none());
         let mut node = node_for_launch(&claim(), &types[0], 0).unwrap();
-        node.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            "2026-01-01T00:00:00Z".parse().unwrap(),
-        ));
-        assert!(claim_from_node(&node).is_none(), "a Node being deleted is a terminated instance");
+        node.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-01-01T00:00:00Z".parse().unwrap(),
+            ));
+        assert!(
+            claim_from_node(&node).is_none(),
+            "a Node being deleted is a terminated instance"
+        );
         assert!(node_for_launch(&claim(), &types[0], 999).is_err());
     }
 }

@@ -158,11 +158,7 @@ async fn round(api: &Api<Lease>, cfg: &Config, observer: &mut Observer) -> kube:
         }
         d @ (Decision::Renew | Decision::Acquire) => {
             let mut lease = current.unwrap_or_default();
-            lease.spec = Some(held_spec(
-                cfg,
-                lease.spec.as_ref(),
-                d == Decision::Acquire,
-            ));
+            lease.spec = Some(held_spec(cfg, lease.spec.as_ref(), d == Decision::Acquire));
             // The resourceVersion read above makes this a compare-and-swap.
             match api.replace(&cfg.name, &PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
@@ -263,7 +259,10 @@ mod tests {
     fn a_missing_lease_is_created_and_our_own_is_renewed() {
         assert_eq!(decide(None, "a", Duration::ZERO), Decision::Create);
         let l = lease(Some("a"), "2026-01-01T00:00:00Z");
-        assert_eq!(decide(Some(&l), "a", Duration::from_secs(99)), Decision::Renew);
+        assert_eq!(
+            decide(Some(&l), "a", Duration::from_secs(99)),
+            Decision::Renew
+        );
     }
 
     #[test]
@@ -275,9 +274,15 @@ mod tests {
                 holder: "b".to_string()
             }
         );
-        assert_eq!(decide(Some(&l), "a", Duration::from_secs(16)), Decision::Acquire);
+        assert_eq!(
+            decide(Some(&l), "a", Duration::from_secs(16)),
+            Decision::Acquire
+        );
         let released = lease(None, "2026-01-01T00:00:00Z");
-        assert_eq!(decide(Some(&released), "a", Duration::ZERO), Decision::Acquire);
+        assert_eq!(
+            decide(Some(&released), "a", Duration::ZERO),
+            Decision::Acquire
+        );
     }
 
     #[test]
@@ -286,9 +291,15 @@ mod tests {
         let t0 = Instant::now();
         let l1 = lease(Some("b"), "2026-01-01T00:00:00Z");
         assert_eq!(o.observe(&l1, t0), Duration::ZERO);
-        assert_eq!(o.observe(&l1, t0 + Duration::from_secs(5)), Duration::from_secs(5));
+        assert_eq!(
+            o.observe(&l1, t0 + Duration::from_secs(5)),
+            Duration::from_secs(5)
+        );
         let l2 = lease(Some("b"), "2026-01-01T00:00:02Z");
         assert_eq!(o.observe(&l2, t0 + Duration::from_secs(6)), Duration::ZERO);
-        assert_eq!(o.observe(&l2, t0 + Duration::from_secs(8)), Duration::from_secs(2));
+        assert_eq!(
+            o.observe(&l2, t0 + Duration::from_secs(8)),
+            Duration::from_secs(2)
+        );
     }
 }

@@ -33,36 +33,114 @@ type CounterF = Counter<f64, AtomicU64>;
 
 /// The counters the operator loops update through `Action::Metric`, by full name, with help.
 pub const COUNTERS: &[(&str, &str)] = &[
-    ("karpenter_nodeclaims_created_total", "Number of nodeclaims created in total by Karpenter."),
-    ("karpenter_nodeclaims_terminated_total", "Number of nodeclaims terminated in total by Karpenter."),
-    ("karpenter_nodeclaims_disrupted_total", "Number of nodeclaims disrupted in total by Karpenter."),
-    ("karpenter_nodeclaims_unhealthy_disrupted_total", "Number of unhealthy nodeclaims disrupted in total by Karpenter."),
-    ("karpenter_nodes_created_total", "Number of nodes created in total by Karpenter."),
-    ("karpenter_nodes_terminated_total", "Number of nodes terminated in total by Karpenter."),
-    ("karpenter_nodes_drained_total", "The number of nodes drained by Karpenter."),
-    ("karpenter_pods_drained_total", "The number of pods drained during node termination."),
-    ("karpenter_pods_eviction_requests_total", "The number of pod eviction requests by response code."),
-    ("karpenter_pods_disruption_initiated_total", "The number of pods disrupted by Karpenter."),
-    ("karpenter_voluntary_disruption_decisions_total", "Number of disruption decisions performed."),
-    ("karpenter_voluntary_disruption_decisions_by_nodepool_total", "Number of disruption decisions performed, by nodepool."),
-    ("karpenter_voluntary_disruption_queue_failures_total", "Number of times actions in the disruption queue failed."),
-    ("karpenter_voluntary_disruption_failed_validations_total", "Number of candidates that failed validation."),
-    ("karpenter_voluntary_disruption_consolidation_timeouts_total", "Number of times the consolidation algorithm reached a timeout."),
-    ("karpenter_consolidation_moves_total", "Number of consolidation moves."),
-    ("karpenter_interruption_received_messages_total", "Count of messages received from the interruption queue."),
-    ("karpenter_cloudprovider_errors_total", "Total number of errors returned from CloudProvider calls."),
+    (
+        "karpenter_nodeclaims_created_total",
+        "Number of nodeclaims created in total by Karpenter.",
+    ),
+    (
+        "karpenter_nodeclaims_terminated_total",
+        "Number of nodeclaims terminated in total by Karpenter.",
+    ),
+    (
+        "karpenter_nodeclaims_disrupted_total",
+        "Number of nodeclaims disrupted in total by Karpenter.",
+    ),
+    (
+        "karpenter_nodeclaims_unhealthy_disrupted_total",
+        "Number of unhealthy nodeclaims disrupted in total by Karpenter.",
+    ),
+    (
+        "karpenter_nodes_created_total",
+        "Number of nodes created in total by Karpenter.",
+    ),
+    (
+        "karpenter_nodes_terminated_total",
+        "Number of nodes terminated in total by Karpenter.",
+    ),
+    (
+        "karpenter_nodes_drained_total",
+        "The number of nodes drained by Karpenter.",
+    ),
+    (
+        "karpenter_pods_drained_total",
+        "The number of pods drained during node termination.",
+    ),
+    (
+        "karpenter_pods_eviction_requests_total",
+        "The number of pod eviction requests by response code.",
+    ),
+    (
+        "karpenter_pods_disruption_initiated_total",
+        "The number of pods disrupted by Karpenter.",
+    ),
+    (
+        "karpenter_voluntary_disruption_decisions_total",
+        "Number of disruption decisions performed.",
+    ),
+    (
+        "karpenter_voluntary_disruption_decisions_by_nodepool_total",
+        "Number of disruption decisions performed, by nodepool.",
+    ),
+    (
+        "karpenter_voluntary_disruption_queue_failures_total",
+        "Number of times actions in the disruption queue failed.",
+    ),
+    (
+        "karpenter_voluntary_disruption_failed_validations_total",
+        "Number of candidates that failed validation.",
+    ),
+    (
+        "karpenter_voluntary_disruption_consolidation_timeouts_total",
+        "Number of times the consolidation algorithm reached a timeout.",
+    ),
+    (
+        "karpenter_consolidation_moves_total",
+        "Number of consolidation moves.",
+    ),
+    (
+        "karpenter_interruption_received_messages_total",
+        "Count of messages received from the interruption queue.",
+    ),
+    (
+        "karpenter_cloudprovider_errors_total",
+        "Total number of errors returned from CloudProvider calls.",
+    ),
 ];
 
 /// The histograms the operator loops update through `Action::Metric`, by full name, with help.
 pub const HISTOGRAMS: &[(&str, &str)] = &[
-    ("karpenter_voluntary_disruption_decision_evaluation_duration_seconds", "Duration of the disruption decision evaluation process in seconds."),
-    ("karpenter_scheduler_scheduling_duration_seconds", "Duration of the scheduling simulation."),
-    ("karpenter_nodeclaims_termination_duration_seconds", "Duration of nodeclaim termination in seconds."),
-    ("karpenter_nodeclaims_instance_termination_duration_seconds", "Duration of the instance termination in seconds."),
-    ("karpenter_nodes_termination_duration_seconds", "Duration of node termination in seconds."),
-    ("karpenter_nodes_lifetime_duration_seconds", "The lifetime duration of the nodes since creation."),
-    ("karpenter_pods_startup_duration_seconds", "The time from pod creation until the pod is running."),
-    ("karpenter_consolidation_score", "Consolidation score of a decision."),
+    (
+        "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+        "Duration of the disruption decision evaluation process in seconds.",
+    ),
+    (
+        "karpenter_scheduler_scheduling_duration_seconds",
+        "Duration of the scheduling simulation.",
+    ),
+    (
+        "karpenter_nodeclaims_termination_duration_seconds",
+        "Duration of nodeclaim termination in seconds.",
+    ),
+    (
+        "karpenter_nodeclaims_instance_termination_duration_seconds",
+        "Duration of the instance termination in seconds.",
+    ),
+    (
+        "karpenter_nodes_termination_duration_seconds",
+        "Duration of node termination in seconds.",
+    ),
+    (
+        "karpenter_nodes_lifetime_duration_seconds",
+        "The lifetime duration of the nodes since creation.",
+    ),
+    (
+        "karpenter_pods_startup_duration_seconds",
+        "The time from pod creation until the pod is running.",
+    ),
+    (
+        "karpenter_consolidation_score",
+        "Consolidation score of a decision.",
+    ),
 ];
 
 /// Every metric the controller exports.
@@ -113,7 +191,9 @@ impl Metrics {
         }
         let mut histograms = BTreeMap::new();
         for (name, help) in HISTOGRAMS {
-            let family = Family::<DynLabels, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
+            let family = Family::<DynLabels, Histogram>::new_with_constructor(
+                histogram as fn() -> Histogram,
+            );
             registry.register(name.trim_start_matches("karpenter_"), *help, family.clone());
             histograms.insert(*name, family);
         }
@@ -287,7 +367,9 @@ impl Metrics {
                 for (resource, q) in r.iter() {
                     let mut l = base.clone();
                     l.push(("resource_type", resource.to_string()));
-                    self.nodes_total_pod_requests.get_or_create(&l).set(q.as_f64());
+                    self.nodes_total_pod_requests
+                        .get_or_create(&l)
+                        .set(q.as_f64());
                 }
             }
         }
@@ -329,7 +411,10 @@ mod tests {
             text.contains("karpenter_nodeclaims_created_total{min_values_relaxed=\"false\",nodepool=\"default\",reason=\"provisioned\"} 2"),
             "{text}"
         );
-        assert!(text.contains("# TYPE karpenter_nodeclaims_created counter"), "{text}");
+        assert!(
+            text.contains("# TYPE karpenter_nodeclaims_created counter"),
+            "{text}"
+        );
         assert!(!text.contains("karpenter_unknown"), "{text}");
     }
 
@@ -349,11 +434,25 @@ mod tests {
         .unwrap();
         m.refresh(&[&pod], &[&node], &[]);
         let text = m.encode();
-        assert!(text.contains("karpenter_nodes_total_pod_requests{node_name=\"n1\",nodepool=\"default\""), "{text}");
+        assert!(
+            text.contains(
+                "karpenter_nodes_total_pod_requests{node_name=\"n1\",nodepool=\"default\""
+            ),
+            "{text}"
+        );
         assert!(text.contains("resource_type=\"cpu\"} 1.5"), "{text}");
-        assert!(text.contains("karpenter_pods_state{name=\"p1\",namespace=\"default\""), "{text}");
-        assert!(text.contains("karpenter_cluster_state_node_count 1"), "{text}");
+        assert!(
+            text.contains("karpenter_pods_state{name=\"p1\",namespace=\"default\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("karpenter_cluster_state_node_count 1"),
+            "{text}"
+        );
         m.refresh(&[], &[], &[]);
-        assert!(!m.encode().contains("karpenter_pods_state{"), "gauges of gone pods are dropped");
+        assert!(
+            !m.encode().contains("karpenter_pods_state{"),
+            "gauges of gone pods are dropped"
+        );
     }
 }

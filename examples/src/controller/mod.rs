@@ -298,4 +298,3 @@ pub const KNOWN_GATES: &[&str] = &[
     "NodeOverlay",
     "StaticCapacity",
 ];
-

@@ -323,10 +323,7 @@ async fn lead(
 // ---------------------------------------------------------------------------------------------
 
 /// A JSON merge patch of a string map: the new entries, and `null` for keys that were removed.
-pub fn map_patch(
-    old: Option<&BTreeMap<String, String>>,
-    new: &BTreeMap<String, String>,
-) -> Value {
+pub fn map_patch(old: Option<&BTreeMap<String, String>>, new: &BTreeMap<String, String>) -> Value {
     let mut m = serde_json::Map::new();
     for k in old.into_iter().flatten().map(|(k, _)| k) {
         if !new.contains_key(k) {
@@ -339,7 +336,12 @@ pub fn map_patch(
     Value::Object(m)
 }
 
-fn write_failed(results: &mpsc::UnboundedSender<Input>, kind: ObjectKind, name: &str, e: impl std::fmt::Display) {
+fn write_failed(
+    results: &mpsc::UnboundedSender<Input>,
+    kind: ObjectKind,
+    name: &str,
+    e: impl std::fmt::Display,
+) {
     tracing::warn!(kind = ?kind, name, error = %e, "API write failed");
     let _ = results.send(Input::WriteFailed {
         kind,
@@ -367,7 +369,11 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             let result = match KubeNodeClaim::from_nodeclaim(&claim) {
                 Ok(mut k) => {
                     k.status = None;
-                    claims.create(&PostParams::default(), &k).await.map(|_| ()).map_err(|e| e.to_string())
+                    claims
+                        .create(&PostParams::default(), &k)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e.to_string()),
             };
@@ -499,7 +505,10 @@ async fn update_nodeclaim(
         "finalizers": claim.metadata.finalizers,
     }});
     let params = PatchParams::default();
-    if let Err(e) = claims.patch(&name, &params, &Patch::Merge(&meta_patch)).await {
+    if let Err(e) = claims
+        .patch(&name, &params, &Patch::Merge(&meta_patch))
+        .await
+    {
         if !is_not_found(&e) {
             write_failed(results, ObjectKind::NodeClaim, &name, e);
         }
@@ -710,6 +719,9 @@ mod tests {
         assert_eq!(n.taints.len(), 1);
         assert_eq!(n.taints[0].key, "karpenter.sh/unregistered");
         assert_eq!(n.finalizers, ["karpenter.sh/termination"]);
-        assert_eq!(n.allocatable.get("cpu").map(|q| q.milli_value()), Some(4000));
+        assert_eq!(
+            n.allocatable.get("cpu").map(|q| q.milli_value()),
+            Some(4000)
+        );
     }
 }

@@ -25,7 +25,9 @@ pub struct Shared {
     pub caches: Caches,
 }
 
-async fn metrics(State(s): State<Shared>) -> (StatusCode, [(&'static str, &'static str); 1], String) {
+async fn metrics(
+    State(s): State<Shared>,
+) -> (StatusCode, [(&'static str, &'static str); 1], String) {
     let pods = s.caches.pods.state();
     let nodes = s.caches.nodes.state();
     let pools = s.caches.nodepools.state();
@@ -54,7 +56,10 @@ async fn readyz(State(s): State<Shared>) -> (StatusCode, &'static str) {
     if s.caches.synced() {
         (StatusCode::OK, "ok")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "watch caches not synced yet")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "watch caches not synced yet",
+        )
     }
 }
 

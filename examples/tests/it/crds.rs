@@ -3,7 +3,7 @@
 use super::karpenter;
 
 #[test]
-fn crds_prints_the_nodepool_and_nodeclaim_crds_as_multi_document_yaml() {
+fn crds_prints_the_nodepool_nodeclaim_and_ec2nodeclass_crds_as_multi_document_yaml() {
     let run = karpenter(&["crds"], "");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with("---\n"));
@@ -13,7 +13,14 @@ fn crds_prints_the_nodepool_and_nodeclaim_crds_as_multi_document_yaml() {
         .iter()
         .map(|d| d["metadata"]["name"].as_str().unwrap_or_default())
         .collect();
-    assert_eq!(names, ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh"]);
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "ec2nodeclasses.karpenter.k8s.aws"
+        ]
+    );
     for d in &docs {
         assert_eq!(d["kind"], "CustomResourceDefinition");
         assert_eq!(d["apiVersion"], "apiextensions.k8s.io/v1");
@@ -37,7 +44,11 @@ fn controller_help_tells_how_to_deploy_and_lists_upstream_settings() {
         "[env: LOG_LEVEL=]",
         "--cloud-provider",
     ] {
-        assert!(run.stdout.contains(needle), "missing {needle:?} in:\n{}", run.stdout);
+        assert!(
+            run.stdout.contains(needle),
+            "missing {needle:?} in:\n{}",
+            run.stdout
+        );
     }
 }
 
@@ -53,11 +64,12 @@ fn controller_rejects_bad_settings_before_contacting_a_cluster() {
 
 #[test]
 fn plan_from_cluster_without_a_cluster_fails_with_a_clear_error() {
-    let run = karpenter(
-        &["plan", "--kubeconfig", "/nonexistent/kubeconfig"],
-        "",
-    );
+    let run = karpenter(&["plan", "--kubeconfig", "/nonexistent/kubeconfig"], "");
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("--from-cluster"), "{}", run.stderr);
-    assert!(run.stderr.contains("/nonexistent/kubeconfig"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("/nonexistent/kubeconfig"),
+        "{}",
+        run.stderr
+    );
 }

@@ -1,5 +1,5 @@
 //! Storage inputs: PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
-//! shape the plan (scheduler spec 5.3).
+//! shape the plan (upstream `volumetopology.go` / `volumeusage.go`).
 
 use serde_json::Value;
 

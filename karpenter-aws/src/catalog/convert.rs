@@ -1,5 +1,6 @@
 //! EC2 `InstanceTypeInfo` → catalog instance type: capacity, overhead, labels and offerings,
-//! following upstream's rules as `specs/aws.md` §2–§3 state them.
+//! following upstream's rules (aws/karpenter-provider-aws `pkg/providers/instancetype`,
+//! `pkg/providers/pricing`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -478,7 +479,7 @@ fn compute_labels(
     }
 
     // Upstream reads a static table scraped from the AWS docs; the API's per-card baseline
-    // bandwidth gives the same figure for ~96% of types (specs/aws.md §10).
+    // bandwidth gives the same figure for ~96% of types (moto's data files).
     if let Some(n) = network {
         let baselines: Vec<f64> = n
             .network_cards

@@ -1,6 +1,7 @@
 //! The offline AWS instance-type catalog: real EC2 data for us-east-1 embedded in the crate and
 //! converted with upstream Karpenter's capacity, overhead, label and offering rules
-//! (`specs/aws.md` §2–§3), into the catalog-file shape of the `karpenter plan` contract
+//! (aws/karpenter-provider-aws `pkg/providers/instancetype`, `pkg/providers/pricing`), into the
+//! catalog-file shape of the `karpenter plan` contract
 //! ([`karpenter_core::catalog`], which owns the format; its types are re-exported here).
 //!
 //! ```

@@ -821,6 +821,67 @@ pub fn node_from_k8s(node: &core::Node) -> Result<model::ClusterNode, ConvertErr
     Ok(out)
 }
 
+/// Converts a Node into the lifecycle's (and the operator's) view of it: what
+/// [`node_from_k8s`] reads plus `spec.providerID`, annotations, `status.conditions` (a condition
+/// without `lastTransitionTime` reads as changed at the epoch; an unknown status as `Unknown`),
+/// finalizers, owner references and the deletion timestamp.
+pub fn lifecycle_node_from_k8s(node: &core::Node) -> Result<crate::lifecycle::Node, ConvertError> {
+    use crate::api::ConditionStatus;
+    let m = node_from_k8s(node)?;
+    let meta = &node.metadata;
+    let mut out = crate::lifecycle::Node::new(
+        m.name.clone(),
+        node.spec
+            .as_ref()
+            .and_then(|s| s.provider_id.clone())
+            .unwrap_or_default(),
+    );
+    out.labels = m.labels;
+    out.annotations = meta.annotations.clone().unwrap_or_default();
+    out.taints = m.taints;
+    out.capacity = m.capacity;
+    out.allocatable = m.allocatable;
+    out.creation_timestamp = m.creation_timestamp;
+    out.conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let status = match c.status.as_str() {
+                "True" => ConditionStatus::True,
+                "False" => ConditionStatus::False,
+                _ => ConditionStatus::Unknown,
+            };
+            let mut nc = crate::lifecycle::NodeCondition::new(
+                c.type_.clone(),
+                status,
+                time(c.last_transition_time.as_ref()).unwrap_or(Timestamp::UNIX_EPOCH),
+            );
+            nc.reason = c.reason.clone();
+            nc.message = c.message.clone();
+            nc
+        })
+        .collect();
+    out.finalizers = meta.finalizers.clone().unwrap_or_default();
+    out.owner_references = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| crate::api::OwnerReference {
+            api_version: o.api_version.clone(),
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+            uid: o.uid.clone(),
+            controller: o.controller,
+            block_owner_deletion: o.block_owner_deletion,
+        })
+        .collect();
+    out.deletion_timestamp = time(meta.deletion_timestamp.as_ref());
+    Ok(out)
+}
+
 // ---------------------------------------------------------------------------------------------
 // DaemonSets
 // ---------------------------------------------------------------------------------------------

@@ -697,6 +697,39 @@ fn node(v: Value) -> core::Node {
 }
 
 #[test]
+fn lifecycle_nodes() {
+    let n = node(json!({
+        "metadata": {
+            "name": "ip-10-0-0-2",
+            "labels": {"karpenter.sh/nodepool": "default"},
+            "annotations": {"a": "b"},
+            "finalizers": ["karpenter.sh/termination"],
+            "creationTimestamp": "2024-06-01T00:00:00Z",
+            "deletionTimestamp": "2024-06-03T00:00:00Z",
+        },
+        "spec": {"providerID": "aws:///us-east-1a/i-1"},
+        "status": {
+            "capacity": {"cpu": "4"},
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2024-06-01T00:01:00Z"},
+                {"type": "DiskPressure", "status": "Bogus"},
+            ],
+        },
+    }));
+    let l = lifecycle_node_from_k8s(&n).unwrap();
+    assert_eq!(l.provider_id, "aws:///us-east-1a/i-1");
+    assert!(l.is_ready() && l.is_deleting());
+    assert_eq!(l.finalizers, ["karpenter.sh/termination"]);
+    assert_eq!(l.annotations["a"], "b");
+    assert_eq!(l.allocatable, l.capacity);
+    assert_eq!(
+        l.condition("DiskPressure").map(|c| c.status),
+        Some(crate::api::ConditionStatus::Unknown)
+    );
+    assert!(lifecycle_node_from_k8s(&node(json!({"metadata": {}}))).is_err());
+}
+
+#[test]
 fn nodes() {
     let n = node(json!({
         "metadata": {

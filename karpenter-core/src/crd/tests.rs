@@ -1,5 +1,8 @@
 use std::path::PathBuf;
 
+use kube::core::object::{HasSpec, HasStatus};
+use kube::core::{CustomResourceExt, Resource};
+
 use super::*;
 
 fn fixture_docs() -> Vec<(String, Value)> {

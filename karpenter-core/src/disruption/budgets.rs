@@ -1,5 +1,5 @@
-//! Per-NodePool disruption budgets for one disruption reason (spec §3.3, upstream's
-//! `BuildDisruptionBudgetMapping`).
+//! Per-NodePool disruption budgets for one disruption reason (upstream
+//! `BuildDisruptionBudgetMapping`, upstream's `BuildDisruptionBudgetMapping`).
 //!
 //! For each NodePool of the snapshot:
 //!
@@ -23,8 +23,9 @@ use crate::state::{ClusterSnapshot, StateNode};
 pub struct PoolBudget {
     /// Nodes counted towards percentages (managed, initialized, not `InstanceTerminating`).
     pub num_nodes: usize,
-    /// Disruptions the budgets allow among `num_nodes` ([`UNBOUNDED_DISRUPTIONS`](crate::api::UNBOUNDED_DISRUPTIONS) when no
-    /// budget limits this reason); the `nodepools_allowed_disruptions` gauge.
+    /// Disruptions the budgets allow among `num_nodes`
+    /// ([`UNBOUNDED_DISRUPTIONS`](crate::api::UNBOUNDED_DISRUPTIONS) when no budget limits this
+    /// reason); the `nodepools_allowed_disruptions` gauge.
     pub allowed: usize,
     /// Counted nodes that are not Ready or are being deleted; the
     /// `nodepools_nodes_consuming_budgets` gauge.
@@ -139,8 +140,9 @@ pub fn is_consuming_budget(node: &StateNode) -> bool {
 }
 
 /// How many more nodes each NodePool of the snapshot may disrupt for `reason` at `now`:
-/// `max(allowed − disrupting, 0)` (see the [module documentation](self)). Pools whose budgets
-/// do not limit `reason` map to a value near [`UNBOUNDED_DISRUPTIONS`](crate::api::UNBOUNDED_DISRUPTIONS).
+/// `max(allowed − disrupting, 0)` (see the [module documentation](self)). Pools whose budgets do
+/// not limit `reason` map to a value near
+/// [`UNBOUNDED_DISRUPTIONS`](crate::api::UNBOUNDED_DISRUPTIONS).
 pub fn build_disruption_budget_mapping(
     snapshot: &ClusterSnapshot,
     reason: DisruptionReason,

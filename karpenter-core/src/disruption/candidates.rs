@@ -1,6 +1,6 @@
-//! Disruption candidates (spec §1): which nodes a disruption method may consider, the reason
-//! every other node is not a candidate, pod classification, PodDisruptionBudget checks and the
-//! orders in which the methods walk their candidates.
+//! Disruption candidates (upstream `GetCandidates` / `NewCandidate`): which nodes a disruption
+//! method may consider, the reason every other node is not a candidate, pod classification,
+//! PodDisruptionBudget checks and the orders in which the methods walk their candidates.
 //!
 //! [`get_candidates`] applies upstream's `NewCandidate` rules ([`new_candidate`]) to every node
 //! of a [`ClusterSnapshot`] and returns both the candidates and the rejections (a plan can show
@@ -14,7 +14,9 @@ use crate::api::{Duration, NodeClaim, find_condition};
 use crate::labels;
 use crate::model::{InstanceType, Pod, PodDisruptionBudget, Timestamp};
 use crate::state::{ClusterSnapshot, StateNode};
-use crate::taints::{Taint, TaintEffect};
+
+/// The disrupted taint, defined with the other taints in [`crate::taints`].
+pub use crate::taints::disrupted_taint;
 
 use super::cost;
 
@@ -34,7 +36,7 @@ pub enum DisruptionClass {
 }
 
 // ---------------------------------------------------------------------------------------------
-// do-not-disrupt on pods (§1.3)
+// do-not-disrupt on pods (upstream `pod.IsDisruptable`)
 // ---------------------------------------------------------------------------------------------
 
 /// The state of a pod's `karpenter.sh/do-not-disrupt` annotation at some time.
@@ -95,7 +97,7 @@ pub fn is_do_not_disrupt_active(pod: &Pod, now: Timestamp) -> DoNotDisrupt {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pod classification (§1.5)
+// Pod classification (upstream `utils/pod/scheduling.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Whether the pod is running or about to: neither terminal (`Succeeded`/`Failed`) nor
@@ -116,11 +118,6 @@ pub fn is_reschedulable(pod: &Pod) -> bool {
     (is_active(pod) || (is_owned_by_statefulset(pod) && pod.is_terminating()))
         && !pod.is_daemonset_pod()
         && !pod.is_mirror_pod()
-}
-
-/// The `karpenter.sh/disrupted:NoSchedule` taint put on nodes being disrupted.
-pub fn disrupted_taint() -> Taint {
-    Taint::new(labels::DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule)
 }
 
 /// Whether the pod tolerates `karpenter.sh/disrupted:NoSchedule`. Such pods are never evicted
@@ -156,7 +153,7 @@ pub fn is_currently_reschedulable(pod: &Pod, pdbs: &PdbLimits, now: Timestamp) -
 }
 
 // ---------------------------------------------------------------------------------------------
-// PodDisruptionBudgets (§1.4)
+// PodDisruptionBudgets (upstream `utils/pdb/pdb.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Why PodDisruptionBudgets prevent evicting a set of pods. PDBs are named `namespace/name`.
@@ -258,7 +255,7 @@ impl PdbLimits {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Candidate errors (§1.2)
+// Candidate errors (upstream `NewCandidate`)
 // ---------------------------------------------------------------------------------------------
 
 /// Why a node's pods prevent its disruption (upstream's `PodBlockEvictionError`). Eventual
@@ -394,7 +391,7 @@ pub fn validate_pods_disruptable(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Candidates (§1.2, §1.6)
+// Candidates (upstream `NewCandidate`, `disruption/types.go` `Candidate`)
 // ---------------------------------------------------------------------------------------------
 
 /// A node that a disruption method may disrupt.
@@ -482,7 +479,7 @@ pub fn current_price(instance_type: Option<&InstanceType>, zone: &str, capacity_
 }
 
 /// Builds the candidate for `node` (upstream's `NewCandidate`), applying the rejection rules of
-/// §1.2 in order:
+/// upstream `NewCandidate` in order:
 ///
 /// 1. `in_queue(provider id)` → [`CandidateError::AlreadyBeingDisrupted`];
 /// 2. [`validate_node_disruptable`];
@@ -581,7 +578,7 @@ pub fn get_candidates(
 }
 
 // ---------------------------------------------------------------------------------------------
-// CapacityBuffer virtual pods (§2.2)
+// CapacityBuffer virtual pods (upstream `disruption/emptiness.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Why emptiness leaves an empty node alone: the caller's last provisioning pass placed
@@ -614,7 +611,7 @@ pub fn check_buffer_pods(
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ordering (§1.8)
+// Ordering (upstream's candidate ordering in `disruption/helpers.go`)
 // ---------------------------------------------------------------------------------------------
 
 /// Sorts by [`Candidate::savings_ratio`], highest first (emptiness, multi- and single-node

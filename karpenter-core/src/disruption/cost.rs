@@ -1,6 +1,6 @@
-//! Cost formulas of the disruption planner (spec §1.7): how costly evicting a pod is, how much
-//! of a NodeClaim's lifetime remains, and whether a NodeClaim is still inside its pool's
-//! `consolidateAfter` window.
+//! Cost formulas of the disruption planner (upstream `utils/disruption/disruption.go`): how costly
+//! evicting a pod is, how much of a NodeClaim's lifetime remains, when it expires, and whether a
+//! NodeClaim is still inside its pool's `consolidateAfter` window.
 //!
 //! ```
 //! use karpenter_core::disruption::cost::{POD_DELETION_COST_ANNOTATION, eviction_cost};
@@ -77,8 +77,9 @@ pub fn rescheduling_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
     pods.into_iter().map(eviction_cost).sum()
 }
 
-/// The cost of disrupting a node whose reschedulable pods are `pods`: [`BASE_COST`] plus the
-/// sum of the *positive* eviction costs (the candidate's `RescheduleDisruptionCost`, §1.6).
+/// The cost of disrupting a node whose reschedulable pods are `pods`: [`BASE_COST`] plus the sum of
+/// the *positive* eviction costs (the candidate's `RescheduleDisruptionCost`, upstream
+/// `disruption/types.go` `Candidate`).
 pub fn reschedule_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> f64 {
     BASE_COST
         + pods
@@ -90,6 +91,33 @@ pub fn reschedule_disruption_cost<'a>(pods: impl IntoIterator<Item = &'a Pod>) -
 /// Parses an RFC 3339 timestamp as the API objects carry them.
 pub(crate) fn parse_time(text: Option<&str>) -> Option<Timestamp> {
     text.and_then(|t| t.trim().parse::<Timestamp>().ok())
+}
+
+/// The instant the NodeClaim expires: `metadata.creationTimestamp + expireAfter`
+/// (`expireAfter` defaults to `720h`, as the CRD does), saturating at the ends of the
+/// representable range. `None` when `expireAfter` is `Never` or the creation timestamp is
+/// missing or not RFC 3339.
+pub fn expires_at(node_claim: &NodeClaim) -> Option<Timestamp> {
+    let expire_after = node_claim.spec.effective_expire_after();
+    let d = expire_after.duration()?.as_signed_duration();
+    let created: Timestamp = node_claim
+        .metadata
+        .creation_timestamp
+        .as_deref()?
+        .parse()
+        .ok()?;
+    Some(created.checked_add(d).unwrap_or(if d.is_negative() {
+        Timestamp::MIN
+    } else {
+        Timestamp::MAX
+    }))
+}
+
+/// Whether the NodeClaim has expired at `now` (upstream's expiration controller would delete
+/// it): not being deleted, and `now` is at or past [`expires_at`].
+pub fn is_expired(node_claim: &NodeClaim, now: Timestamp) -> bool {
+    node_claim.metadata.deletion_timestamp.is_none()
+        && expires_at(node_claim).is_some_and(|at| now >= at)
 }
 
 /// The fraction of the NodeClaim's lifetime that remains at `now` (upstream's
@@ -171,7 +199,7 @@ mod tests {
         p
     }
 
-    // Spec 9.1 "Pod Eviction Cost".
+    // Upstream `disruption/suite_test.go` "Pod Eviction Cost".
 
     #[test]
     fn should_have_a_standard_disruption_cost_for_a_pod_with_no_priority_or_disruption_cost_specified()
@@ -219,8 +247,9 @@ mod tests {
         // Unparsable (and NaN) annotations are ignored.
         assert_eq!(eviction_cost(&pod_with(Some("lots"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("NaN"), None)), 1.0);
-        // As Go's ParseFloat (spec 1.7): surrounding whitespace is a parse error, and so is a
-        // finite literal out of range (ErrRange), while an explicit infinity clamps.
+        // As Go's ParseFloat (upstream `utils/disruption/disruption.go`): surrounding whitespace is
+        // a parse error, and so is a finite literal out of range (ErrRange), while an explicit
+        // infinity clamps.
         assert_eq!(eviction_cost(&pod_with(Some(" 134217728"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("134217728\n"), None)), 1.0);
         assert_eq!(eviction_cost(&pod_with(Some("1e400"), None)), 1.0);
@@ -322,5 +351,31 @@ mod tests {
         let mut nc = node_claim(Some("2024-01-01T00:00:00Z"), None);
         initialized(&mut nc, ConditionStatus::False, "2024-01-01T00:59:00Z");
         assert!(!is_under_consolidate_after(&pool(Some("2h")), &nc, now));
+    }
+
+    #[test]
+    fn expires_at_adds_expire_after_to_the_creation_time() {
+        let nc = node_claim(Some("2024-01-01T00:00:00Z"), Some("1h"));
+        assert_eq!(expires_at(&nc), Some(ts("2024-01-01T01:00:00Z")));
+        assert!(!is_expired(&nc, ts("2024-01-01T00:59:59Z")));
+        assert!(is_expired(&nc, ts("2024-01-01T01:00:00Z")));
+        // Default 720h.
+        let nc = node_claim(Some("2024-01-01T00:00:00Z"), None);
+        assert_eq!(expires_at(&nc), Some(ts("2024-01-31T00:00:00Z")));
+    }
+
+    #[test]
+    fn never_unparsable_or_deleting_claims_do_not_expire() {
+        let now = ts("2030-01-01T00:00:00Z");
+        assert_eq!(
+            expires_at(&node_claim(Some("2024-01-01T00:00:00Z"), Some("Never"))),
+            None
+        );
+        assert_eq!(expires_at(&node_claim(None, Some("1h"))), None);
+        assert_eq!(expires_at(&node_claim(Some("yesterday"), Some("1h"))), None);
+        let mut deleting = node_claim(Some("2024-01-01T00:00:00Z"), Some("1h"));
+        assert!(is_expired(&deleting, now));
+        deleting.metadata.deletion_timestamp = Some("2024-01-01T00:30:00Z".into());
+        assert!(!is_expired(&deleting, now));
     }
 }

@@ -1,19 +1,23 @@
 //! The disruption planner: which nodes may be disrupted, in which order, and within which
-//! budgets (spec `disruption.md`).
+//! budgets (upstream's disruption and lifecycle controllers).
 //!
 //! Everything here is a pure function of a [`crate::state::ClusterSnapshot`] and the time `now`,
 //! which callers pass in. Outputs are in deterministic orders.
 //!
-//! - [`candidates`]: which nodes are disruption candidates and why the others are not (§1);
-//! - [`budgets`]: how many nodes of each NodePool may be disrupted for a reason (§3);
-//! - [`cost`]: eviction and rescheduling costs, lifetime remaining, `consolidateAfter` (§1.7);
-//! - [`simulate`]: would the pods of some candidates fit elsewhere (§5)? A
-//!   [`simulate::SimulationContext`] prepares the scheduler over a snapshot once; each
-//!   simulation then leaves the candidates out and places their pods, at a cost close to the
-//!   pods it moves (about 2 ms per candidate on a 1,000-node cluster, see `docs/performance.md`);
+//! - [`candidates`]: which nodes are disruption candidates and why the others are not (upstream
+//!   `GetCandidates` / `NewCandidate`);
+//! - [`budgets`]: how many nodes of each NodePool may be disrupted for a reason (upstream
+//!   `nodepool.go` disruption budgets);
+//! - [`cost`]: eviction and rescheduling costs, lifetime remaining, `consolidateAfter` (upstream
+//!   `utils/disruption/disruption.go`);
+//! - [`simulate`]: would the pods of some candidates fit elsewhere (upstream `SimulateScheduling`)?
+//!   A [`simulate::SimulationContext`] prepares the scheduler over a snapshot once; each simulation
+//!   then leaves the candidates out and places their pods, at a cost close to the pods it moves
+//!   (about 2 ms per candidate on a 1,000-node cluster, see `docs/performance.md`);
 //! - [`methods`]: emptiness, static drift, drift, multi-node and single-node consolidation, one
 //!   pass ([`run_pass`]) or every command played forward ([`plan`]);
-//! - [`validation`]: re-validating a command against a newer snapshot (§4.1).
+//! - [`validation`]: re-validating a command against a newer snapshot (upstream
+//!   `disruption/validation.go`).
 //!
 //! ```
 //! use karpenter_core::disruption::{DisruptionOptions, run_pass};

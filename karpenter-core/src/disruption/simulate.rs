@@ -1,4 +1,4 @@
-//! Scheduling simulation (spec `disruption.md` §5): would the pods of some candidates fit
+//! Scheduling simulation (upstream `SimulateScheduling`): would the pods of some candidates fit
 //! elsewhere, and on what? Runs the provisioning scheduler ([`crate::scheduling::solve`]) — never
 //! a copy of it — over the cluster without the candidates.
 
@@ -68,8 +68,8 @@ pub fn cluster_node(node: &StateNode) -> ClusterNode {
         out.managed = true;
         out.startup_taints = claim.spec.startup_taints.clone();
         if node.node.is_some() && !node.initialized() {
-            // Spec 6.3: before initialization, resources the Node does not report yet (zero)
-            // come from the NodeClaim's status.
+            // Upstream `controllers/state`: before initialization, resources the Node does not
+            // report yet (zero) come from the NodeClaim's status.
             fill_unreported(&mut out.capacity, &claim.status.capacity);
             fill_unreported(&mut out.allocatable, &claim.status.allocatable);
         }
@@ -138,11 +138,11 @@ pub fn eligible_node_pools(snapshot: &ClusterSnapshot) -> Vec<NodePoolInput> {
         .collect()
 }
 
-/// What every simulation over one snapshot shares (spec §5), built once: the scheduler's view
-/// of the nodes, the NodePools it may launch from, the pods every simulation must place (pending
-/// pods and the pods of deleting nodes), the nodes still inside their `consolidateAfter` window.
-/// [`SimulationContext::simulator`] prepares the scheduler over it; each simulation then costs
-/// little beyond the pods it moves.
+/// What every simulation over one snapshot shares (upstream `SimulateScheduling`), built once: the
+/// scheduler's view of the nodes, the NodePools it may launch from, the pods every simulation must
+/// place (pending pods and the pods of deleting nodes), the nodes still inside their
+/// `consolidateAfter` window. [`SimulationContext::simulator`] prepares the scheduler over it; each
+/// simulation then costs little beyond the pods it moves.
 ///
 /// ```
 /// use karpenter_core::disruption::simulate::SimulationContext;
@@ -285,10 +285,10 @@ pub struct Simulator<'c> {
 }
 
 impl Simulator<'_> {
-    /// Simulates removing `candidates` (spec §5): their reschedulable pods (those no PDB or
-    /// do-not-disrupt blocks now) join the pending pods and the pods of deleting nodes. With
-    /// `consolidation`, existing nodes still inside their NodePool's `consolidateAfter` window
-    /// refuse the candidates' pods.
+    /// Simulates removing `candidates` (upstream `SimulateScheduling`): their reschedulable pods
+    /// (those no PDB or do-not-disrupt blocks now) join the pending pods and the pods of deleting
+    /// nodes. With `consolidation`, existing nodes still inside their NodePool's `consolidateAfter`
+    /// window refuse the candidates' pods.
     pub fn simulate(
         &self,
         candidates: &[&Candidate],
@@ -346,11 +346,11 @@ impl Simulator<'_> {
     }
 }
 
-/// Simulates removing `candidates` (spec §5) with a one-off [`SimulationContext`]: callers
-/// that simulate several candidate sets over one snapshot should build the context and its
-/// [`Simulator`] once. With `consolidation`, existing nodes still inside their NodePool's
-/// `consolidateAfter` window refuse the candidates' pods. Reserved capacity is simulated in
-/// fallback mode, as upstream does.
+/// Simulates removing `candidates` (upstream `SimulateScheduling`) with a one-off
+/// [`SimulationContext`]: callers that simulate several candidate sets over one snapshot should
+/// build the context and its [`Simulator`] once. With `consolidation`, existing nodes still inside
+/// their NodePool's `consolidateAfter` window refuse the candidates' pods. Reserved capacity is
+/// simulated in fallback mode, as upstream does.
 pub fn simulate_scheduling(
     snapshot: &ClusterSnapshot,
     candidates: &[&Candidate],

@@ -1,4 +1,4 @@
-//! Re-validation of a command against a newer snapshot (spec `disruption.md` §4.1).
+//! Re-validation of a command against a newer snapshot (upstream `disruption/validation.go`).
 //!
 //! Upstream waits 15 s after computing an emptiness or consolidation command, then checks it
 //! again before acting. The wait belongs to the controller (the core has no clock); these
@@ -74,7 +74,7 @@ pub struct Validation {
 
 /// Re-validates `command` against `snapshot` at `now`. Emptiness commands are validated
 /// leniently and may come back with fewer candidates; consolidation commands are all or nothing
-/// (§4.1). Other methods pass unchanged.
+/// (upstream `disruption/validation.go`). Other methods pass unchanged.
 pub fn validate(
     command: &Command,
     snapshot: &ClusterSnapshot,

@@ -1,5 +1,5 @@
-//! The `Consolidatable` condition and the pod-event time it is measured from (spec 6.4,
-//! `nodeclaim.disruption` and `nodeclaim.podevents`).
+//! The `Consolidatable` condition and the pod-event time it is measured from (upstream
+//! `nodeclaim/disruption/consolidation.go`, `nodeclaim.disruption` and `nodeclaim.podevents`).
 //!
 //! A NodeClaim becomes `Consolidatable=True` once its NodePool's `consolidateAfter` has passed
 //! since the reference time: `status.lastPodEventTime` when set, else when it initialized
@@ -35,10 +35,10 @@ pub struct ConsolidatableUpdate {
     pub requeue_at: Option<Timestamp>,
 }
 
-/// Evaluates `Consolidatable` for a NodeClaim of `pool` (spec 6.4): unchanged for static pools;
-/// removed with `consolidateAfter: Never` or when the claim is not `Initialized=True`; removed
-/// with a requeue at reference time + `consolidateAfter` while inside the window; else set
-/// `True`.
+/// Evaluates `Consolidatable` for a NodeClaim of `pool` (upstream
+/// `nodeclaim/disruption/consolidation.go`): unchanged for static pools; removed with
+/// `consolidateAfter: Never` or when the claim is not `Initialized=True`; removed with a requeue at
+/// reference time + `consolidateAfter` while inside the window; else set `True`.
 pub fn consolidatable_update(
     pool: &NodePool,
     claim: &NodeClaim,
@@ -90,10 +90,11 @@ pub fn consolidatable_update(
     }
 }
 
-/// Records a pod event on the NodeClaim of the pod's node (spec 6.4, `nodeclaim.podevents`):
-/// call it when a pod is bound to the node, becomes terminal or starts terminating. Returns the
-/// claim with `lastPodEventTime = now`, or `None` when nothing is written: the pod belongs to a
-/// DaemonSet, or the last write is less than [`POD_EVENT_DEDUPE`] old.
+/// Records a pod event on the NodeClaim of the pod's node (upstream
+/// `nodeclaim/disruption/consolidation.go`, `nodeclaim.podevents`): call it when a pod is bound to
+/// the node, becomes terminal or starts terminating. Returns the claim with `lastPodEventTime =
+/// now`, or `None` when nothing is written: the pod belongs to a DaemonSet, or the last write is
+/// less than [`POD_EVENT_DEDUPE`] old.
 pub fn record_pod_event(claim: &NodeClaim, pod: &Pod, now: Timestamp) -> Option<NodeClaim> {
     if pod.is_daemonset_pod() {
         return None;

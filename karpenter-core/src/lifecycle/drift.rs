@@ -1,4 +1,4 @@
-//! Drift detection (spec 7) and the NodePool hash.
+//! Drift detection (upstream `nodeclaim/disruption/drift.go`) and the NodePool hash.
 //!
 //! # The NodePool hash
 //!

@@ -1,14 +1,14 @@
-//! Expiration (spec 2.5): a NodeClaim older than its `expireAfter` is deleted outright —
-//! budgets, PDB pre-checks, node do-not-disrupt and nominations are all ignored, and no
-//! replacement is launched first (its pods become pending and are provisioned again). Drain
-//! then follows spec 6.6, bounded by the claim's `terminationGracePeriod` if set.
+//! Expiration (upstream `nodeclaim/expiration`): a NodeClaim older than its `expireAfter` is
+//! deleted outright — budgets, PDB pre-checks, node do-not-disrupt and nominations are all ignored,
+//! and no replacement is launched first (its pods become pending and are provisioned again). Drain
+//! then follows upstream `node/termination`, bounded by the claim's `terminationGracePeriod` if
+//! set.
 
 use crate::api::NodeClaim;
 use crate::model::Timestamp;
 
-use super::{
-    Metric, add, claim_creation_time, claim_is_deleting, disrupted_metrics, metric_reasons,
-};
+use super::{Metric, claim_is_deleting, disrupted_metrics, metric_reasons};
+use crate::disruption::cost::expires_at;
 
 /// What the expiration controller does with a NodeClaim.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,7 +33,7 @@ pub fn expiration_decision(claim: &NodeClaim, now: Timestamp) -> ExpirationDecis
 }
 
 /// [`expiration_decision`], counting the node's `reschedulable_pods` in
-/// `pods_disruption_initiated_total{reason="expired"}` (spec 2.5).
+/// `pods_disruption_initiated_total{reason="expired"}` (upstream `nodeclaim/expiration`).
 pub fn expiration_decision_with_pods(
     claim: &NodeClaim,
     reschedulable_pods: usize,
@@ -42,11 +42,9 @@ pub fn expiration_decision_with_pods(
     if claim_is_deleting(claim) {
         return ExpirationDecision::Skip;
     }
-    let expire_after = claim.spec.effective_expire_after();
-    let (Some(d), Some(created)) = (expire_after.duration(), claim_creation_time(claim)) else {
+    let Some(expires_at) = expires_at(claim) else {
         return ExpirationDecision::Skip;
     };
-    let expires_at = add(created, d.as_signed_duration());
     if now >= expires_at {
         ExpirationDecision::Expire {
             metrics: disrupted_metrics(claim, metric_reasons::EXPIRED, "", reschedulable_pods),

@@ -1,4 +1,5 @@
-//! Garbage collection (spec 6.7, every 2 minutes): NodeClaims whose instance vanished.
+//! Garbage collection (upstream `nodeclaim/garbagecollection`, every 2 minutes): NodeClaims whose
+//! instance vanished.
 //!
 //! For each registered, non-deleting NodeClaim whose provider id is missing from the cloud
 //! provider's `List()` (instances being deleted excluded by the caller): if its Node exists and

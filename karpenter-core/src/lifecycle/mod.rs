@@ -43,7 +43,10 @@ use crate::api::{ConditionStatus, NodeClaim, OwnerReference};
 use crate::labels;
 use crate::model::Timestamp;
 use crate::resources::ResourceList;
-use crate::taints::{Taint, TaintEffect};
+use crate::taints::Taint;
+
+/// Karpenter's taints, defined with the other taints in [`crate::taints`].
+pub use crate::taints::{disrupted_taint, unregistered_taint};
 
 pub use conditions::ConditionSet;
 pub use drift::{DriftCheck, DriftReason, drift_reason, nodepool_hash};
@@ -67,18 +70,6 @@ pub const TERMINATION_TIMESTAMP_ANNOTATION: &str = "karpenter.sh/nodeclaim-termi
 /// Annotation listing the DRA drivers a NodeClaim's pods need (comma-separated):
 /// `karpenter.sh/requested-dra-drivers`.
 pub const REQUESTED_DRA_DRIVERS_ANNOTATION: &str = "karpenter.sh/requested-dra-drivers";
-
-/// The disrupted taint, `karpenter.sh/disrupted:NoSchedule`, put on nodes being disrupted or
-/// drained.
-pub fn disrupted_taint() -> Taint {
-    Taint::new(labels::DISRUPTED_TAINT_KEY, "", TaintEffect::NoSchedule)
-}
-
-/// The unregistered taint, `karpenter.sh/unregistered:NoExecute`, that nodes carry until
-/// registration completes.
-pub fn unregistered_taint() -> Taint {
-    Taint::new(labels::UNREGISTERED_TAINT_KEY, "", TaintEffect::NoExecute)
-}
 
 // ---------------------------------------------------------------------------------------------
 // Time
@@ -386,7 +377,7 @@ impl Event {
     }
 }
 
-/// Event reasons used by the lifecycle (spec section 10).
+/// Event reasons used by the lifecycle (upstream `metrics`).
 pub mod event_reasons {
     /// A disruption command is launching a replacement.
     pub const DISRUPTION_LAUNCHING: &str = "DisruptionLaunching";
@@ -446,7 +437,7 @@ impl Metric {
     }
 }
 
-/// Metric names (namespace `karpenter_`, spec section 10).
+/// Metric names (namespace `karpenter_`, upstream `metrics`).
 pub mod metric_names {
     /// `{reason, nodepool, capacity_type, consolidation_policy, termination_mode}`.
     pub const NODECLAIMS_DISRUPTED_TOTAL: &str = "karpenter_nodeclaims_disrupted_total";

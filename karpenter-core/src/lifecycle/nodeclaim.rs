@@ -1,5 +1,6 @@
-//! The NodeClaim lifecycle (spec 6.1-6.2): launch, registration, initialization and liveness,
-//! plus the per-NodePool registration-health ring buffer.
+//! The NodeClaim lifecycle (upstream `apis/v1/nodeclaim_status.go`, `nodeclaim/lifecycle`): launch,
+//! registration, initialization and liveness, plus the per-NodePool registration-health ring
+//! buffer.
 //!
 //! Each step takes the NodeClaim as it is now and what the controller observed, and returns a
 //! [`LifecycleStep`]: the NodeClaim after the step (conditions, labels, status), a change to
@@ -29,7 +30,9 @@ use jiff::SignedDuration;
 use crate::api::{ConditionStatus, NodeClaim, OwnerReference};
 use crate::labels;
 use crate::model::Timestamp;
-use crate::taints::{Taint, TaintEffect};
+
+/// The known ephemeral taints, defined with the other taints in [`crate::taints`].
+pub use crate::taints::{READINESS_TAINT_PREFIX, is_known_ephemeral_taint, known_ephemeral_taints};
 
 use super::conditions::{
     self, ConditionSet, INITIALIZED, LAUNCHED, NODE_REGISTRATION_HEALTHY, REGISTERED,
@@ -239,7 +242,7 @@ fn truncate_chars(s: &str, limit: usize) -> String {
     s.chars().take(limit).collect()
 }
 
-/// The launch step (spec 6.2 "Launch"): applies the outcome of `Create`.
+/// The launch step (upstream `nodeclaim/lifecycle` "Launch"): applies the outcome of `Create`.
 ///
 /// - `Launched` not `Unknown`: nothing (the outcome is ignored).
 /// - Created: the provider's labels are added (the claim's own labels win), its annotations
@@ -355,8 +358,9 @@ fn sync_node(claim: &NodeClaim, node: &Node) -> Node {
     synced
 }
 
-/// The registration step (spec 6.2 "Registration"). `nodes` are the Nodes whose provider id is
-/// the claim's; `hooks` the results of the cloud provider's registration hooks for it.
+/// The registration step (upstream `nodeclaim/lifecycle` "Registration"). `nodes` are the Nodes
+/// whose provider id is the claim's; `hooks` the results of the cloud provider's registration hooks
+/// for it.
 ///
 /// Nothing unless `Launched=True` and `Registered` is absent or `Unknown`. No Node →
 /// `Registered=Unknown` (`NodeNotFound`); several → `Registered=False` (`MultipleNodesFound`).
@@ -484,35 +488,6 @@ pub fn registration_decision(
     step
 }
 
-/// Taints whose presence means the Node is still starting (matched by key and effect; any key
-/// prefixed `readiness.k8s.io/` also counts).
-pub fn known_ephemeral_taints() -> [Taint; 5] {
-    [
-        Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule),
-        Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute),
-        Taint::new(
-            "node.kubernetes.io/unreachable",
-            "",
-            TaintEffect::NoSchedule,
-        ),
-        Taint::new(
-            "node.cloudprovider.kubernetes.io/uninitialized",
-            "true",
-            TaintEffect::NoSchedule,
-        ),
-        unregistered_taint(),
-    ]
-}
-
-/// The prefix of readiness-gate taint keys, treated as known ephemeral taints.
-pub const READINESS_TAINT_PREFIX: &str = "readiness.k8s.io/";
-
-/// Whether a Node taint is a known ephemeral taint.
-pub fn is_known_ephemeral_taint(taint: &Taint) -> bool {
-    taint.key.starts_with(READINESS_TAINT_PREFIX)
-        || known_ephemeral_taints().iter().any(|k| k.matches(taint))
-}
-
 /// The DRA drivers a claim requests (annotation `karpenter.sh/requested-dra-drivers`,
 /// comma-separated), sorted.
 pub fn requested_dra_drivers(claim: &NodeClaim) -> BTreeSet<String> {
@@ -579,9 +554,9 @@ fn initialization_blocker(
     None
 }
 
-/// The initialization step (spec 6.2 "Initialization"). `nodes` are the Nodes with the claim's
-/// provider id; `dra_published` is `None` when DRA support is off, else the DRA drivers that
-/// have published a complete ResourceSlice pool for the Node.
+/// The initialization step (upstream `nodeclaim/lifecycle` "Initialization"). `nodes` are the Nodes
+/// with the claim's provider id; `dra_published` is `None` when DRA support is off, else the DRA
+/// drivers that have published a complete ResourceSlice pool for the Node.
 ///
 /// Nothing unless `Registered=True` and `Initialized` is absent or `Unknown`. Otherwise
 /// `Initialized=Unknown` with the first unmet requirement's reason: `NodeNotFound` (not exactly
@@ -627,12 +602,12 @@ pub fn initialization_decision(
     step
 }
 
-/// The liveness step (spec 6.2 "Liveness"). Nothing once `Registered=True`. If `Launched` is
-/// not `True` and its `lastTransitionTime` is at least 5 minutes old, delete the claim
-/// (`launch_timeout`); if `Registered` is not `True` and at least 15 minutes old, delete it
-/// (`registration_timeout`). Either records a registration failure for the NodePool (reason:
-/// the `Launched` condition's reason, or `RegistrationFailed`). Otherwise requeue when the
-/// nearer timeout falls due.
+/// The liveness step (upstream `nodeclaim/lifecycle` "Liveness"). Nothing once `Registered=True`.
+/// If `Launched` is not `True` and its `lastTransitionTime` is at least 5 minutes old, delete the
+/// claim (`launch_timeout`); if `Registered` is not `True` and at least 15 minutes old, delete it
+/// (`registration_timeout`). Either records a registration failure for the NodePool (reason: the
+/// `Launched` condition's reason, or `RegistrationFailed`). Otherwise requeue when the nearer
+/// timeout falls due.
 pub fn liveness_decision(claim: &NodeClaim, now: Timestamp) -> LifecycleStep {
     let conds = &claim.status.conditions;
     if conditions::is_true(conds, REGISTERED) {

@@ -1,4 +1,5 @@
-//! The disruption command queue (spec 4.2, 4.3) as a state machine.
+//! The disruption command queue (upstream `Queue.StartCommand`, `Queue.Reconcile`) as a state
+//! machine.
 //!
 //! A [`Command`] disrupts candidate nodes, optionally after launching replacement NodeClaims.
 //! Starting it ([`start_steps`]) cordons the candidates with the disrupted taint and sets their
@@ -129,16 +130,17 @@ pub struct Command {
 }
 
 impl Command {
-    /// The queue command of a planned disruption command (spec 4.2, 4.3), `None` for
-    /// expiration (not a queued method). `replacements` names the replacement NodeClaims the
-    /// controller creates (one per planned replacement). The command carries:
+    /// The queue command of a planned disruption command (upstream `Queue.StartCommand`,
+    /// `Queue.Reconcile`), `None` for expiration (not a queued method). `replacements` names the
+    /// replacement NodeClaims the controller creates (one per planned replacement). The command
+    /// carries:
     ///
     /// - `method`: the consolidation type, `empty`, `multi` or `single`, `""` for drift;
     /// - `consolidation_policy`: for consolidation commands the snake_case
     ///   `consolidationPolicy` of the first candidate's NodePool, `""` for drift;
     /// - per candidate its provider id, Node and NodeClaim names, NodePool, capacity type,
     ///   termination mode and number of reschedulable pods;
-    /// - `nominated_nodes` (step 7): the existing nodes the command's simulation placed pods
+    /// - `nominated_nodes`: the existing nodes the command's simulation placed pods
     ///   on, CapacityBuffer virtual pods (`snapshot.buffer_pods`) not counted, in result order.
     pub fn from_decision(
         id: impl Into<String>,
@@ -475,11 +477,11 @@ pub fn rollback_steps(command: &Command) -> Vec<Step> {
     steps
 }
 
-/// The cleanup of stale disruption marks that opens every disruption pass (spec 2.1 step 3):
-/// a node that is neither part of a queued command (`queued` holds the queued provider ids)
-/// nor being deleted must not keep the disrupted taint or a `DisruptionReason` condition left
-/// over from an earlier command (for instance one whose controller restarted mid-way). Returns
-/// [`Step::RemoveTaint`] for each such Node still carrying the taint and
+/// The cleanup of stale disruption marks that opens every disruption pass (upstream
+/// `disruption/controller.go`): a node that is neither part of a queued command (`queued` holds the
+/// queued provider ids) nor being deleted must not keep the disrupted taint or a `DisruptionReason`
+/// condition left over from an earlier command (for instance one whose controller restarted
+/// mid-way). Returns [`Step::RemoveTaint`] for each such Node still carrying the taint and
 /// [`Step::ClearDisruptionReason`] for each such initialized NodeClaim still carrying the
 /// condition, in snapshot order. Nothing for nodes that are queued or being deleted.
 pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>) -> Vec<Step> {
@@ -513,7 +515,7 @@ pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>)
     steps
 }
 
-/// The metrics of a started command (spec 4.2 step 9):
+/// The metrics of a started command (upstream `Queue.StartCommand`):
 /// `voluntary_disruption_decisions_total{decision, reason, consolidation_type}` once, and
 /// `voluntary_disruption_decisions_by_nodepool_total{nodepool, decision, reason,
 /// consolidation_type}` once per distinct NodePool of its candidates (sorted by name). The
@@ -597,7 +599,7 @@ fn terminating_events(command: &Command) -> Vec<Event> {
     out
 }
 
-/// One queue pass over `command` (spec 4.3). `states[i]` is the lookup result of
+/// One queue pass over `command` (upstream `Queue.Reconcile`). `states[i]` is the lookup result of
 /// `command.replacements[i]` (missing entries count as failed lookups); replacements in
 /// `command.initialized` are not looked at again. `queue_entries` is the number of provider
 /// ids currently in the queue (for the retry duration).
@@ -795,7 +797,7 @@ impl CommandQueue {
     }
 
     /// Applies [`after_marking`] to a queued command once its taint/condition steps ran
-    /// (spec 4.2 steps 4 and 8): `marked` are the provider ids marked successfully. A
+    /// (upstream `Queue.StartCommand`): `marked` are the provider ids marked successfully. A
     /// delete-only command keeps only its marked candidates (the others leave the queue: they
     /// are neither blocked from other commands nor deleted); a command that must abort leaves
     /// the queue and the error is returned. `Ok` without change when every candidate was

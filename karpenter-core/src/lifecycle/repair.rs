@@ -1,4 +1,5 @@
-//! Node repair (spec 8): replacing nodes whose conditions have been unhealthy for too long.
+//! Node repair (upstream `node/health`): replacing nodes whose conditions have been unhealthy for
+//! too long.
 //!
 //! The cloud provider lists [`RepairPolicy`]s (a Node condition type, its unhealthy status and
 //! how long it is tolerated). For a Node with a NodeClaim, among the policies that match one of
@@ -153,7 +154,7 @@ pub fn repair_actions(claim: &NodeClaim, condition_type: &str, now: Timestamp) -
 
 /// The actions of a [`RepairDecision::Repair`] on the Node's NodeClaim; `reschedulable_pods`
 /// (the node's pods that will be rescheduled) is counted in
-/// `pods_disruption_initiated_total{reason="unhealthy"}` (spec 8).
+/// `pods_disruption_initiated_total{reason="unhealthy"}` (upstream `node/health`).
 pub fn repair_actions_with_pods(
     claim: &NodeClaim,
     condition_type: &str,

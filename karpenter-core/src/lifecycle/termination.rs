@@ -1,4 +1,5 @@
-//! Termination (spec 6.5, 6.6): finalizing a NodeClaim and draining its Node.
+//! Termination (upstream `nodeclaim/lifecycle` finalizer, `node/termination`): finalizing a
+//! NodeClaim and draining its Node.
 //!
 //! - [`finalize_claim`]: the next step of a deleting NodeClaim's finalizer (termination
 //!   timestamp annotation → delete Nodes → delete the instance → remove the finalizer).
@@ -117,7 +118,7 @@ pub fn termination_timestamp_annotation(claim: &NodeClaim) -> Option<(String, Ev
 // NodeClaim finalization
 // ---------------------------------------------------------------------------------------------
 
-/// The next step of a deleting NodeClaim's finalizer (spec 6.5).
+/// The next step of a deleting NodeClaim's finalizer (upstream `nodeclaim/lifecycle` finalizer).
 #[derive(Debug, Clone, PartialEq)]
 pub enum FinalizeStep {
     /// The claim has no `karpenter.sh/termination` finalizer: nothing to do.
@@ -221,15 +222,15 @@ pub fn finalize_claim(
 // Node termination: before the drain
 // ---------------------------------------------------------------------------------------------
 
-/// Whether a terminating Node's finalizer is removed at once, without drain (spec 6.6 step 2):
-/// the Node is not `Ready=True` and the cloud provider's `Get` of its provider id reported the
-/// instance not found (`instance_not_found`).
+/// Whether a terminating Node's finalizer is removed at once, without drain (upstream
+/// `node/termination`): the Node is not `Ready=True` and the cloud provider's `Get` of its provider
+/// id reported the instance not found (`instance_not_found`).
 pub fn finalize_without_drain(node: &Node, instance_not_found: bool) -> bool {
     !node.is_ready() && instance_not_found
 }
 
-/// The change a terminating Node gets before its drain (spec 6.6 step 4): the disrupted taint
-/// `karpenter.sh/disrupted:NoSchedule` (a taint with the same key but another value or effect
+/// The change a terminating Node gets before its drain (upstream `node/termination`): the disrupted
+/// taint `karpenter.sh/disrupted:NoSchedule` (a taint with the same key but another value or effect
 /// is replaced) and the label `node.kubernetes.io/exclude-from-external-load-balancers=karpenter`.
 /// `None` when the Node already has both.
 pub fn terminating_node_update(node: &Node) -> Option<NodeUpdate> {
@@ -313,8 +314,9 @@ pub struct DrainPlan {
     pub complete: bool,
 }
 
-/// Plans a drain pass over the pods bound to `node_name` (spec 6.6 "awaitDrain"), with
-/// do-not-disrupt evaluated by [`do_not_disrupt_active`]. See [`drain_plan_with`].
+/// Plans a drain pass over the pods bound to `node_name` (upstream `node/termination`
+/// "awaitDrain"), with do-not-disrupt evaluated by [`do_not_disrupt_active`]. See
+/// [`drain_plan_with`].
 pub fn drain_plan(
     node_name: &str,
     pods: &[Pod],
@@ -469,7 +471,7 @@ pub fn drained_decision(
     }
 }
 
-/// What to do about volume attachments still on a terminating Node (spec 6.6
+/// What to do about volume attachments still on a terminating Node (upstream `node/termination`
 /// "awaitVolumeDetachment").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VolumeDecision {
@@ -566,10 +568,10 @@ pub struct EvictionDecision {
     pub metrics: Vec<Metric>,
 }
 
-/// The eviction queue's handling of one response (spec 6.6 "Eviction queue"): 404 and 409 end
-/// the pod's eviction; 429 and the multiple-PDB error publish `FailedDraining` on the node and
-/// retry with [`eviction_backoff`]`(failures)`; other errors retry without an event; success
-/// publishes `Evicted` and counts `pods_drained_total{reason = drained_reason}` (see
+/// The eviction queue's handling of one response (upstream `node/termination` "Eviction queue"):
+/// 404 and 409 end the pod's eviction; 429 and the multiple-PDB error publish `FailedDraining` on
+/// the node and retry with [`eviction_backoff`]`(failures)`; other errors retry without an event;
+/// success publishes `Evicted` and counts `pods_drained_total{reason = drained_reason}` (see
 /// [`pods_drained_reason`]). `failures` counts the pod's earlier refused evictions.
 pub fn eviction_decision(
     pod_key: &str,

@@ -297,7 +297,9 @@ impl Operator {
                     }
                     out.extend(events.into_iter().map(Action::RecordEvent));
                     out.extend(metrics.into_iter().map(Action::Metric));
-                    self.disruption_due = Some(now);
+                    if self.validation.is_none() {
+                        self.disruption_due = Some(now);
+                    }
                 }
                 QueueOutcome::Unrecoverable {
                     reason,

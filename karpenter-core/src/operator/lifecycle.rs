@@ -10,9 +10,10 @@ use crate::labels;
 use crate::lifecycle::conditions::{self, ConditionSet, DRAINED, LAUNCHED, VOLUMES_DETACHED};
 use crate::lifecycle::nodeclaim::{CreateOutcome, LifecycleInputs, reconcile_lifecycle};
 use crate::lifecycle::termination::{
-    DRAINING_REASON, DrainedDecision, EvictionResponse, FinalizeStep, drain_plan, drained_decision,
+    DRAIN_REQUEUE, DRAINING_REASON, DrainedDecision, EvictionResponse, FinalizeStep,
+    TERMINATION_GRACE_PERIOD_ELAPSED, VolumeDecision, drain_plan, drained_decision,
     eviction_decision, finalize_claim, pods_drained_reason, terminating_node_update,
-    termination_timestamp,
+    termination_timestamp, volume_detachment_decision,
 };
 use crate::lifecycle::{
     self, ExpirationDecision, Metric, NodeUpdate, TERMINATION_FINALIZER,
@@ -371,16 +372,27 @@ impl Operator {
                 out.extend(metrics.into_iter().map(Action::Metric));
                 if let Some(c) = claim_next.as_mut() {
                     set_condition(c, DRAINED, ConditionStatus::True, DRAINED, now);
-                    // No VolumeAttachments are tracked: nothing to wait for.
-                    set_condition(
-                        c,
-                        VOLUMES_DETACHED,
-                        ConditionStatus::True,
-                        VOLUMES_DETACHED,
-                        now,
-                    );
                 }
-                true
+                // Attachments of volumes whose pods drain does not wait for are not told apart:
+                // every attachment on the node is waited for.
+                let pending = self.view.volume_attachments_on(&name).len();
+                let (status, reason, done) =
+                    match volume_detachment_decision(pending, deadline, now) {
+                        VolumeDecision::Detached => (ConditionStatus::True, VOLUMES_DETACHED, true),
+                        VolumeDecision::Waiting => {
+                            self.nodes.requeue(&name, add(now, DRAIN_REQUEUE));
+                            (ConditionStatus::Unknown, "AwaitingVolumeDetachment", false)
+                        }
+                        VolumeDecision::GracePeriodElapsed => (
+                            ConditionStatus::False,
+                            TERMINATION_GRACE_PERIOD_ELAPSED,
+                            true,
+                        ),
+                    };
+                if let Some(c) = claim_next.as_mut() {
+                    set_condition(c, VOLUMES_DETACHED, status, reason, now);
+                }
+                done
             }
         };
         if let (Some(before), Some(after)) = (&claim, claim_next)
@@ -587,7 +599,7 @@ impl Operator {
                 self.nodes.mark(&node);
             }
             (Pending::IsDrifted(name), CloudResponse::IsDrifted(Ok(reason))) => {
-                let changed = self.cloud_drift.get(&name) != Some(&reason);
+                let changed = self.cloud_drift.get(&name).cloned().flatten() != reason;
                 self.cloud_drift.insert(name.clone(), reason);
                 if changed {
                     self.claims.mark(&name);
@@ -620,12 +632,12 @@ fn create_outcome(e: CloudProviderError) -> CreateOutcome {
         CloudProviderError::InsufficientCapacity { message, .. } => {
             CreateOutcome::InsufficientCapacity { message }
         }
-        CloudProviderError::NodeClassNotReady { message } => {
+        CloudProviderError::NodeClassNotReady { message, .. } => {
             CreateOutcome::NodeClassNotReady { message }
         }
-        CloudProviderError::Create { reason, message } => {
-            CreateOutcome::CreateError { reason, message }
-        }
+        CloudProviderError::Create {
+            reason, message, ..
+        } => CreateOutcome::CreateError { reason, message },
         other => CreateOutcome::Failed {
             message: other.to_string(),
         },

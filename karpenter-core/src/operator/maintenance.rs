@@ -276,41 +276,42 @@ impl Operator {
         else {
             return;
         };
-        let (reason, message) = match event.kind {
+        let (message, hides_offering) = match event.kind {
             InterruptionKind::RebalanceRecommendation => {
                 out.push(Action::RecordEvent(Event::normal(
                     ObjectKind::NodeClaim,
                     claim.name(),
-                    "RebalanceRecommendation",
+                    event.kind.event_reason(),
                     "Spot rebalance recommendation was triggered",
                 )));
                 return;
             }
-            InterruptionKind::SpotInterruption => {
-                let label = |k: &str| claim.metadata.labels.get(k).cloned().unwrap_or_default();
-                self.mark_unavailable(
-                    &[UnavailableOffering {
-                        instance_type: label(labels::INSTANCE_TYPE),
-                        zone: label(labels::ZONE),
-                        capacity_type: label(labels::CAPACITY_TYPE),
-                    }],
-                    now,
-                );
-                ("SpotInterrupted", "Spot interruption warning was triggered")
+            InterruptionKind::SpotInterrupted => ("Spot interruption warning was triggered", true),
+            InterruptionKind::CapacityReservationInterrupted => (
+                "Capacity reservation interruption warning was triggered",
+                true,
+            ),
+            InterruptionKind::InstanceStopped => ("Instance is stopping", false),
+            InterruptionKind::InstanceTerminated => ("Instance is terminating", false),
+            InterruptionKind::ScheduledChange => {
+                ("An unhealthy warning was triggered for the instance", false)
             }
-            InterruptionKind::StateChange => (
-                "InstanceStopping",
-                "Instance is stopping, stopped or terminated",
-            ),
-            InterruptionKind::ScheduledChange => (
-                "InstanceUnhealthy",
-                "An unhealthy warning was triggered for the instance",
-            ),
         };
+        if hides_offering {
+            let label = |k: &str| claim.metadata.labels.get(k).cloned().unwrap_or_default();
+            self.mark_unavailable(
+                &[UnavailableOffering {
+                    instance_type: label(labels::INSTANCE_TYPE),
+                    zone: label(labels::ZONE),
+                    capacity_type: label(labels::CAPACITY_TYPE),
+                }],
+                now,
+            );
+        }
         out.push(Action::RecordEvent(Event::warning(
             ObjectKind::NodeClaim,
             claim.name(),
-            reason,
+            event.kind.event_reason(),
             message,
         )));
         if !claim_is_deleting(&claim) {

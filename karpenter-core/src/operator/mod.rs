@@ -388,29 +388,48 @@ impl Operator {
     /// The earliest time something is due: deliver [`Input::Tick`] then. `None` when nothing
     /// waits on time (the operator waits for inputs).
     pub fn next_wakeup(&self) -> Option<Timestamp> {
+        self.wakeups().into_iter().map(|(_, t)| t).min()
+    }
+
+    /// Every pending wake-up with the loop it belongs to (`claims`, `nodes`, `pools`,
+    /// `instance-types`, `batch`, `provisioning-retry`, `disruption`, `validation`, `queue`,
+    /// `gc`, `evictions`, `offerings`), for diagnostics.
+    pub fn wakeups(&self) -> Vec<(&'static str, Timestamp)> {
         if !self.synced {
-            return None;
+            return Vec::new();
         }
-        let mut times: Vec<Timestamp> = Vec::new();
-        times.extend(self.claims.next());
-        times.extend(self.nodes.next());
-        times.extend(self.pools.next());
-        times.extend(self.instance_types_due.values().min().copied());
-        times.extend(self.batch_due());
-        times.extend(self.retry_at);
-        times.extend(self.disruption_due);
-        times.extend(self.validation.as_ref().map(|v| v.due));
-        times.extend(self.queue_due.values().min().copied());
-        times.extend(self.gc_due);
-        times.extend(self.evictions.values().filter_map(|e| {
-            if e.in_flight.is_none() {
-                e.next_at
-            } else {
-                None
-            }
-        }));
-        times.extend(self.unavailable.values().min().copied());
-        times.into_iter().min()
+        let mut times: Vec<(&'static str, Option<Timestamp>)> = vec![
+            ("claims", self.claims.next()),
+            ("nodes", self.nodes.next()),
+            ("pools", self.pools.next()),
+            (
+                "instance-types",
+                self.instance_types_due.values().min().copied(),
+            ),
+            ("batch", self.batch_due()),
+            ("provisioning-retry", self.retry_at),
+            // While a command waits out its validation delay, the loop is blocked.
+            (
+                "disruption",
+                self.disruption_due.filter(|_| self.validation.is_none()),
+            ),
+            ("validation", self.validation.as_ref().map(|v| v.due)),
+            ("queue", self.queue_due.values().min().copied()),
+            ("gc", self.gc_due),
+            ("offerings", self.unavailable.values().min().copied()),
+        ];
+        times.push((
+            "evictions",
+            self.evictions
+                .values()
+                .filter(|e| e.in_flight.is_none())
+                .filter_map(|e| e.next_at)
+                .min(),
+        ));
+        times
+            .into_iter()
+            .filter_map(|(n, t)| t.map(|t| (n, t)))
+            .collect()
     }
 
     /// Applies `input` at `now`, runs every loop that has work due, and returns the actions to
@@ -425,7 +444,12 @@ impl Operator {
         if self.synced {
             self.run(now, &mut out);
         }
-        self.flush(&mut out);
+        // Writes go first: a NodeClaim's status is persisted before the cloud calls that
+        // follow from it are made.
+        let mut writes = Vec::new();
+        self.flush(&mut writes);
+        writes.append(&mut out);
+        let mut out = writes;
         let next = self.next_wakeup();
         if next != self.last_wakeup {
             self.last_wakeup = next;
@@ -452,11 +476,19 @@ impl Operator {
                 let changed = self.view.node_pools.get(&name).is_none_or(|old| {
                     old.spec != np.spec || old.metadata.generation != np.metadata.generation
                 });
+                let annotations_changed = self
+                    .view
+                    .node_pools
+                    .get(&name)
+                    .is_none_or(|old| old.metadata.annotations != np.metadata.annotations);
                 if changed {
                     self.instance_types_due.insert(name.clone(), now);
-                    self.claims_of_pool_dirty(&name);
                 }
                 self.view.node_pools.insert(name.clone(), *np);
+                if changed || annotations_changed {
+                    // Drift (the hash annotation) and the disruption conditions read the pool.
+                    self.claims_of_pool_dirty(&name);
+                }
                 self.pools.mark(&name);
             }
             Input::NodePoolDeleted(name) => {
@@ -475,10 +507,15 @@ impl Operator {
                 self.nodes_of_claim_dirty(&name);
             }
             Input::NodeClaimDeleted(name) => {
-                if let Some(c) = self.view.claims.remove(&name)
-                    && let Some(pool) = c.metadata.labels.get(crate::labels::NODEPOOL)
-                {
-                    self.pools.mark(pool);
+                if let Some(c) = self.view.claims.remove(&name) {
+                    if let Some(pool) = c.metadata.labels.get(crate::labels::NODEPOOL) {
+                        self.pools.mark(pool);
+                    }
+                    if let Some(pid) = &c.status.provider_id
+                        && !self.queue.contains(pid)
+                    {
+                        self.marked.remove(pid);
+                    }
                 }
                 self.forget_claim(&name);
                 // Its pods may need a new home.
@@ -487,14 +524,21 @@ impl Operator {
             Input::NodeApplied(node) => {
                 let name = node.name.clone();
                 let pid = node.provider_id.clone();
+                let disrupted = node
+                    .taints
+                    .iter()
+                    .any(|t| t.key == crate::labels::DISRUPTED_TAINT_KEY);
                 self.view.nodes.insert(name.clone(), *node);
                 self.nodes.mark(&name);
                 if let Some(c) = self.view.claim_with_provider_id(&pid) {
                     let c = c.name().to_string();
                     self.claims.mark(&c);
                 }
-                // A node carrying the disrupted taint may hold pods to move.
-                self.trigger_if_pending(now);
+                // A node carrying the disrupted taint may hold pods to move (upstream's
+                // provisioner is triggered by such nodes).
+                if disrupted {
+                    self.trigger_if_pending(now);
+                }
             }
             Input::NodeDeleted(name) => {
                 if let Some(n) = self.view.nodes.remove(&name)
@@ -505,6 +549,7 @@ impl Operator {
                 }
                 self.nodes.forget(&name);
                 self.node_instance_gone.remove(&name);
+                self.node_instance_checked.remove(&name);
                 self.nominated.remove(&name);
             }
             Input::PodApplied(pod) => {
@@ -554,6 +599,19 @@ impl Operator {
             }
             Input::PdbDeleted(key) => {
                 self.view.pdbs.remove(&key);
+            }
+            Input::VolumeAttachmentApplied { name, node_name } => {
+                if self.view.nodes.contains_key(&node_name) {
+                    self.nodes.mark(&node_name);
+                }
+                self.view.volume_attachments.insert(name, node_name);
+            }
+            Input::VolumeAttachmentDeleted(name) => {
+                if let Some(node) = self.view.volume_attachments.remove(&name)
+                    && self.view.nodes.contains_key(&node)
+                {
+                    self.nodes.mark(&node);
+                }
             }
             Input::Synced => {
                 if !self.synced {

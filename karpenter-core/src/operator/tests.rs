@@ -1,1 +1,400 @@
 //! Unit tests of the operator loops: hand-fed inputs and a virtual clock.
+
+use std::sync::Arc;
+
+use jiff::SignedDuration;
+
+use super::*;
+use crate::api::{
+    NodeClaim, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
+    NodePoolSpec, TemplateMetadata,
+};
+use crate::cloud::CloudProviderError;
+use crate::lifecycle::conditions::{self, LAUNCHED};
+use crate::model::{InstanceType, Offering, Overhead, Pod};
+use crate::requirements::Requirements;
+use crate::resources::{Quantity, ResourceList};
+
+fn t(secs: i64) -> Timestamp {
+    let base: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    base + SignedDuration::from_millis(secs * 100)
+}
+
+/// `tenths` tenths of a second after the start.
+fn at(tenths: i64) -> Timestamp {
+    t(tenths)
+}
+
+fn pool() -> NodePool {
+    let class = NodeClassReference::new("karpenter.test.sh", "TestNodeClass", "default");
+    NodePool::new(
+        "default",
+        NodePoolSpec::new(NodeClaimTemplate {
+            metadata: TemplateMetadata::default(),
+            spec: NodeClaimTemplateSpec::new(class),
+        }),
+    )
+}
+
+fn instance_types() -> Vec<Arc<InstanceType>> {
+    let capacity: ResourceList = [
+        ("cpu", Quantity::from_units(4)),
+        ("memory", Quantity::from_units(16 << 30)),
+        ("pods", Quantity::from_units(110)),
+    ]
+    .into_iter()
+    .collect();
+    vec![Arc::new(InstanceType::new(
+        "small",
+        Requirements::new(),
+        vec![Offering::new("zone-a", "on-demand", 0.1)],
+        capacity,
+        Overhead::default(),
+    ))]
+}
+
+fn pod(name: &str) -> Pod {
+    let mut p = Pod::new("default", name);
+    p.uid = format!("uid-{name}");
+    p.requests.insert("cpu", Quantity::from_milli(500));
+    p
+}
+
+fn cloud_calls(actions: &[Action]) -> Vec<(CallId, CloudCall)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Cloud { id, call } => Some((*id, call.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn created(actions: &[Action]) -> Vec<NodeClaim> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CreateNodeClaim(c) => Some((**c).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// An operator that knows one NodePool and its instance types, synced at `t(0)`.
+fn ready_operator() -> Operator {
+    let mut op = Operator::new(OperatorConfig::default());
+    op.handle(Input::NodePoolApplied(Box::new(pool())), t(0));
+    let actions = op.handle(Input::Synced, t(0));
+    let calls = cloud_calls(&actions);
+    let (id, call) = calls
+        .iter()
+        .find(|(_, c)| matches!(c, CloudCall::InstanceTypes(_)))
+        .cloned()
+        .expect("instance types are asked for at sync");
+    assert!(matches!(call, CloudCall::InstanceTypes(np) if np.name() == "default"));
+    op.handle(
+        Input::CloudResult {
+            id,
+            response: CloudResponse::InstanceTypes(Ok(instance_types())),
+        },
+        t(0),
+    );
+    op
+}
+
+/// Feeds a tick at every tenth of a second in `from..to` and collects the actions.
+fn tick_range(op: &mut Operator, from: i64, to: i64) -> Vec<(i64, Action)> {
+    let mut out = Vec::new();
+    for tenth in from..to {
+        for a in op.handle(Input::Tick, at(tenth)) {
+            out.push((tenth, a));
+        }
+    }
+    out
+}
+
+#[test]
+fn nothing_happens_before_sync() {
+    let mut op = Operator::new(OperatorConfig::default());
+    op.handle(Input::NodePoolApplied(Box::new(pool())), t(0));
+    let actions = op.handle(Input::PodApplied(Box::new(pod("a"))), t(0));
+    assert!(actions.is_empty(), "{actions:?}");
+    assert_eq!(op.next_wakeup(), None);
+    assert!(!op.is_synced());
+}
+
+#[test]
+fn batch_closes_after_one_idle_second() {
+    let mut op = ready_operator();
+    op.handle(Input::PodApplied(Box::new(pod("a"))), at(10));
+    op.handle(Input::PodApplied(Box::new(pod("b"))), at(15));
+    // The window stays open until 1 s after the last new pod (t = 2.5 s).
+    let actions = tick_range(&mut op, 15, 30);
+    let creates: Vec<i64> = actions
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::CreateNodeClaim(_)))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(
+        creates,
+        [25],
+        "one claim for both pods at the idle deadline"
+    );
+    let claim = actions
+        .iter()
+        .find_map(|(_, a)| match a {
+            Action::CreateNodeClaim(c) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(claim.metadata.labels["karpenter.sh/nodepool"], "default");
+    assert!(claim.name().starts_with("default-"));
+    assert!(
+        claim
+            .metadata
+            .finalizers
+            .contains(&crate::lifecycle::TERMINATION_FINALIZER.to_string())
+    );
+    // Both pods are nominated to the new claim.
+    let nominated: Vec<&str> = actions
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::NominatePod { pod, target } if target == claim.name() => Some(pod.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nominated, ["default/a", "default/b"]);
+}
+
+#[test]
+fn batch_closes_at_ten_seconds_while_pods_keep_arriving() {
+    let mut op = ready_operator();
+    let mut first_create = None;
+    // A new pod every 0.5 s keeps the idle timer from firing; the window closes at 10 s.
+    for tenth in 0..140 {
+        let now = at(10 + tenth);
+        let mut actions = Vec::new();
+        if tenth % 5 == 0 {
+            actions.extend(op.handle(Input::PodApplied(Box::new(pod(&format!("p{tenth}")))), now));
+        }
+        actions.extend(op.handle(Input::Tick, now));
+        if first_create.is_none() && !created(&actions).is_empty() {
+            first_create = Some(tenth);
+        }
+    }
+    assert_eq!(first_create, Some(100), "closed 10 s after the first pod");
+}
+
+#[test]
+fn create_result_launches_and_a_second_create_is_never_issued() {
+    let mut op = ready_operator();
+    op.handle(Input::PodApplied(Box::new(pod("a"))), at(10));
+    let actions = tick_range(&mut op, 10, 21);
+    let mut claim = created(&actions.into_iter().map(|(_, a)| a).collect::<Vec<_>>())
+        .pop()
+        .expect("a claim");
+    // The API confirms the claim.
+    claim.metadata.resource_version = Some("1".into());
+    let actions = op.handle(Input::NodeClaimApplied(Box::new(claim.clone())), at(21));
+    let creates: Vec<(CallId, CloudCall)> = cloud_calls(&actions)
+        .into_iter()
+        .filter(|(_, c)| matches!(c, CloudCall::Create(_)))
+        .collect();
+    assert_eq!(creates.len(), 1);
+    // The conditions are written before the launch.
+    let write = actions
+        .iter()
+        .position(|a| matches!(a, Action::UpdateNodeClaim(_)))
+        .unwrap();
+    let launch = actions
+        .iter()
+        .position(|a| matches!(a, Action::Cloud { .. }))
+        .unwrap();
+    assert!(write < launch);
+    // Until the result arrives, more inputs do not launch again.
+    let again = op.handle(Input::NodeClaimApplied(Box::new(claim.clone())), at(22));
+    assert!(
+        !cloud_calls(&again)
+            .iter()
+            .any(|(_, c)| matches!(c, CloudCall::Create(_)))
+    );
+    let (id, CloudCall::Create(sent)) = creates[0].clone() else {
+        unreachable!()
+    };
+    let mut launched = (*sent).clone();
+    launched.status.provider_id = Some("fake://1".into());
+    let actions = op.handle(
+        Input::CloudResult {
+            id,
+            response: CloudResponse::Create(Ok(Box::new(launched))),
+        },
+        at(23),
+    );
+    let update = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::UpdateNodeClaim(c) => Some(c.clone()),
+            _ => None,
+        })
+        .expect("the launch is written");
+    assert_eq!(update.status.provider_id.as_deref(), Some("fake://1"));
+    assert!(conditions::is_true(&update.status.conditions, LAUNCHED));
+    // A stale echo (the earlier write) does not cause another create: the result is cached.
+    let stale = op.handle(Input::NodeClaimApplied(Box::new(claim)), at(24));
+    assert!(
+        !cloud_calls(&stale)
+            .iter()
+            .any(|(_, c)| matches!(c, CloudCall::Create(_)))
+    );
+}
+
+#[test]
+fn insufficient_capacity_deletes_the_claim_and_hides_the_offering() {
+    let mut op = ready_operator();
+    op.handle(Input::PodApplied(Box::new(pod("a"))), at(10));
+    let actions: Vec<Action> = tick_range(&mut op, 10, 21)
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect();
+    let mut claim = created(&actions).pop().unwrap();
+    claim.metadata.resource_version = Some("1".into());
+    let actions = op.handle(Input::NodeClaimApplied(Box::new(claim.clone())), at(21));
+    let (id, _) = cloud_calls(&actions)
+        .into_iter()
+        .find(|(_, c)| matches!(c, CloudCall::Create(_)))
+        .unwrap();
+    let offering = crate::cloud::UnavailableOffering {
+        instance_type: "small".into(),
+        zone: "zone-a".into(),
+        capacity_type: "on-demand".into(),
+    };
+    let actions = op.handle(
+        Input::CloudResult {
+            id,
+            response: CloudResponse::Create(Err(CloudProviderError::InsufficientCapacity {
+                offerings: vec![offering.clone()],
+                message: "no capacity".into(),
+            })),
+        },
+        at(22),
+    );
+    assert!(actions.contains(&Action::DeleteNodeClaim {
+        name: claim.name().to_string()
+    }));
+    assert!(op.unavailable_offerings().contains_key(&offering));
+    // The offering comes back after the TTL.
+    op.handle(Input::Tick, at(22) + SignedDuration::from_mins(4));
+    assert!(op.unavailable_offerings().is_empty());
+}
+
+#[test]
+fn spot_interruption_deletes_the_claim_and_marks_the_offering() {
+    let mut op = ready_operator();
+    let mut claim = NodeClaim::new(
+        "default-abcde",
+        crate::api::NodeClaimSpec::new(NodeClassReference::default()),
+    );
+    claim.metadata.resource_version = Some("1".into());
+    claim.metadata.labels = [
+        ("karpenter.sh/nodepool", "default"),
+        ("node.kubernetes.io/instance-type", "small"),
+        ("topology.kubernetes.io/zone", "zone-a"),
+        ("karpenter.sh/capacity-type", "spot"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    claim.status.provider_id = Some("fake://7".into());
+    op.handle(Input::NodeClaimApplied(Box::new(claim)), t(1));
+    let rebalance = op.handle(
+        Input::Interruption(InterruptionEvent::new(
+            InterruptionKind::RebalanceRecommendation,
+            "fake://7",
+        )),
+        t(2),
+    );
+    assert!(
+        !rebalance
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+    );
+    let actions = op.handle(
+        Input::Interruption(InterruptionEvent::new(
+            InterruptionKind::SpotInterrupted,
+            "fake://7",
+        )),
+        t(3),
+    );
+    assert!(actions.contains(&Action::DeleteNodeClaim {
+        name: "default-abcde".into()
+    }));
+    assert!(
+        op.unavailable_offerings()
+            .keys()
+            .any(|o| o.instance_type == "small" && o.capacity_type == "spot")
+    );
+}
+
+#[test]
+fn garbage_collection_deletes_an_instance_no_claim_refers_to_after_the_grace_period() {
+    let mut op = ready_operator();
+    let gc_at = t(0) + op.config().gc_period;
+    let actions = op.handle(Input::Tick, gc_at);
+    let (id, call) = cloud_calls(&actions)
+        .into_iter()
+        .find(|(_, c)| *c == CloudCall::List)
+        .expect("a list at the GC period");
+    assert_eq!(call, CloudCall::List);
+    let mut orphan = NodeClaim::new(
+        "default-gone1",
+        crate::api::NodeClaimSpec::new(NodeClassReference::default()),
+    );
+    orphan.status.provider_id = Some("fake://9".into());
+    let first = op.handle(
+        Input::CloudResult {
+            id,
+            response: CloudResponse::List(Ok(vec![orphan.clone()])),
+        },
+        gc_at,
+    );
+    assert!(cloud_calls(&first).is_empty(), "not deleted on first sight");
+    // The next list comes after the grace period, and deletes it.
+    let again = gc_at + op.config().instance_gc_grace;
+    assert!(op.next_wakeup().is_some_and(|w| w <= again));
+    let actions = op.handle(Input::Tick, again);
+    let (id, _) = cloud_calls(&actions)
+        .into_iter()
+        .find(|(_, c)| *c == CloudCall::List)
+        .expect("a second list");
+    let actions = op.handle(
+        Input::CloudResult {
+            id,
+            response: CloudResponse::List(Ok(vec![orphan])),
+        },
+        again,
+    );
+    assert!(
+        cloud_calls(&actions)
+            .iter()
+            .any(|(_, c)| matches!(c, CloudCall::Delete(nc) if nc.status.provider_id.as_deref() == Some("fake://9")))
+    );
+}
+
+#[test]
+fn every_answered_call_id_is_unique_and_unknown_ids_are_ignored() {
+    let mut op = ready_operator();
+    let actions = op.handle(
+        Input::CloudResult {
+            id: CallId(999),
+            response: CloudResponse::List(Ok(Vec::new())),
+        },
+        t(5),
+    );
+    assert!(cloud_calls(&actions).is_empty());
+    let ids: Vec<CallId> = tick_range(&mut op, 5, 10)
+        .iter()
+        .filter_map(|(_, a)| a.call_id())
+        .collect();
+    let unique: std::collections::BTreeSet<CallId> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len());
+}

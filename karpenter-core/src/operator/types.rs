@@ -25,11 +25,13 @@ impl std::fmt::Display for CallId {
 /// Something the operator is told: an object of the cluster was added, changed or deleted, a
 /// call it asked for finished, or an interruption message arrived.
 ///
-/// Object events carry the object as the API server holds it now (a watch's `Applied`); the
-/// operator's view replaces what it had. Deletions carry the object's key. Feeding the same
+/// Object events carry the object as the API server holds it now (a watch's `Applied`), with
+/// its `metadata.resourceVersion`; the operator's view replaces what it had. (A NodeClaim
+/// without a `resourceVersion` is taken for this operator's own creation not yet confirmed by
+/// the API server, and is not reconciled.) Deletions carry the object's key. Feeding the same
 /// object twice is harmless. An object that is being deleted but still has finalizers is
 /// *applied* (with its deletion timestamp), not deleted.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Input {
     /// A `karpenter.sh/v1` NodePool was added or changed.
     NodePoolApplied(Box<NodePool>),
@@ -55,6 +57,17 @@ pub enum Input {
     PdbApplied(Box<PodDisruptionBudget>),
     /// A PodDisruptionBudget is gone (by `namespace/name`).
     PdbDeleted(String),
+    /// A `storage.k8s.io/v1` VolumeAttachment was added or changed: `name` attaches a volume
+    /// to the Node `node_name`. Node termination waits for a draining node's attachments to go
+    /// (until its termination time).
+    VolumeAttachmentApplied {
+        /// The VolumeAttachment's name.
+        name: String,
+        /// `spec.nodeName`.
+        node_name: String,
+    },
+    /// A VolumeAttachment is gone (by name).
+    VolumeAttachmentDeleted(String),
     /// The shell finished every initial list: the view now holds the whole cluster. Until then
     /// the operator only records objects (upstream waits for its caches to sync before any
     /// controller acts).
@@ -92,19 +105,24 @@ pub enum Input {
     Tick,
 }
 
-/// The kind of an interruption message.
+/// The kind of an interruption message (the `message_type` values of upstream's AWS
+/// interruption controller; `karpenter_aws::interruption::Kind` maps onto it one for one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum InterruptionKind {
     /// A spot instance will be reclaimed (two-minute warning): the NodeClaim is deleted and the
     /// offering marked unavailable.
-    SpotInterruption,
+    SpotInterrupted,
     /// A rebalance recommendation: only recorded (upstream takes no action).
     RebalanceRecommendation,
-    /// The instance is stopping, stopped, shutting down or terminated: the NodeClaim is
-    /// deleted.
-    StateChange,
-    /// A scheduled maintenance event (AWS Health): the NodeClaim is deleted.
+    /// The instance is stopping or stopped: the NodeClaim is deleted.
+    InstanceStopped,
+    /// The instance is shutting down or terminated: the NodeClaim is deleted.
+    InstanceTerminated,
+    /// A scheduled maintenance event (AWS Health `scheduledChange`): the NodeClaim is deleted.
     ScheduledChange,
+    /// A capacity reservation reclaims the instance: the NodeClaim is deleted and the offering
+    /// marked unavailable.
+    CapacityReservationInterrupted,
 }
 
 impl InterruptionKind {
@@ -112,10 +130,26 @@ impl InterruptionKind {
     /// `karpenter_nodeclaims_disrupted_total`).
     pub fn as_str(self) -> &'static str {
         match self {
-            InterruptionKind::SpotInterruption => "spot_interrupted",
+            InterruptionKind::SpotInterrupted => "spot_interrupted",
             InterruptionKind::RebalanceRecommendation => "rebalance_recommendation",
-            InterruptionKind::StateChange => "instance_state_change",
+            InterruptionKind::InstanceStopped => "instance_stopped",
+            InterruptionKind::InstanceTerminated => "instance_terminated",
             InterruptionKind::ScheduledChange => "scheduled_change",
+            InterruptionKind::CapacityReservationInterrupted => "capacity_reservation_interrupted",
+        }
+    }
+
+    /// The reason of the Kubernetes event recorded on the NodeClaim (upstream's).
+    pub fn event_reason(self) -> &'static str {
+        match self {
+            InterruptionKind::SpotInterrupted => "SpotInterrupted",
+            InterruptionKind::RebalanceRecommendation => "RebalanceRecommendation",
+            InterruptionKind::InstanceStopped => "Stopping",
+            InterruptionKind::InstanceTerminated => "Terminating",
+            InterruptionKind::ScheduledChange => "Unhealthy",
+            InterruptionKind::CapacityReservationInterrupted => {
+                "CapacityReservationInstanceInterrupted"
+            }
         }
     }
 }
@@ -158,7 +192,7 @@ pub enum CloudCall {
 }
 
 /// The answer to a [`CloudCall`], variant for variant.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum CloudResponse {
     /// The answer to [`CloudCall::Create`].
     Create(Result<Box<NodeClaim>, CloudProviderError>),
@@ -217,15 +251,21 @@ impl CloudCall {
 pub enum Action {
     /// Create this NodeClaim (name, labels, annotations, spec; no status).
     CreateNodeClaim(Box<NodeClaim>),
-    /// Write this NodeClaim's metadata (labels, annotations, finalizers) and status (the
-    /// status subresource); its spec is unchanged.
+    /// Write this NodeClaim's metadata (labels, annotations, finalizers, owner references) and
+    /// status (the status subresource); its spec is unchanged. It carries the
+    /// `resourceVersion` it was computed from: write with that precondition (optimistic
+    /// concurrency) and answer a conflict with [`Input::WriteFailed`]; the operator looks again
+    /// once the watch brings the newer object. At most one per NodeClaim per
+    /// [`Operator::handle`](super::Operator::handle) call.
     UpdateNodeClaim(Box<NodeClaim>),
     /// Delete the NodeClaim (it goes once its finalizer is removed).
     DeleteNodeClaim {
         /// The NodeClaim.
         name: String,
     },
-    /// Patch a Node: each `Some` field of the update replaces that field.
+    /// Patch a Node: each `Some` field of the update replaces that field (a merge patch of
+    /// those fields). At most one per Node per [`Operator::handle`](super::Operator::handle)
+    /// call; the operator's view takes the patch at once.
     PatchNode(NodeUpdate),
     /// Delete the Node (it goes once its finalizer is removed).
     DeleteNode {

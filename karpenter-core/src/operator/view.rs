@@ -5,9 +5,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::api::{NodeClaim, NodePool};
+use crate::cloud::UnavailableOffering;
 use crate::labels;
 use crate::lifecycle::{self, Node};
-use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod, PodDisruptionBudget, Timestamp};
+use crate::model::{
+    ClusterNode, DaemonSet, InstanceType, Offering, Pod, PodDisruptionBudget, Timestamp,
+};
 use crate::state::{ClusterSnapshot, NodePoolState, StateNode};
 
 /// Everything the operator knows about the cluster, as the API server last reported it (plus
@@ -22,6 +25,7 @@ pub struct ClusterView {
     pub(crate) pods: BTreeMap<String, Pod>,
     pub(crate) daemonsets: BTreeMap<String, DaemonSet>,
     pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
+    pub(crate) volume_attachments: BTreeMap<String, String>,
 }
 
 impl ClusterView {
@@ -82,6 +86,15 @@ impl ClusterView {
             .find(|c| c.status.provider_id.as_deref() == Some(provider_id))
     }
 
+    /// VolumeAttachments on the node named `node`, by name.
+    pub fn volume_attachments_on(&self, node: &str) -> Vec<&str> {
+        self.volume_attachments
+            .iter()
+            .filter(|(_, n)| n.as_str() == node)
+            .map(|(a, _)| a.as_str())
+            .collect()
+    }
+
     /// Pods bound to the node named `node`, by key.
     pub fn pods_on(&self, node: &str) -> Vec<Pod> {
         self.pods
@@ -121,7 +134,7 @@ impl ClusterView {
         &self,
         marked: &BTreeSet<String>,
         nominated: &BTreeMap<String, Timestamp>,
-        unavailable: &BTreeSet<crate::cloud::UnavailableOffering>,
+        unavailable: &BTreeSet<UnavailableOffering>,
     ) -> ClusterSnapshot {
         let mut pods_by_node: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
         for p in self.pods.values() {
@@ -222,7 +235,7 @@ pub fn is_provisionable(pod: &Pod) -> bool {
 /// that change).
 fn hide_unavailable(
     types: &[Arc<InstanceType>],
-    unavailable: &BTreeSet<crate::cloud::UnavailableOffering>,
+    unavailable: &BTreeSet<UnavailableOffering>,
 ) -> Vec<Arc<InstanceType>> {
     if unavailable.is_empty() {
         return types.to_vec();
@@ -230,31 +243,33 @@ fn hide_unavailable(
     types
         .iter()
         .map(|it| {
-            let hit = |o: &crate::model::Offering| {
-                o.available
-                    && unavailable.contains(&crate::cloud::UnavailableOffering {
-                        instance_type: it.name.clone(),
-                        zone: o.zone.clone(),
-                        capacity_type: o.capacity_type.clone(),
-                    })
-            };
+            let hit = |o: &Offering| o.available && unavailable.contains(&offering_key(it, o));
             if !it.offerings.iter().any(hit) {
                 return Arc::clone(it);
             }
             let mut copy = Arc::clone(it);
-            let name = copy.name.clone();
-            for o in &mut Arc::make_mut(&mut copy).offerings {
-                if unavailable.contains(&crate::cloud::UnavailableOffering {
-                    instance_type: name.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type.clone(),
-                }) {
+            let keys: Vec<bool> = it
+                .offerings
+                .iter()
+                .map(|o| unavailable.contains(&offering_key(it, o)))
+                .collect();
+            for (o, hidden) in Arc::make_mut(&mut copy).offerings.iter_mut().zip(keys) {
+                if hidden {
                     o.available = false;
                 }
             }
             copy
         })
         .collect()
+}
+
+/// The key of an offering in the unavailable-offerings cache.
+fn offering_key(it: &InstanceType, o: &Offering) -> UnavailableOffering {
+    UnavailableOffering {
+        instance_type: it.name.clone(),
+        zone: o.zone.clone(),
+        capacity_type: o.capacity_type.clone(),
+    }
 }
 
 /// The scheduler's view of a Node (with its NodeClaim for managed nodes).

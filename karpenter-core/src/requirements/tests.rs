@@ -1,6 +1,7 @@
 //! Unit tests and property tests for the requirement algebra.
 
 use super::*;
+use crate::labels;
 use proptest::prelude::*;
 
 const ZONE: &str = labels::ZONE;
@@ -591,7 +592,7 @@ fn compatible_undefined_keys() {
     );
 }
 
-/// The worked consequences listed under spec 2.7.
+/// The worked consequences listed under upstream `Requirements.Compatible`.
 #[test]
 fn compatible_worked_consequences() {
     let policy = LabelPolicy::core().with_well_known(["size", "special", "integer"]);

@@ -1,4 +1,4 @@
-//! Default topology spread constraints (spec 3.0 step 7, upstream `defaultconstraints.go`).
+//! Default topology spread constraints (upstream `provisioner.go`, upstream `defaultconstraints.go`).
 //!
 //! kube-scheduler's `PodTopologySpread` plugin can be configured with default constraints
 //! (`--scheduler-config`, `podTopologySpread.defaultConstraints`) that apply to every pod

@@ -1,4 +1,5 @@
-//! Scheduler metrics as data (spec 4.12 and upstream's scheduler gauges).
+//! Scheduler metrics as data (upstream `GetTopologyZoneConstraints` and upstream's scheduler
+//! gauges).
 //!
 //! Upstream Karpenter publishes Prometheus gauges while it solves: the queue depth, the number
 //! of unschedulable pods and the pending pods by "effective zone". The core has no clock and no
@@ -37,8 +38,9 @@ pub struct SolveMetrics {
     /// upstream `karpenter_pods_ignored_pod_count`, counted by the provisioner there).
     pub ignored_pods: usize,
     /// Pending pods (phase `Pending`, passing validation) by effective zone (upstream gauge
-    /// `karpenter_scheduler_pending_pods_by_effective_zone`, spec 4.12), computed before the
-    /// first placement: a zone name, [`ZONE_FLEXIBLE`] or [`ZONE_NONE`].
+    /// `karpenter_scheduler_pending_pods_by_effective_zone`, upstream
+    /// `GetTopologyZoneConstraints`), computed before the first placement: a zone name,
+    /// [`ZONE_FLEXIBLE`] or [`ZONE_NONE`].
     pub pending_pods_by_effective_zone: BTreeMap<String, usize>,
 }
 
@@ -67,8 +69,8 @@ impl SolveMetrics {
     }
 }
 
-/// The effective zone of a pending pod (spec 4.12, upstream `computeEffectiveZoneFromPod`),
-/// from the topology as it stands before the first placement:
+/// The effective zone of a pending pod (upstream `GetTopologyZoneConstraints`, upstream
+/// `computeEffectiveZoneFromPod`), from the topology as it stands before the first placement:
 ///
 /// 1. the zones allowed by the pod's own zone-keyed topology groups
 ///    ([`Topology::zone_domains`]); none allowed → [`ZONE_NONE`];

@@ -1,4 +1,5 @@
-//! The provisioning scheduler (spec `scheduler.md` sections 3-5).
+//! The provisioning scheduler (upstream's provisioning scheduler
+//! (`provisioning/scheduling/scheduler.go`), `scheduling/topology.go`, `scheduler.go`).
 //!
 //! Given pending pods, the cluster's existing nodes (and in-flight NodeClaims), the NodePools and
 //! their instance types, [`solve`] decides where every pod goes: onto an existing node, onto a
@@ -40,7 +41,8 @@ pub enum PreferencePolicy {
     Ignore,
 }
 
-/// How reserved-capacity offerings constrain placement (spec 5.4).
+/// How reserved-capacity offerings constrain placement (upstream `offeringsToReserve` /
+/// `reservationmanager.go`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ReservedCapacityMode {
     /// A pod compatible with a reservation that has no capacity left waits (the provisioner's
@@ -166,7 +168,7 @@ pub struct ExistingNodeInput {
     /// Pods bound to it (all of them, including DaemonSet pods).
     pub pods: Vec<Pod>,
     /// Per-CSI-driver attach limits (from the node's CSINode): driver → volume count. Drivers
-    /// without an entry are unlimited (spec 5.3).
+    /// without an entry are unlimited (upstream `volumetopology.go` / `volumeusage.go`).
     pub volume_limits: CsiNodeLimits,
 }
 
@@ -207,10 +209,11 @@ pub struct SchedulingInput {
     /// Namespace labels, for pod-affinity terms with a `namespaceSelector`.
     pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
     /// PersistentVolumeClaims, PersistentVolumes and StorageClasses the pods' volumes resolve
-    /// through (spec 5.3).
+    /// through (upstream `volumetopology.go` / `volumeusage.go`).
     pub volumes: VolumeCatalog,
-    /// Set when the solve simulates a consolidation (spec 2.10): existing nodes still inside
-    /// their NodePool's `consolidateAfter` window refuse pods displaced from the candidates.
+    /// Set when the solve simulates a consolidation (upstream
+    /// `Requirements.NodeSelectorRequirements`): existing nodes still inside their NodePool's
+    /// `consolidateAfter` window refuse pods displaced from the candidates.
     pub consolidation: Option<ConsolidationSimulation>,
 }
 

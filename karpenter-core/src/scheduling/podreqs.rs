@@ -1,5 +1,5 @@
-//! A pod's node requirements (spec 2.8), its validation before scheduling (spec 1.5) and the
-//! preference relaxation ladder (spec 3.5).
+//! A pod's node requirements (upstream `NewPodRequirements`), its validation before scheduling
+//! (upstream `apis/v1/labels.go`) and the preference relaxation ladder (upstream `preferences.go`).
 
 use crate::labels::{self, LabelPolicy};
 use crate::model::{NodeSelectorTerm, Pod, WhenUnsatisfiable};
@@ -23,8 +23,8 @@ fn add_term(reqs: &mut Requirements, term: &NodeSelectorTerm) {
     }
 }
 
-/// Computes the pod's requirements (spec 2.8). Among preferred terms of equal weight the first
-/// listed is the heaviest (upstream's unstable sort is nondeterministic there).
+/// Computes the pod's requirements (upstream `NewPodRequirements`). Among preferred terms of equal
+/// weight the first listed is the heaviest (upstream's unstable sort is nondeterministic there).
 pub(crate) fn pod_requirements(pod: &Pod, policy: PreferencePolicy) -> PodRequirements {
     let mut strict = Requirements::from_labels(
         pod.node_selector
@@ -80,9 +80,9 @@ fn pod_operator_supported(op: Operator) -> bool {
     )
 }
 
-/// Validates a pod before scheduling (spec 1.5): its nodeSelector and *required* node-affinity
-/// terms may not use restricted label keys, unsupported operators or invalid values. Preferred
-/// terms are not validated. Returns a description of the first problem.
+/// Validates a pod before scheduling (upstream `apis/v1/labels.go`): its nodeSelector and
+/// *required* node-affinity terms may not use restricted label keys, unsupported operators or
+/// invalid values. Preferred terms are not validated. Returns a description of the first problem.
 pub(crate) fn validate_pod(pod: &Pod, policy: &LabelPolicy) -> Result<(), String> {
     for (key, value) in &pod.node_selector {
         let key = labels::normalize_key(key);
@@ -143,8 +143,8 @@ pub(crate) fn rejects_karpenter(reqs: &PodRequirements) -> bool {
         .is_some_and(|r| r.operator() == Operator::DoesNotExist)
 }
 
-/// Applies one relaxation step (spec 3.5) to `pod` in place. Returns false when nothing is left
-/// to relax.
+/// Applies one relaxation step (upstream `preferences.go`) to `pod` in place. Returns false when
+/// nothing is left to relax.
 ///
 /// Under [`PreferencePolicy::Ignore`] the steps that drop preferences are skipped: the
 /// preferences never constrained the pod, so dropping them would only cost an extra attempt

@@ -28,10 +28,10 @@ struct OfferingView {
 
 use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
-use crate::lifecycle::nodeclaim::is_known_ephemeral_taint;
 use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{ResourceList, names};
+use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint, TaintEffect};
 
 use super::dense::{self, Res, ResourceIndex};
@@ -653,7 +653,6 @@ impl<'a> Solver<'a> {
         }
 
         let topology = Topology::new(TopologyInput {
-            policy,
             preference_policy: options.preference_policy,
             universe: prepared.universe.clone(),
             base: prepared.topology.clone(),
@@ -987,26 +986,21 @@ impl<'a> Solver<'a> {
             .ok()?;
         let reqs = node.requirements.intersection(&st.reqs.requirements);
         if st.volumes.unconstrained() {
-            return self.existing_topology(node, st, reqs);
+            return self.existing_topology(st, reqs);
         }
         // Volume alternatives in order (spec 3.7 step 6): merged into the node's requirements
         // only, never into the pod's own topology domains.
         st.volumes.alternatives.iter().find_map(|volume| {
             reqs.compatible(volume, None).ok()?;
-            self.existing_topology(node, st, reqs.intersection(volume))
+            self.existing_topology(st, reqs.intersection(volume))
         })
     }
 
-    fn existing_topology(
-        &self,
-        node: &ExistingNode,
-        st: &PodState,
-        mut reqs: Requirements,
-    ) -> Option<Requirements> {
+    fn existing_topology(&self, st: &PodState, mut reqs: Requirements) -> Option<Requirements> {
         if st.constrained {
             let topo = self
                 .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs, &node.taints)
+                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
                 .ok()?;
             reqs.compatible(&topo, None).ok()?;
             reqs = topo;
@@ -1130,7 +1124,7 @@ impl<'a> Solver<'a> {
         if st.constrained {
             let topo = self
                 .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs, &tpl.taints)
+                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
                 .map_err(|e| fail(PodErrorKind::Topology, &|| e.to_string()))?;
             if let Err(e) = reqs.compatible(&topo, Some(policy)) {
                 return Err(fail(PodErrorKind::Topology, &|| {

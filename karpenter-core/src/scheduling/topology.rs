@@ -1,5 +1,6 @@
-//! Topology spread constraints, pod affinity and pod anti-affinity (spec section 4, upstream
-//! `topology.go`, `topologygroup.go`, `topologydomaingroup.go`, `topologynodefilter.go`).
+//! Topology spread constraints, pod affinity and pod anti-affinity (upstream
+//! `scheduling/topology.go`, upstream `topology.go`, `topologygroup.go`, `topologydomaingroup.go`,
+//! `topologynodefilter.go`).
 //!
 //! A [`Topology`] tracks *groups*: one per distinct constraint term, shared by every pod carrying
 //! that term. A group counts, per domain (label value of its topology key), the pods it selects.
@@ -9,11 +10,11 @@
 //! # Group identity
 //!
 //! Two terms share a group iff they have the same type, topology key, namespace set, `maxSkew`,
-//! node filter and selector (spec 4.1). The selector is compared as upstream hashes it:
-//! `matchLabels` plus `matchExpressions` as a set, each expression's values as a set; a nil
-//! selector differs from an empty one. `minDomains` is not part of the identity (as upstream):
-//! the first pod creating the group decides it, and so decides the group's initial domains (taint
-//! policy and tolerations) and node filter.
+//! node filter and selector (upstream `topology.go` / `topologygroup.go`). The selector is compared
+//! as upstream hashes it: `matchLabels` plus `matchExpressions` as a set, each expression's values
+//! as a set; a nil selector differs from an empty one. `minDomains` is not part of the identity (as
+//! upstream): the first pod creating the group decides it, and so decides the group's initial
+//! domains (taint policy and tolerations) and node filter.
 //!
 //! Deviation: upstream hashes only the *keys* of the node filter's requirements, so two spreads
 //! whose `nodeSelector`s differ only in values share a group and the first one's filter. Here the
@@ -71,6 +72,15 @@
 //! — after the batch pods' groups exist, as upstream (whose existing nodes register after the
 //! topology is built). The scheduler must not register them again (it would be harmless).
 
+mod base;
+mod error;
+mod internals;
+
+pub(crate) use self::base::TopologyBase;
+pub(crate) use self::error::TopologyError;
+use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
+use self::internals::{OwnedTerm, spread_selector};
+
 mod group;
 mod selector;
 #[cfg(test)]
@@ -79,7 +89,6 @@ mod universe;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
 
 use fixedbitset::FixedBitSet;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -89,20 +98,15 @@ pub(crate) use self::group::TopologyType;
 use self::group::{CommonDomains, Group, GroupSpec, KeyDomains, NodeFilter};
 use self::selector::{Selector, SelectorIndex, SelectorKey};
 pub(crate) use self::universe::{DomainUniverse, UniversePool};
-use super::{ExistingNodeRef, PreferencePolicy};
-use crate::labels::{self, LabelPolicy};
-use crate::model::{
-    LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, Pod, PodAffinityTerm,
-    SelectorOperator, TopologySpreadConstraint, WhenUnsatisfiable,
-};
+use super::PreferencePolicy;
+use crate::labels;
+use crate::model::{Pod, PodAffinityTerm, WhenUnsatisfiable};
 use crate::requirements::{Requirement, Requirements};
 use crate::taints::Taint;
 
-/// Everything [`Topology::new`] reads.
+/// Everything [`Topology::new`] reads. Node filters are always checked strictly: upstream never
+/// forwards the loose-compatibility label policy to the topology node filter.
 pub(crate) struct TopologyInput<'i, 'a> {
-    /// The label policy. Unused: upstream never forwards the loose-compatibility option to the
-    /// topology node filter (spec 4.4), so every check here is strict.
-    pub policy: &'i LabelPolicy,
     /// Under [`PreferencePolicy::Ignore`] only `DoNotSchedule` spreads and required
     /// (anti-)affinity terms create groups.
     pub preference_policy: PreferencePolicy,
@@ -117,74 +121,6 @@ pub(crate) struct TopologyInput<'i, 'a> {
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
     pub batch_pods: &'i [crate::model::Pod],
 }
-
-/// A topology constraint no domain can satisfy on the candidate node (spec 4.7).
-///
-/// Displays as upstream: `unsatisfiable topology constraint for <type>, key=<key> (counts =
-/// <up to 25 domain: count pairs, sorted>, podDomains = <requirement>, nodeDomains =
-/// <requirement>)`. Boxed: it is returned on the scheduler's hot path.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct TopologyError(Box<TopologyErrorDetails>);
-
-#[cfg_attr(not(test), allow(dead_code))]
-impl TopologyError {
-    /// The type of the failing group.
-    pub(crate) fn kind(&self) -> TopologyType {
-        self.0.kind
-    }
-
-    /// The failing group's topology key.
-    pub(crate) fn key(&self) -> &str {
-        &self.0.key
-    }
-}
-
-#[derive(Debug, Clone)]
-struct TopologyErrorDetails {
-    kind: TopologyType,
-    key: String,
-    counts: CountsSample,
-    /// The pod's own (strict) requirement for the key (`Exists` if it has none).
-    pod_domains: Requirement,
-    /// The candidate's requirement for the key (`Exists` if it has none).
-    node_domains: Requirement,
-}
-
-impl fmt::Display for TopologyErrorDetails {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unsatisfiable topology constraint for {}, key={} (counts = {}, podDomains = {}, nodeDomains = {})",
-            self.kind, self.key, self.counts, self.pod_domains, self.node_domains
-        )
-    }
-}
-
-/// The first domains of a group with their counts, for error messages.
-#[derive(Debug, Clone)]
-struct CountsSample {
-    entries: Vec<(String, u32)>,
-    others: usize,
-}
-
-impl fmt::Display for CountsSample {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (domain, count)) in self.entries.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "{domain}: {count}")?;
-        }
-        if self.others > 0 {
-            write!(f, " and {} other(s)", self.others)?;
-        }
-        Ok(())
-    }
-}
-
-/// How many domains an error message lists (upstream `pretty.Map(domains, 25)`).
-const ERROR_SAMPLE: usize = 25;
 
 /// Group identity (see the module docs).
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -260,156 +196,6 @@ struct InverseProto {
     nil_selector: bool,
 }
 
-/// What every [`Topology`] over one set of existing nodes shares, built once: the countable
-/// existing pods (terminal and terminating ones left out) by namespace with their label index,
-/// the known namespaces, and the existing pods' required anti-affinity terms with their group
-/// identities. A topology that leaves some nodes out (a consolidation simulation removing its
-/// candidates) skips their pods and terms; the result is the topology of a cluster without
-/// them.
-#[derive(Debug)]
-pub(crate) struct TopologyBase<'a> {
-    nodes: Vec<ExistingNodeRef<'a>>,
-    namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    counted_pods: FxHashMap<&'a str, Vec<CountedPod<'a>>>,
-    /// Per namespace: label (key, value) → positions in `counted_pods`, ascending. Lets a new
-    /// group visit only the pods carrying its first `matchLabels` pair.
-    counted_by_label: FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>,
-    /// UIDs of the countable pods and of the pods with inverse terms.
-    counted_uids: FxHashSet<&'a str>,
-    inverse_terms: Vec<InverseTerm<'a>>,
-    prototypes: Vec<InverseProto>,
-}
-
-impl<'a> TopologyBase<'a> {
-    /// The existing nodes the base was built over, in input order.
-    pub(crate) fn nodes(&self) -> &[ExistingNodeRef<'a>] {
-        &self.nodes
-    }
-
-    /// The base over `nodes`. Known namespaces are those of `namespace_labels` plus the
-    /// namespaces of `pods` and of every pod bound to `nodes`.
-    pub(crate) fn new(
-        nodes: Vec<ExistingNodeRef<'a>>,
-        namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
-        pods: &[Pod],
-    ) -> TopologyBase<'a> {
-        let mut namespaces = namespace_labels.clone();
-        let existing_pods = nodes.iter().flat_map(|n| n.pods.iter());
-        for p in pods.iter().chain(existing_pods) {
-            if !namespaces.contains_key(&p.namespace) {
-                namespaces.insert(p.namespace.clone(), BTreeMap::new());
-            }
-        }
-        let mut base = TopologyBase {
-            nodes,
-            namespaces,
-            counted_pods: FxHashMap::default(),
-            counted_by_label: FxHashMap::default(),
-            counted_uids: FxHashSet::default(),
-            inverse_terms: Vec::new(),
-            prototypes: Vec::new(),
-        };
-        type ProtoKey = (
-            String,
-            std::sync::Arc<[String]>,
-            Option<std::sync::Arc<SelectorKey>>,
-        );
-        let mut proto_ids: FxHashMap<ProtoKey, u32> = FxHashMap::default();
-        for (i, n) in base.nodes.iter().enumerate() {
-            for p in n.pods {
-                if p.is_terminal() {
-                    continue;
-                }
-                if !p.is_terminating() {
-                    base.counted_pods
-                        .entry(p.namespace.as_str())
-                        .or_default()
-                        .push(CountedPod {
-                            node: index(i),
-                            uid: &p.uid,
-                            labels: &p.labels,
-                        });
-                    base.counted_uids.insert(&p.uid);
-                }
-                let Some(anti) = &p.pod_anti_affinity else {
-                    continue;
-                };
-                base.counted_uids.insert(&p.uid);
-                for term in &anti.required {
-                    let namespaces =
-                        term_namespaces(&base.namespaces, &BTreeMap::new(), &p.namespace, term);
-                    let selector_key = term
-                        .label_selector
-                        .as_ref()
-                        .map(|s| std::sync::Arc::new(SelectorKey::of(s)));
-                    let key: ProtoKey = (term.topology_key.clone(), namespaces, selector_key);
-                    let next = index(base.prototypes.len());
-                    let proto = *proto_ids.entry(key.clone()).or_insert(next);
-                    if proto == next {
-                        base.prototypes.push(InverseProto {
-                            key: key.0,
-                            namespaces: key.1,
-                            namespace_selector: term.namespace_selector.is_some(),
-                            selector: std::sync::Arc::new(Selector::compile(
-                                term.label_selector.as_ref(),
-                            )),
-                            selector_key: key.2,
-                            nil_selector: term.label_selector.is_none(),
-                        });
-                    }
-                    base.inverse_terms.push(InverseTerm {
-                        node: index(i),
-                        pod: p,
-                        term,
-                        proto,
-                        domain: n.node.labels.get(&term.topology_key).map(String::as_str),
-                    });
-                }
-            }
-        }
-        for (&ns, pods) in &base.counted_pods {
-            let mut by_label: FxHashMap<(&str, &str), Vec<u32>> = FxHashMap::default();
-            for (pos, p) in pods.iter().enumerate() {
-                for (lk, lv) in p.labels {
-                    by_label
-                        .entry((lk.as_str(), lv.as_str()))
-                        .or_default()
-                        .push(index(pos));
-                }
-            }
-            base.counted_by_label.insert(ns, by_label);
-        }
-        base
-    }
-}
-
-/// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated, given the
-/// known namespaces.
-fn term_namespaces(
-    known: &BTreeMap<String, BTreeMap<String, String>>,
-    extra: &BTreeMap<String, BTreeMap<String, String>>,
-    pod_namespace: &str,
-    term: &PodAffinityTerm,
-) -> std::sync::Arc<[String]> {
-    let mut out: Vec<String> = match &term.namespace_selector {
-        None if term.namespaces.is_empty() => vec![pod_namespace.to_owned()],
-        None => term.namespaces.clone(),
-        Some(selector) => {
-            let selector = Selector::compile(Some(selector));
-            known
-                .iter()
-                .chain(extra)
-                .filter(|(_, labels)| selector.matches(labels))
-                .map(|(name, _)| name.clone())
-                .chain(term.namespaces.iter().cloned())
-                .collect()
-        }
-    };
-    out.sort();
-    out.dedup();
-    out.into()
-}
-
 /// A group a pod owns, and whether it selects the pod itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Owned {
@@ -422,18 +208,19 @@ struct Owned {
 struct PodEntry {
     namespace: String,
     labels: BTreeMap<String, String>,
-    /// Non-inverse groups the pod owns (spec 4.6 a), in creation order of its terms.
+    /// Non-inverse groups the pod owns (upstream `getMatchingTopologies`), in creation order of its
+    /// terms.
     owned: SmallVec<[Owned; 4]>,
     /// Inverse groups the pod owns (its required anti-affinity terms).
     inverse_owned: SmallVec<[u32; 2]>,
-    /// Inverse groups selecting the pod (spec 4.6 b), ascending.
+    /// Inverse groups selecting the pod (upstream `getMatchingTopologies`), ascending.
     inverse_selecting: SmallVec<[u32; 2]>,
     /// The hostname-keyed subsets of `owned` and `inverse_selecting`.
     host_owned: SmallVec<[Owned; 2]>,
     host_inverse: SmallVec<[u32; 2]>,
 }
 
-/// Topology state of one solve (spec 4.1).
+/// Topology state of one solve (upstream `topology.go` / `topologygroup.go`).
 #[derive(Debug)]
 pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
@@ -484,11 +271,10 @@ where
 }
 
 impl<'a> Topology<'a> {
-    /// Builds the topology (spec 4.1-4.5): inverse groups from existing pods with required
-    /// anti-affinity, then [`update`](Self::update) for every batch pod, then registers the
-    /// hostname of every existing node not marked for deletion (see the module docs).
+    /// Builds the topology (upstream `scheduling/topology.go`): inverse groups from existing pods
+    /// with required anti-affinity, then [`update`](Self::update) for every batch pod, then
+    /// registers the hostname of every existing node not marked for deletion (see the module docs).
     pub(crate) fn new(input: TopologyInput<'_, 'a>) -> Topology<'a> {
-        let _ = input.policy;
         let base = input.base;
         let removed = |i: usize| input.removed.get(i).copied().unwrap_or(false);
         let excluded: FxHashSet<&'a str> = if base.counted_uids.is_empty() {
@@ -616,9 +402,9 @@ impl<'a> Topology<'a> {
         self.push_inverse(group, identity)
     }
 
-    /// Registers the pod's constraints (spec 4.5). Call it for the original pod and again after
-    /// every relaxation (with the relaxed copy) or failure (with the original); the pod is keyed
-    /// by UID.
+    /// Registers the pod's constraints (upstream `Topology.Update`). Call it for the original pod
+    /// and again after every relaxation (with the relaxed copy) or failure (with the original); the
+    /// pod is keyed by UID.
     ///
     /// 1. The pod stops owning the non-inverse groups it owned.
     /// 2. Each **required** anti-affinity term finds or creates its inverse group and the pod
@@ -722,24 +508,23 @@ impl<'a> Topology<'a> {
         self.pods.insert(Box::from(pod.uid.as_str()), entry);
     }
 
-    /// The domains `pod` may use on a candidate node or NodeClaim (spec 4.6-4.8): `node_reqs`
-    /// intersected with the domains chosen by every group constraining the pod — the groups it
-    /// owns, then the inverse anti-affinity groups selecting it.
+    /// The domains `pod` may use on a candidate node or NodeClaim (upstream
+    /// `scheduling/topology.go`): `node_reqs` intersected with the domains chosen by every group
+    /// constraining the pod — the groups it owns, then the inverse anti-affinity groups selecting
+    /// it.
     ///
     /// Each group chooses independently from `strict_pod_reqs[key]` (the pod's own domains, from
     /// its node selector and required node affinity; `Exists` if absent) and `node_reqs[key]`
     /// (`Exists` if absent) — never from the progressively tightened result; conflicting choices
     /// surface as an empty requirement in the result, which the caller's compatibility check
-    /// rejects. `node_taints` are accepted for symmetry with [`record`](Self::record): the groups
-    /// consulted here have no taint filter (inverse groups never filter nodes).
+    /// rejects. The candidate's taints play no part: the groups consulted here have no taint filter
+    /// (inverse groups never filter nodes).
     pub(crate) fn add_requirements(
         &self,
         pod: &Pod,
         strict_pod_reqs: &Requirements,
         node_reqs: &Requirements,
-        node_taints: &[Taint],
     ) -> Result<Requirements, TopologyError> {
-        let _ = node_taints;
         let mut result = node_reqs.clone();
         let entry = self.pods.get(pod.uid.as_str());
         let owned = entry.map(|e| e.owned.as_slice()).unwrap_or_default();
@@ -813,9 +598,10 @@ impl<'a> Topology<'a> {
         out
     }
 
-    /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs`
-    /// and taints `node_taints` (spec 4.9). Call it for every placement, whether or not the pod
-    /// [`constrains`](Self::constrains) anything: groups owned by other pods may select it.
+    /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs` and
+    /// taints `node_taints` (upstream `Topology.Record`). Call it for every placement, whether or
+    /// not the pod [`constrains`](Self::constrains) anything: groups owned by other pods may select
+    /// it.
     ///
     /// For every non-inverse group that selects the pod and whose node filter matches
     /// `(node_taints, node_reqs)`:
@@ -884,9 +670,9 @@ impl<'a> Topology<'a> {
     }
 
     /// Makes `domain` known (count 0) to every group, normal and inverse, whose key is `key`
-    /// (spec 4.9 `Register`): hostnames of existing nodes at construction, and the hostname
-    /// placeholder of each NodeClaim when a pod is added to it. Groups created later do not
-    /// learn it (as upstream).
+    /// (upstream `Topology.Record` `Register`): hostnames of existing nodes at construction, and
+    /// the hostname placeholder of each NodeClaim when a pod is added to it. Groups created later
+    /// do not learn it (as upstream).
     pub(crate) fn register(&mut self, key: &str, domain: &str) {
         let Some(&kid) = self.key_ids.get(key) else {
             return;
@@ -926,7 +712,7 @@ impl<'a> Topology<'a> {
 
     /// Forgets `domain` and its counts in every group whose key is `key` (upstream
     /// `Unregister`; the provisioning solve does not need it).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn unregister(&mut self, key: &str, domain: &str) {
         let Some(&kid) = self.key_ids.get(key) else {
             return;
@@ -951,8 +737,10 @@ impl<'a> Topology<'a> {
     }
 
     /// The hostname groups constraining `pod`, resolved once per placement attempt so that
-    /// [`HostnameCheck::rejects`] costs a few array reads per candidate. Same rules as
-    /// the hostname special cases of `Group::next_domains`: an owned anti-affinity group or an inverse group selecting the pod that counts the host, an owned spread that would exceed `maxSkew` there, an owned affinity group that does not count the host and cannot bootstrap it.
+    /// [`HostnameCheck::rejects`] costs a few array reads per candidate. Same rules as the hostname
+    /// special cases of `Group::next_domains`: an owned anti-affinity group or an inverse group
+    /// selecting the pod that counts the host, an owned spread that would exceed `maxSkew` there,
+    /// an owned affinity group that does not count the host and cannot bootstrap it.
     pub(crate) fn hostname_check(&self, pod: &Pod) -> HostnameCheck<'_> {
         let mut check = HostnameCheck {
             owned: SmallVec::new(),
@@ -986,8 +774,8 @@ impl<'a> Topology<'a> {
         }
     }
 
-    /// The zones the pod's own zone-keyed groups allow, for the effective-zone metric (spec
-    /// 4.12, upstream `GetTopologyZoneConstraints`): `None` when the pod owns no non-inverse
+    /// The zones the pod's own zone-keyed groups allow, for the effective-zone metric
+    /// (upstream `GetTopologyZoneConstraints`): `None` when the pod owns no non-inverse
     /// group keyed by `topology.kubernetes.io/zone`; otherwise the intersection over those groups
     /// of, with no node-side restriction and `pod_reqs[zone]` (`Exists` if absent) as the pod's
     /// domains:
@@ -1032,409 +820,6 @@ impl<'a> Topology<'a> {
         }
         result
     }
-
-    // -----------------------------------------------------------------------------------------
-    // Internals
-    // -----------------------------------------------------------------------------------------
-
-    fn key_id(&mut self, key: &str) -> u32 {
-        if let Some(&id) = self.key_ids.get(key) {
-            return id;
-        }
-        let id = index(self.keys.len());
-        self.keys.push(KeyDomains::new(key));
-        self.by_key.push(SmallVec::new());
-        self.node_domains.push(None);
-        self.key_ids.insert(key.to_owned(), id);
-        if key == labels::HOSTNAME {
-            self.hostname_key = Some(id);
-        }
-        id
-    }
-
-    fn filter_id(&mut self, filter: NodeFilter) -> u32 {
-        if let Some(&id) = self.filter_ids.get(&filter) {
-            return id;
-        }
-        let id = index(self.filters.len());
-        self.filters.push(FilterEntry {
-            trivial: filter.is_trivial(),
-            filter: filter.clone(),
-            nodes: None,
-        });
-        self.filter_ids.insert(filter, id);
-        id
-    }
-
-    /// Which existing nodes pass filter `fid`; `None` when every node does.
-    fn filter_nodes(&mut self, fid: Option<u32>) -> Option<FixedBitSet> {
-        let entry = self.filters.get_mut(fid? as usize)?;
-        if entry.trivial {
-            return None;
-        }
-        if entry.nodes.is_none() {
-            let mut set = FixedBitSet::with_capacity(self.nodes.len());
-            for (i, n) in self.nodes.iter_mut().enumerate() {
-                let labels = n.labels;
-                let requirements = n.requirements.get_or_insert_with(|| {
-                    Requirements::from_labels(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                });
-                set.set(i, entry.filter.matches(n.taints, requirements));
-            }
-            entry.nodes = Some(set);
-        }
-        entry.nodes.clone()
-    }
-
-    fn for_each_group_of_key(&mut self, kid: u32, f: impl FnMut(&mut Group)) {
-        self.for_each_group_of_key_from(kid, 0, f);
-    }
-
-    /// [`for_each_group_of_key`](Self::for_each_group_of_key) over the key's groups from the
-    /// `from`-th one (in creation order).
-    fn for_each_group_of_key_from(&mut self, kid: u32, from: usize, mut f: impl FnMut(&mut Group)) {
-        let Some(refs) = self.by_key.get(kid as usize) else {
-            return;
-        };
-        for r in refs.iter().skip(from) {
-            let g = match *r {
-                GroupRef::Normal(i) => self.groups.get_mut(i as usize),
-                GroupRef::Inverse(i) => self.inverse.get_mut(i as usize),
-            };
-            if let Some(g) = g {
-                f(g);
-            }
-        }
-    }
-
-    /// The namespaces of a pod (anti-)affinity term (spec 4.5), sorted and deduplicated.
-    fn term_namespaces(
-        &self,
-        pod_namespace: &str,
-        term: &PodAffinityTerm,
-    ) -> std::sync::Arc<[String]> {
-        term_namespaces(
-            &self.base.namespaces,
-            &self.extra_namespaces,
-            pod_namespace,
-            term,
-        )
-    }
-
-    /// Finds or creates a non-inverse group; creation initialises its domains and counts the
-    /// existing pods (spec 4.3).
-    fn owned_group(&mut self, pod: &Pod, term: OwnedTerm<'_>) -> u32 {
-        let key = self.key_id(term.key);
-        let filter = term.filter.map(|f| self.filter_id(f));
-        let identity = GroupIdentity {
-            kind: term.kind,
-            key,
-            namespaces: term.namespaces,
-            max_skew: term.max_skew,
-            filter,
-            selector: term
-                .selector
-                .map(|s| std::sync::Arc::new(SelectorKey::of(s))),
-        };
-        if let Some(&gid) = self.group_ids.get(&identity) {
-            return gid;
-        }
-        let honor_taints = match filter.and_then(|f| self.filters.get(f as usize)) {
-            Some(f) => f.filter.taint_policy == NodeInclusionPolicy::Honor,
-            None => true,
-        };
-        let mut group = Group::new(GroupSpec {
-            kind: term.kind,
-            key,
-            hostname: term.key == labels::HOSTNAME,
-            max_skew: term.max_skew,
-            min_domains: term.min_domains,
-            namespaces: identity.namespaces.clone(),
-            selector: std::sync::Arc::new(Selector::compile(term.selector)),
-            nil_selector: term.selector.is_none(),
-            filter,
-        });
-        self.init_domains(&mut group, pod, honor_taints);
-        self.count_domains(&mut group);
-        let gid = index(self.groups.len());
-        self.group_index.insert(gid, &group.selector);
-        if let Some(refs) = self.by_key.get_mut(key as usize) {
-            refs.push(GroupRef::Normal(gid));
-        }
-        self.groups.push(group);
-        self.group_ids.insert(identity, gid);
-        gid
-    }
-
-    /// Finds or creates the inverse group of a required anti-affinity term of `pod`.
-    fn inverse_group(&mut self, pod: &Pod, term: &PodAffinityTerm) -> u32 {
-        let key = self.key_id(&term.topology_key);
-        let namespaces = self.term_namespaces(&pod.namespace, term);
-        let identity = GroupIdentity {
-            kind: TopologyType::PodAntiAffinity,
-            key,
-            namespaces,
-            max_skew: i32::MAX,
-            filter: None,
-            selector: term
-                .label_selector
-                .as_ref()
-                .map(|s| std::sync::Arc::new(SelectorKey::of(s))),
-        };
-        if let Some(&gid) = self.inverse_ids.get(&identity) {
-            return gid;
-        }
-        let mut group = Group::new(GroupSpec {
-            kind: TopologyType::PodAntiAffinity,
-            key,
-            hostname: term.topology_key == labels::HOSTNAME,
-            max_skew: i32::MAX,
-            min_domains: None,
-            namespaces: identity.namespaces.clone(),
-            selector: std::sync::Arc::new(Selector::compile(term.label_selector.as_ref())),
-            nil_selector: term.label_selector.is_none(),
-            filter: None,
-        });
-        self.init_domains(&mut group, pod, true);
-        self.push_inverse(group, identity)
-    }
-
-    /// Adds a new inverse group.
-    fn push_inverse(&mut self, group: Group, identity: GroupIdentity) -> u32 {
-        let key = group.key;
-        let gid = index(self.inverse.len());
-        self.inverse_index.insert(gid, &group.selector);
-        if let Some(refs) = self.by_key.get_mut(key as usize) {
-            refs.push(GroupRef::Inverse(gid));
-        }
-        self.inverse.push(group);
-        self.inverse_ids.insert(identity, gid);
-        if !self.defer_inverse_refresh {
-            self.refresh_inverse_selecting(Some(gid));
-        }
-        gid
-    }
-
-    /// Registers the universe domains of the group's key (spec 4.3): all of them, or with
-    /// `honor_taints` only those some producing pool's taints are tolerated by `pod`.
-    fn init_domains(&mut self, group: &mut Group, pod: &Pod, honor_taints: bool) {
-        let Some(kd) = self.keys.get_mut(group.key as usize) else {
-            return;
-        };
-        for (domain, taints) in self.universe.domains(&kd.key) {
-            if !honor_taints || taints.tolerated_by(&pod.tolerations) {
-                group.register(kd.intern(domain));
-            }
-        }
-    }
-
-    /// Discovers domains from existing nodes and counts existing pods (spec 4.3).
-    fn count_domains(&mut self, group: &mut Group) {
-        let passing = self.filter_nodes(group.filter);
-        let passes = |i: usize| passing.as_ref().is_none_or(|set| set.contains(i));
-        let Topology {
-            keys,
-            nodes,
-            base,
-            excluded,
-            node_domains,
-            ..
-        } = self;
-        let (counted_pods, counted_by_label) = (&base.counted_pods, &base.counted_by_label);
-        let Some(kd) = keys.get_mut(group.key as usize) else {
-            return;
-        };
-        if passing.is_none() {
-            // Every active node passes: the key's node domains are the same for every such
-            // group, computed once and shared.
-            let slot = node_domains.get_mut(group.key as usize);
-            let common = match slot {
-                Some(Some(common)) => common.clone(),
-                _ => {
-                    let mut ids = Vec::new();
-                    for node in nodes.iter().filter(|n| n.active) {
-                        if let Some(domain) = node.labels.get(&kd.key) {
-                            ids.push(kd.intern(domain));
-                        }
-                    }
-                    let common = std::sync::Arc::new(CommonDomains::new(&ids));
-                    if let Some(slot) = node_domains.get_mut(group.key as usize) {
-                        *slot = Some(common.clone());
-                    }
-                    common
-                }
-            };
-            group.register_common(&common);
-        } else {
-            let mut ids = Vec::new();
-            for (i, node) in nodes.iter().enumerate() {
-                if node.active
-                    && let Some(domain) = node.labels.get(&kd.key)
-                    && passes(i)
-                {
-                    ids.push(kd.intern(domain));
-                }
-            }
-            group.register_many(ids);
-        }
-        // A pod the selector counts carries its first `matchLabels` pair: only those pods are
-        // visited (in the same order as a full scan, so domains are interned identically).
-        let first_pair: Option<(String, String)> = match &*group.selector {
-            Selector::Match(s) if !group.nil_selector => s
-                .match_labels
-                .iter()
-                .next()
-                .map(|(k, v)| (k.clone(), v.clone())),
-            _ => None,
-        };
-        let namespaces = group.namespaces.clone();
-        for namespace in namespaces.iter() {
-            let Some(pods) = counted_pods.get(namespace.as_str()) else {
-                continue;
-            };
-            let mut visit = |p: &CountedPod<'_>| {
-                if !group.counts_existing(p.labels) {
-                    return;
-                }
-                let i = p.node as usize;
-                let Some(node) = nodes.get(i).filter(|n| !n.removed) else {
-                    return;
-                };
-                if !excluded.is_empty() && excluded.contains(p.uid) {
-                    return;
-                }
-                let domain = match node.labels.get(&kd.key) {
-                    Some(d) => d.as_str(),
-                    None if group.hostname => node.name,
-                    None => return,
-                };
-                if passes(i) {
-                    group.record(kd.intern(domain));
-                }
-            };
-            match &first_pair {
-                Some((k, v)) => {
-                    let Some(positions) = counted_by_label
-                        .get(namespace.as_str())
-                        .and_then(|by_label| by_label.get(&(k.as_str(), v.as_str())))
-                    else {
-                        continue;
-                    };
-                    for &pos in positions {
-                        if let Some(p) = pods.get(pos as usize) {
-                            visit(p);
-                        }
-                    }
-                }
-                None => pods.iter().for_each(&mut visit),
-            }
-        }
-    }
-
-    /// Inverse groups selecting a pod with this namespace and labels, ascending.
-    fn inverse_selecting_for(
-        &self,
-        namespace: &str,
-        labels: &BTreeMap<String, String>,
-    ) -> SmallVec<[u32; 2]> {
-        let mut candidates: SmallVec<[u32; 8]> = SmallVec::new();
-        self.inverse_index.candidates(labels, &mut candidates);
-        let mut out: SmallVec<[u32; 2]> = candidates
-            .into_iter()
-            .filter(|&gid| {
-                self.inverse
-                    .get(gid as usize)
-                    .is_some_and(|g| g.selects(namespace, labels))
-            })
-            .collect();
-        out.sort_unstable();
-        out.dedup();
-        out
-    }
-
-    /// Recomputes the inverse-selection caches of every known pod: fully (`None`), or only for
-    /// one new inverse group.
-    fn refresh_inverse_selecting(&mut self, new_group: Option<u32>) {
-        let mut pods = std::mem::take(&mut self.pods);
-        for entry in pods.values_mut() {
-            match new_group {
-                None => {
-                    entry.inverse_selecting =
-                        self.inverse_selecting_for(&entry.namespace, &entry.labels);
-                }
-                Some(gid) => {
-                    let selects = self
-                        .inverse
-                        .get(gid as usize)
-                        .is_some_and(|g| g.selects(&entry.namespace, &entry.labels));
-                    if !selects || entry.inverse_selecting.contains(&gid) {
-                        continue;
-                    }
-                    entry.inverse_selecting.push(gid);
-                    entry.inverse_selecting.sort_unstable();
-                }
-            }
-            self.refresh_host_lists(entry);
-        }
-        self.pods = pods;
-    }
-
-    fn refresh_host_lists(&self, entry: &mut PodEntry) {
-        entry.host_owned = entry
-            .owned
-            .iter()
-            .copied()
-            .filter(|o| {
-                self.groups
-                    .get(o.group as usize)
-                    .is_some_and(|g| g.hostname)
-            })
-            .collect();
-        entry.host_inverse = entry
-            .inverse_selecting
-            .iter()
-            .copied()
-            .filter(|&gid| self.inverse.get(gid as usize).is_some_and(|g| g.hostname))
-            .collect();
-    }
-}
-
-/// A term of a pod that owns a non-inverse group.
-struct OwnedTerm<'a> {
-    kind: TopologyType,
-    key: &'a str,
-    namespaces: std::sync::Arc<[String]>,
-    selector: Option<&'a LabelSelector>,
-    max_skew: i32,
-    min_domains: Option<i32>,
-    filter: Option<NodeFilter>,
-}
-
-/// A spread's selector with `key In [pod's value]` appended for every `matchLabelKeys` key the
-/// pod has a label for (keys the pod lacks are ignored). A nil selector stays nil (Kubernetes
-/// rejects `matchLabelKeys` without a selector).
-fn spread_selector<'a>(
-    tsc: &'a TopologySpreadConstraint,
-    pod: &Pod,
-) -> Option<Cow<'a, LabelSelector>> {
-    let selector = tsc.label_selector.as_ref()?;
-    let extra: Vec<LabelSelectorRequirement> = tsc
-        .match_label_keys
-        .iter()
-        .filter_map(|key| {
-            pod.labels.get(key).map(|value| LabelSelectorRequirement {
-                key: key.clone(),
-                operator: SelectorOperator::In,
-                values: vec![value.clone()],
-            })
-        })
-        .collect();
-    if extra.is_empty() {
-        return Some(Cow::Borrowed(selector));
-    }
-    let mut s = selector.clone();
-    s.match_expressions.extend(extra);
-    Some(Cow::Owned(s))
 }
 
 /// The hostname groups of one pod, resolved for a placement attempt (see

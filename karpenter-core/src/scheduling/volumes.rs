@@ -1,4 +1,5 @@
-//! Volumes in the solve (spec 5.3, plugged in at 3.7 steps 2 and 6 and 3.8 step 3a).
+//! Volumes in the solve (upstream `volumetopology.go` / `volumeusage.go`): attach limits
+//! on existing nodes, and the volumes' topology on existing nodes and new NodeClaims.
 //!
 //! - [`PodVolumes`]: what a pod's volumes mean for its placement, computed once per pod before
 //!   the queue is built (validation failures leave the pod out of the solve);
@@ -53,8 +54,8 @@ impl PodVolumes {
 pub(crate) struct NodeVolumes {
     limits: CsiNodeLimits,
     usage: VolumeUsage,
-    /// Whether the volumes already on the node exceed a limit (then no pod fits, spec 3.7
-    /// step 2 checks the union even for pods without volumes).
+    /// Whether the volumes already on the node exceed a limit (then no pod fits:
+    /// upstream `existingnode.go` checks the union even for pods without volumes).
     over_limit: bool,
 }
 
@@ -77,9 +78,9 @@ impl NodeVolumes {
         volumes
     }
 
-    /// Spec 3.7 step 2: whether, for every limited driver, the distinct claims already on the
-    /// node together with the pod's stay within the limit. Returns a description of the first
-    /// driver over its limit.
+    /// Upstream `existingnode.go`: whether, for every limited driver, the distinct claims already
+    /// on the node together with the pod's stay within the limit. Returns a description of the
+    /// first driver over its limit.
     pub(crate) fn fits(&self, pod: &VolumeUsage) -> Result<(), String> {
         if self.over_limit {
             return Err("the node's volumes already exceed its volume limits".into());

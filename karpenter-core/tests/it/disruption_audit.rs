@@ -1,5 +1,6 @@
-//! Rule-by-rule audit of spec `disruption.md` §1–§3 (see `docs/disruption-audit-1-3.md`): one
-//! focused test per discrepancy found between the spec and the planner.
+//! Rule-by-rule audit of candidates, methods and budgets against upstream (`GetCandidates` /
+//! `NewCandidate`, `controllers/disruption`, `nodepool.go`; see `docs/disruption-audit-1-3.md`):
+//! one focused test per discrepancy found between upstream's behaviour and the planner.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -151,10 +152,10 @@ fn do_not_disrupt(mut n: StateNode) -> StateNode {
     n
 }
 
-/// §2.6 step 9: the replacement's capacity-type requirement is read with upstream's
-/// `Requirements.Get`, which for a key without a requirement returns `Exists` — it admits both
-/// spot and on-demand, so the requirement is narrowed to spot. With types that offer spot, the
-/// replacement is the cheapest type, narrowed to spot.
+/// upstream `disruption/consolidation.go`: the replacement's capacity-type requirement is read with
+/// upstream's `Requirements.Get`, which for a key without a requirement returns `Exists` — it
+/// admits both spot and on-demand, so the requirement is narrowed to spot. With types that offer
+/// spot, the replacement is the cheapest type, narrowed to spot.
 #[test]
 fn step_9_narrows_a_replacement_without_capacity_type_requirement_to_spot() {
     let types = vec![od_and_spot("small", 2, 0.1), od_and_spot("big", 8, 0.4)];
@@ -188,9 +189,9 @@ fn step_9_narrows_a_replacement_without_capacity_type_requirement_to_spot() {
     assert_eq!(ct.single_value(), Some(labels::CAPACITY_TYPE_SPOT));
 }
 
-/// §2.6 step 9 with types that offer only on-demand: upstream narrows to spot all the same,
-/// launches, fails and leaves the node alone. We skip the doomed attempt (a documented
-/// difference): no command, and the node is reported blocked with the reason.
+/// upstream `disruption/consolidation.go` with types that offer only on-demand: upstream narrows to
+/// spot all the same, launches, fails and leaves the node alone. We skip the doomed attempt (a
+/// documented difference): no command, and the node is reported blocked with the reason.
 #[test]
 fn step_9_narrowing_to_spot_without_spot_offerings_issues_nothing() {
     let od_only = |name: &str, cpu: u32, price: f64| {
@@ -224,11 +225,12 @@ fn step_9_narrowing_to_spot_without_spot_offerings_issues_nothing() {
     );
 }
 
-/// §2.8: a Balanced pool's `TotalCost` is ClusterCost's tracked cost of the pool — every
-/// NodeClaim of the pool priced at its offering — and only falls back to the candidates' prices
-/// when that is 0. Here two of the pool's three nodes are not candidates (do-not-disrupt
-/// nodes): deleting A saves 0.1 of 0.9 (11 %) for 2 of 6 disruption units (33 %), score 0.33 <
-/// 0.5, so nothing is done. Counting only the candidates' prices (0.1) would approve it.
+/// upstream's Balanced consolidation policy: a Balanced pool's `TotalCost` is ClusterCost's tracked
+/// cost of the pool — every NodeClaim of the pool priced at its offering — and only falls back to
+/// the candidates' prices when that is 0. Here two of the pool's three nodes are not candidates
+/// (do-not-disrupt nodes): deleting A saves 0.1 of 0.9 (11 %) for 2 of 6 disruption units (33 %),
+/// score 0.33 < 0.5, so nothing is done. Counting only the candidates' prices (0.1) would approve
+/// it.
 #[test]
 fn balanced_total_cost_counts_every_node_claim_of_the_pool() {
     let types = vec![
@@ -256,9 +258,9 @@ fn balanced_total_cost_counts_every_node_claim_of_the_pool() {
     );
 }
 
-/// §2.8, the approving side of the same totals: with every node a candidate, deleting the two
-/// big nodes (their pods fit on the small one) saves 0.8 of 0.9 for 4 of 6 disruption units,
-/// score 1.33 ≥ 0.5.
+/// upstream's Balanced consolidation policy, the approving side of the same totals: with every node
+/// a candidate, deleting the two big nodes (their pods fit on the small one) saves 0.8 of 0.9 for 4
+/// of 6 disruption units, score 1.33 ≥ 0.5.
 #[test]
 fn balanced_approves_a_move_whose_score_reaches_the_threshold() {
     let types = vec![
@@ -311,11 +313,11 @@ fn multi_node_summary(
         .collect()
 }
 
-/// §2.7 `filterOutSameInstanceType`: a candidate whose instance type is among the replacement's
-/// options but has no offering compatible with the node's labels (here its zone is not offered
-/// any more) prices that type at 0 — upstream's missing map entry — so every option is dropped and
-/// the trial is invalid. Multi-node consolidation then keeps the largest valid prefix: deleting
-/// A and B onto C, not replacing all three with a `small` node.
+/// upstream `disruption/multinodeconsolidation.go` `filterOutSameInstanceType`: a candidate whose
+/// instance type is among the replacement's options but has no offering compatible with the node's
+/// labels (here its zone is not offered any more) prices that type at 0 — upstream's missing map
+/// entry — so every option is dropped and the trial is invalid. Multi-node consolidation then keeps
+/// the largest valid prefix: deleting A and B onto C, not replacing all three with a `small` node.
 #[test]
 fn same_instance_type_without_a_compatible_offering_invalidates_the_trial() {
     let types = vec![od_and_spot("small", 2, 0.1), od_and_spot("big", 8, 0.4)];
@@ -350,13 +352,14 @@ fn same_instance_type_without_a_compatible_offering_invalidates_the_trial() {
     );
 }
 
-/// §2.7 `filterOutSameInstanceType` always re-filters the replacement's options by price, with no
-/// limit when no candidate shares a type: an option without any offering compatible with the
-/// replacement's (spot-narrowed, §2.6 step 9) requirements has no launch price and is dropped.
-/// With on-demand-only types and no capacity-type requirement, replacing A and B by one `small`
-/// is therefore not a valid multi-node move; single-node consolidation deletes A onto B instead.
-/// (The candidates' own type, `big`, is no longer available, so it is not an option and no
-/// candidate shares a type with the replacement.)
+/// upstream `disruption/multinodeconsolidation.go` `filterOutSameInstanceType` always re-filters
+/// the replacement's options by price, with no limit when no candidate shares a type: an option
+/// without any offering compatible with the replacement's (spot-narrowed, upstream
+/// `disruption/consolidation.go`) requirements has no launch price and is dropped. With
+/// on-demand-only types and no capacity-type requirement, replacing A and B by one `small` is
+/// therefore not a valid multi-node move; single-node consolidation deletes A onto B instead. (The
+/// candidates' own type, `big`, is no longer available, so it is not an option and no candidate
+/// shares a type with the replacement.)
 #[test]
 fn multi_node_drops_options_without_a_launch_price_under_the_narrowed_requirements() {
     let small = instance_type("small", 2, &[(labels::CAPACITY_TYPE_ON_DEMAND, 0.1)]);
@@ -385,11 +388,11 @@ fn multi_node_drops_options_without_a_launch_price_under_the_narrowed_requiremen
     );
 }
 
-/// §2.8: the disruption cost upstream tracks for a node that is not a candidate counts the pods
-/// cluster state tracks on it — not terminal (`Succeeded`/`Failed`) pods, which it drops. Here B
-/// (not a candidate) has one running pod and four completed ones: the pool's total is 2 + 2 = 4,
-/// so deleting A (0.1 of 0.5 saved, 2 of 4 disruption) scores 0.4 < 0.5 and nothing is done.
-/// Counting the completed pods would give a total of 8 and approve it.
+/// upstream's Balanced consolidation policy: the disruption cost upstream tracks for a node that is
+/// not a candidate counts the pods cluster state tracks on it — not terminal (`Succeeded`/`Failed`)
+/// pods, which it drops. Here B (not a candidate) has one running pod and four completed ones: the
+/// pool's total is 2 + 2 = 4, so deleting A (0.1 of 0.5 saved, 2 of 4 disruption) scores 0.4 < 0.5
+/// and nothing is done. Counting the completed pods would give a total of 8 and approve it.
 #[test]
 fn balanced_total_disruption_ignores_terminal_pods_of_non_candidates() {
     let types = vec![

@@ -1,15 +1,16 @@
 //! Upstream's disruption scenarios that need caller-side data in the planner, ported against our
 //! pure planner with the same harness differences as `disruption_scenarios.rs` (production
 //! method order, no validation wait, decisions asserted instead of events):
-//! - CapacityBuffer virtual pods (spec `disruption.md` §9.2 emptiness Context "Buffer pod
-//!   protection", §9.4 consolidation Context "Buffer Pods");
-//! - single-node consolidation's time-outs (§9.5 "should reset timed out nodepools…", "should
-//!   mark nodepools as timed out…");
+//! - CapacityBuffer virtual pods (upstream `emptiness_test.go` emptiness Context "Buffer pod
+//!   protection", upstream `consolidation_test.go` consolidation Context "Buffer Pods");
+//! - single-node consolidation's time-outs (upstream `singlenodeconsolidation_test.go` "should
+//!   reset timed out nodepools…", "should mark nodepools as timed out…");
 //! - consolidation Context "Replace" "should handle failing filterOutSameInstanceType correctly
 //!   (without a panic) when minValues isn't satisfied" (a fixture built from our catalogue);
 //! - emptiness, drift and consolidation Context "Metrics" "should correctly report eligible
 //!   (drifted) nodes" (`PassOutcome::eligible_nodes`);
-//! - §9.1 suite_test Describe "Metrics": the six "should fire metrics for …" decisions.
+//! - upstream `disruption/suite_test.go` suite_test Describe "Metrics": the six "should fire
+//!   metrics for …" decisions.
 //!
 //! Upstream's tests call `cluster.UpdateBufferPodCounts` (provider id → count) as the
 //! provisioner would after a scheduling pass; here the caller's last provisioning pass is data
@@ -60,7 +61,8 @@ fn blocked_reason<'a>(p: &'a PassOutcome, node: &str) -> Option<&'a str> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.2 emptiness_test.go, Context "Buffer pod protection" (policy WhenEmpty, 100 % budget)
+// upstream `emptiness_test.go` emptiness_test.go, Context "Buffer pod protection" (policy
+// WhenEmpty, 100 % budget)
 // ---------------------------------------------------------------------------------------------
 
 fn empty_node(name: &str) -> StateNode {
@@ -183,8 +185,8 @@ fn emptiness_buffer_pod_protection_should_not_protect_a_node_with_zero_buffer_po
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 consolidation_test.go, Context "Buffer Pods" (WhenEmptyOrUnderutilized, 100 %, SpotToSpot
-// on); nodes run the most expensive instance type
+// upstream `consolidation_test.go` consolidation_test.go, Context "Buffer Pods"
+// (WhenEmptyOrUnderutilized, 100 %, SpotToSpot on); nodes run the most expensive instance type
 // ---------------------------------------------------------------------------------------------
 
 fn consolidation_cluster(nodes: Vec<StateNode>) -> ClusterSnapshot {
@@ -269,8 +271,9 @@ fn consolidation_buffer_pods_should_consolidate_a_buffer_node_once_buffer_pods_a
     );
 }
 
-// ---------------------------------------------------------------------------------------------
-// The CapacityBuffer gate in simulations (spec §5: buffer virtual pods are pending pods)
+// --------------------------------------------------------------------------------------------- The
+// CapacityBuffer gate in simulations (upstream `SimulateScheduling`: buffer virtual pods are
+// pending pods)
 // ---------------------------------------------------------------------------------------------
 
 /// A CapacityBuffer virtual pod requesting `cpu` (pending: never bound).
@@ -331,7 +334,8 @@ fn capacity_buffer_gate_on_unschedulable_virtual_pods_do_not_block_consolidation
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.5 singlenodeconsolidation_test.go, Context "Candidate Shuffling": timed-out NodePools
+// upstream `singlenodeconsolidation_test.go` singlenodeconsolidation_test.go, Context "Candidate
+// Shuffling": timed-out NodePools
 // ---------------------------------------------------------------------------------------------
 //
 // Upstream's deadline (3 minutes of wall clock, checked before each candidate) is the caller's
@@ -509,7 +513,8 @@ fn single_node_time_budget_unlimited_evaluates_every_candidate() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 consolidation_test.go, Context "Replace": filterOutSameInstanceType and minValues
+// upstream `consolidation_test.go` consolidation_test.go, Context "Replace":
+// filterOutSameInstanceType and minValues
 // ---------------------------------------------------------------------------------------------
 
 /// Upstream's fixture: a NodePool asking for at least 2 instance types, on-demand only; two
@@ -610,7 +615,8 @@ fn consolidation_replace_should_handle_failing_filter_out_same_instance_type_cor
 }
 
 // ---------------------------------------------------------------------------------------------
-// Context "Metrics": eligible nodes (§9.2 emptiness, §9.3 drift, §9.4 consolidation)
+// Context "Metrics": eligible nodes (upstream `emptiness_test.go` emptiness, upstream
+// `drift_test.go` drift, upstream `consolidation_test.go` consolidation)
 // ---------------------------------------------------------------------------------------------
 //
 // Upstream's gauge `voluntary_disruption_eligible_nodes{reason}` is `PassOutcome::eligible_nodes`
@@ -702,9 +708,9 @@ fn eligible_nodes_only_for_methods_that_ran() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.1 suite_test.go Describe "Metrics": the decisions upstream counts
-// (`voluntary_disruption_decisions_total{decision, reason, consolidation_type}`), asserted on
-// the command (`Command::decision`, `Command::reason`, `Command::method`). NodePool
+// upstream `disruption/suite_test.go` suite_test.go Describe "Metrics": the decisions upstream
+// counts (`voluntary_disruption_decisions_total{decision, reason, consolidation_type}`), asserted
+// on the command (`Command::decision`, `Command::reason`, `Command::method`). NodePool
 // WhenEmptyOrUnderutilized, consolidateAfter 0s, 100 %; three consolidatable nodes.
 // ---------------------------------------------------------------------------------------------
 
@@ -762,7 +768,8 @@ fn metrics_should_fire_metrics_for_single_node_delete_disruption() {
         standalone_pod("node-1", "pod-2"),
         standalone_pod("node-1", "pod-3"),
     ];
-    // Upstream clears the condition; an absent condition would be judged by the §6.4 rule here.
+    // Upstream clears the condition; an absent condition would be judged by the upstream
+    // `nodeclaim/disruption/consolidation.go` rule here.
     set_condition(
         &mut other,
         "Consolidatable",

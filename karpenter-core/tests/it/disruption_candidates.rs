@@ -1,7 +1,7 @@
 //! `karpenter_core::disruption::{candidates, budgets}`: upstream's "Candidate Filtering" and
-//! "BuildDisruptionBudgetMapping" scenarios (disruption spec §9.1), duration-based
-//! do-not-disrupt (§9.3) at the candidate level, ordering helpers, and a property test of the
-//! budget mapping against a reference computation.
+//! "BuildDisruptionBudgetMapping" scenarios (upstream `disruption/suite_test.go`), duration-based
+//! do-not-disrupt (upstream `drift_test.go`) at the candidate level, ordering helpers, and a
+//! property test of the budget mapping against a reference computation.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -252,7 +252,7 @@ fn one_node(n: StateNode) -> ClusterSnapshot {
 const DND_POD_ERROR: &str = "pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod=default/p)";
 
 // ---------------------------------------------------------------------------------------------
-// Candidate Filtering (§9.1)
+// Candidate Filtering (upstream `disruption/suite_test.go`)
 
 #[test]
 fn should_not_consider_candidates_that_have_do_not_disrupt_pods_scheduled_and_no_termination_grace_period()
@@ -443,9 +443,9 @@ fn should_not_consider_candidates_that_have_do_not_disrupt_on_nodes() {
     accepted(&one_node(n), DisruptionClass::Graceful);
 }
 
-/// Spec 1.2: the do-not-disrupt annotation is read from the Node once it is registered, from the
-/// NodeClaim before (upstream `StateNode.Annotations`). An initialized Node without the
-/// `karpenter.sh/registered` label is not registered yet.
+/// Upstream `NewCandidate`: the do-not-disrupt annotation is read from the Node once it is
+/// registered, from the NodeClaim before (upstream `StateNode.Annotations`). An initialized Node
+/// without the `karpenter.sh/registered` label is not registered yet.
 #[test]
 fn do_not_disrupt_on_nodes_is_read_from_the_nodeclaim_until_the_node_registers() {
     let unregistered = |on_node: bool| {
@@ -840,7 +840,7 @@ fn a_do_not_disrupt_pod_is_reported_before_a_pdb() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Duration-based do-not-disrupt (§9.3, at the candidate level)
+// Duration-based do-not-disrupt (upstream `drift_test.go`, at the candidate level)
 
 fn started_at(mut p: Pod, at: Timestamp) -> Pod {
     p.start_time = Some(at);
@@ -1227,7 +1227,7 @@ fn get_candidates_returns_candidates_and_rejections_in_snapshot_order() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Ordering (§1.8)
+// Ordering (upstream's candidate ordering in `disruption/helpers.go`)
 
 /// A candidate named `name` in `pool` with the given price and reschedulable-pod count.
 fn priced(name: &str, pool_name: &str, price: f64, pods: usize) -> Candidate {
@@ -1323,7 +1323,7 @@ fn drift_order_is_oldest_drift_first_with_empty_nodes_in_front() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// BuildDisruptionBudgetMapping (§9.1)
+// BuildDisruptionBudgetMapping (upstream `disruption/suite_test.go`)
 
 fn ten_nodes(pool_name: &str) -> Vec<StateNode> {
     (0..10)

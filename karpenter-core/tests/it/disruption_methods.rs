@@ -220,7 +220,8 @@ fn seed_guide_example_with_default_budget_deletes_node_a() {
 /// With a budget that allows all three nodes, upstream's multi-node method finds a cheaper move
 /// than the guide's: all 7.6 CPU fit one 8-vCPU node (7.91 CPU allocatable), so the three nodes
 /// ($0.96/h on demand) are replaced by one m5.2xlarge — and, since both capacity types remain
-/// possible, the replacement is narrowed to spot (§2.6 step 9): $0.1536/h.
+/// possible, the replacement is narrowed to spot (upstream `disruption/consolidation.go`):
+/// $0.1536/h.
 #[test]
 fn seed_guide_example_with_full_budget_replaces_all_three_with_one_node() {
     let pass = run_pass(
@@ -358,8 +359,8 @@ fn expired_nodes_come_first_regardless_of_budgets() {
     assert_eq!(names(&p.commands[0]), ["node-a"]);
 }
 
-/// Re-validation (§4.1): a consolidation command stays valid against the same snapshot, and is
-/// rejected as churn once a candidate gains a do-not-disrupt pod.
+/// Re-validation (upstream `disruption/validation.go`): a consolidation command stays valid against
+/// the same snapshot, and is rejected as churn once a candidate gains a do-not-disrupt pod.
 #[test]
 fn consolidation_commands_are_revalidated_against_a_newer_snapshot() {
     use karpenter_core::disruption::validation::{ValidationError, validate};
@@ -419,8 +420,9 @@ fn static_cluster(replicas: i64, budget: &str, node_limit: Option<&str>) -> Clus
     )
 }
 
-/// StaticDrift (§2.3): each drifted node of a static NodePool is replaced one for one from the
-/// template, without a scheduling simulation; consolidation never touches static pools.
+/// StaticDrift (upstream `disruption/staticdrift.go`): each drifted node of a static NodePool is
+/// replaced one for one from the template, without a scheduling simulation; consolidation never
+/// touches static pools.
 #[test]
 fn static_drift_replaces_drifted_nodes_of_static_pools_one_for_one() {
     let pass = run_pass(

@@ -1,4 +1,4 @@
-//! The last upstream disruption scenarios of spec `disruption.md` §9 that no other file ports:
+//! The last upstream disruption scenarios of upstream's disruption tests that no other file ports:
 //! suite_test.go Describe "Simulate Scheduling" (4) and "Disruption Taints" (2), and a
 //! consolidation-specific port of consolidation_test.go Context "Static NodePool". The
 //! coverage table is `docs/disruption-coverage.md`.
@@ -236,7 +236,7 @@ fn launched_replacement(name: &str, cmd: &Command, i: usize) -> StateNode {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.1 suite_test.go Describe "Simulate Scheduling"
+// upstream `disruption/suite_test.go` suite_test.go Describe "Simulate Scheduling"
 // ---------------------------------------------------------------------------------------------
 
 /// 10 nodes of 3-CPU capacity (medium here: 4 CPU), one 2-CPU pod bound to node-0, every
@@ -244,10 +244,10 @@ fn launched_replacement(name: &str, cmd: &Command, i: usize) -> StateNode {
 /// (upstream calls `SimulateScheduling` directly) yields no error for its pod: it goes to a new
 /// NodeClaim.
 ///
-/// The rule behind the title (spec §5 step 7): a pod moved off a *deleting* node may land on an
-/// uninitialized node without error, while a pod displaced from a *candidate* onto an
-/// uninitialized node gets the "would schedule against uninitialized nodeclaim" error. Both
-/// halves are asserted below.
+/// The rule behind the title (upstream `SimulateScheduling`): a pod moved off a *deleting* node may
+/// land on an uninitialized node without error, while a pod displaced from a *candidate* onto an
+/// uninitialized node gets the "would schedule against uninitialized nodeclaim" error. Both halves
+/// are asserted below.
 #[test]
 fn simulate_scheduling_should_allow_pods_on_deleting_nodes_to_reschedule_to_uninitialized_nodes() {
     let mut p = pool(
@@ -546,7 +546,7 @@ fn simulate_scheduling_should_ensure_that_we_do_not_duplicate_capacity_for_disru
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.1 suite_test.go Describe "Disruption Taints"
+// upstream `disruption/suite_test.go` suite_test.go Describe "Disruption Taints"
 // ---------------------------------------------------------------------------------------------
 
 /// An expensive on-demand node (xlarge) with one small pod: consolidation would replace it with
@@ -654,7 +654,7 @@ fn disruption_taints_should_add_and_remove_taints_from_node_claims_that_fail_to_
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 consolidation_test.go Context "Static NodePool"
+// upstream `consolidation_test.go` consolidation_test.go Context "Static NodePool"
 // ---------------------------------------------------------------------------------------------
 
 /// Nodes of a static NodePool (`spec.replicas`), with `Consolidatable=True` set by hand and a
@@ -690,7 +690,7 @@ fn consolidation_static_nodepool_should_not_consolidate_static_nodepool_nodes() 
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.6 queue_test.go Context "Reconcile"
+// upstream `orchestration/queue_test.go` queue_test.go Context "Reconcile"
 // ---------------------------------------------------------------------------------------------
 
 /// A started replace command whose replacement is still launching, reconciled well before the

@@ -1,8 +1,10 @@
-//! Upstream's disruption scenarios (spec `disruption.md` §9.2 emptiness, §9.3 drift,
-//! §9.4 consolidation, §9.5 single-node sorting) ported against our pure planner
+//! Upstream's disruption scenarios (upstream `emptiness_test.go` emptiness, upstream
+//! `drift_test.go` drift, upstream `consolidation_test.go` consolidation, upstream
+//! `singlenodeconsolidation_test.go` single-node sorting) ported against our pure planner
 //! (`karpenter_core::disruption`). One test per scenario, named after it.
 //!
-//! Harness differences (spec §9 "Harness facts", §11.1), applied throughout:
+//! Harness differences (upstream's disruption tests "Harness facts", upstream's disruption code),
+//! applied throughout:
 //! - our method order is PRODUCTION order (Emptiness → Drift → Multi → Single); upstream's suite
 //!   runs StaticDrift → Drift → Emptiness → Multi → Single. Where a scenario depends on it, the
 //!   test asserts what production order gives and says so;
@@ -12,7 +14,8 @@
 //! - no 15 s validation, no metrics and no events: TTL / metric-only scenarios are skipped (see
 //!   the list at the end of this file) and decisions are asserted instead of events;
 //! - upstream's drift suite clears the `Consolidatable` condition; our planner judges an *absent*
-//!   condition by the §6.4 rule, so "cleared" is modelled as `Consolidatable=False`.
+//!   condition by the upstream `nodeclaim/disruption/consolidation.go` rule, so "cleared" is
+//!   modelled as `Consolidatable=False`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -388,7 +391,7 @@ fn set_pool_replicas(p: &mut NodePoolState, replicas: i64) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.2 emptiness_test.go (NodePool policy WhenEmpty, 100 % budget)
+// upstream `emptiness_test.go` emptiness_test.go (NodePool policy WhenEmpty, 100 % budget)
 // ---------------------------------------------------------------------------------------------
 
 fn empty_nodes(count: usize, pool: &str) -> Vec<StateNode> {
@@ -482,7 +485,7 @@ fn emptiness_can_delete_empty_nodes() {
 
 /// Upstream's suite runs Drift before Emptiness, so there the node goes for `Drifted`. In
 /// PRODUCTION order (ours) Emptiness runs first: the empty, drifted, consolidatable node is
-/// deleted by Emptiness with reason `Empty` (spec §11.1).
+/// deleted by Emptiness with reason `Empty` (upstream's disruption code).
 #[test]
 fn emptiness_can_delete_empty_and_drifted_nodes() {
     let mut s = one_empty(ConsolidationPolicy::WhenEmpty);
@@ -496,7 +499,8 @@ fn emptiness_can_delete_empty_and_drifted_nodes() {
 
 #[test]
 #[ignore = "DEVIATION (documented in methods.rs): a NodeClaim without a Consolidatable condition \
-            is judged by the §6.4 rule (initialized, outside consolidateAfter) instead of being \
+            is judged by the Consolidatable condition controller's rule (initialized, outside \
+            consolidateAfter) instead of being \
             skipped; see emptiness_should_ignore_nodes_with_the_consolidatable_status_condition_set_to_false"]
 fn emptiness_should_ignore_nodes_without_the_consolidatable_status_condition() {
     let mut s = one_empty(ConsolidationPolicy::WhenEmpty);
@@ -658,7 +662,8 @@ fn emptiness_static_nodepool_should_not_consolidate_static_nodepool_nodes() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.3 drift_test.go (consolidateAfter 1h, 100 % budget, Consolidatable cleared)
+// upstream `drift_test.go` drift_test.go (consolidateAfter 1h, 100 % budget, Consolidatable
+// cleared)
 // ---------------------------------------------------------------------------------------------
 
 fn drift_pool(name: &str, budget: &str) -> NodePoolState {
@@ -1061,15 +1066,17 @@ fn drift_static_nodepool_should_not_consider_static_nodepool_for_drift() {
         vec![p],
         vec![drift_node("node-0", "default", &it("medium"), 1, "1")],
     );
-    // The dynamic Drift method never takes static NodePools' nodes; StaticDrift (§2.3) does,
-    // replacing the node one for one from the template without a simulation.
+    // The dynamic Drift method never takes static NodePools' nodes; StaticDrift (upstream
+    // `disruption/staticdrift.go`) does, replacing the node one for one from the template without a
+    // simulation.
     let out = pass(&s);
     assert!(out.commands.iter().all(|c| c.method != Method::Drift));
     assert!(out.commands.iter().all(|c| c.method == Method::StaticDrift));
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 consolidation_test.go (WhenEmptyOrUnderutilized, consolidateAfter 0s, 100 %; SpotToSpot on)
+// upstream `consolidation_test.go` consolidation_test.go (WhenEmptyOrUnderutilized,
+// consolidateAfter 0s, 100 %; SpotToSpot on)
 // ---------------------------------------------------------------------------------------------
 
 pub(super) fn consolidation_pool(budget: &str) -> NodePoolState {
@@ -1255,7 +1262,7 @@ fn consolidation_replace_can_replace_node_on_demand() {
         )
     };
     // As upstream's assorted fake catalog: single-offering types, a spot one among them, which
-    // the replacement (narrowed to spot, §2.6 step 9) launches as.
+    // the replacement (narrowed to spot, upstream `disruption/consolidation.go`) launches as.
     let types = vec![
         od("small", 2, 0.1),
         od("medium", 4, 0.2),
@@ -2227,8 +2234,9 @@ fn zonal_catalog() -> Vec<Arc<InstanceType>> {
         )
     };
     // Upstream's assorted fake catalog has single-offering types, spot ones among them: a
-    // replacement narrowed to spot (§2.6 step 9) launches as one of those. This one costs what
-    // `small` does, so it never makes replacing a `small` node worthwhile.
+    // replacement narrowed to spot (upstream `disruption/consolidation.go`) launches as one of
+    // those. This one costs what `small` does, so it never makes replacing a `small` node
+    // worthwhile.
     let spot_small = itype(
         "small-spot",
         2,
@@ -2358,7 +2366,8 @@ fn reserved_options() -> DisruptionOptions {
 
 /// Type `large` with on-demand 0.4, spot 0.16, a full reservation `r-pricey` (0.4 / 1e5, no
 /// capacity left: the node of the reserved-to-reserved scenario holds it; listed first, so by
-/// §1.6's first-match rule it prices a reserved node) and reservation `r-cheap` (0.4 / 1e6).
+/// upstream `disruption/types.go` `Candidate`'s first-match rule it prices a reserved node) and
+/// reservation `r-cheap` (0.4 / 1e6).
 fn reserved_catalog() -> Vec<Arc<InstanceType>> {
     vec![itype(
         "large",
@@ -2530,7 +2539,8 @@ fn consolidation_min_values_policy_should_not_consolidate_a_node_by_relaxing_min
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.5 singlenodeconsolidation_test.go (3 NodePools × 3 nodes)
+// upstream `singlenodeconsolidation_test.go` singlenodeconsolidation_test.go (3 NodePools × 3
+// nodes)
 // ---------------------------------------------------------------------------------------------
 
 fn three_by_three(pods_of: impl Fn(usize) -> usize) -> ClusterSnapshot {

@@ -1,6 +1,7 @@
-//! Upstream's disruption scenarios that need the 15 s validation wait, the "consolidated" memo
-//! or the command queue (spec `disruption.md` §2.1, §4, §9.2–§9.4), ported against our pure
-//! planner and state machines.
+//! Upstream's disruption scenarios that need the 15 s validation wait, the "consolidated" memo or
+//! the command queue (upstream `disruption/controller.go`, `disruption/validation.go` and
+//! `orchestration/queue.go`, `emptiness_test.go`, `drift_test.go`, `consolidation_test.go`), ported
+//! against our pure planner and state machines.
 //!
 //! How upstream's behaviour is modelled, sans-IO:
 //! - **the validation wait is data.** Upstream computes a command, blocks 15 s on its clock
@@ -162,7 +163,7 @@ fn rejected(v: &Validation) -> &ValidationError {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.2 Emptiness: the TTL wait
+// upstream `emptiness_test.go` Emptiness: the TTL wait
 // ---------------------------------------------------------------------------------------------
 
 /// Upstream blocks the loop on the 15 s validation wait, then deletes the node. Nothing changes
@@ -180,7 +181,7 @@ fn emptiness_should_wait_for_the_node_ttl_for_empty_nodes_before_consolidating()
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 Consolidation Context "TTL"
+// upstream `consolidation_test.go` Consolidation Context "TTL"
 // ---------------------------------------------------------------------------------------------
 
 /// An xlarge node holding one 1-CPU pod, alone: replaced by a cheaper node.
@@ -361,7 +362,7 @@ fn consolidation_ttl_nodepool_disabling_consolidation_during_the_wait_invalidate
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 Consolidation Context "Multi-NodeClaim": TTL scenarios
+// upstream `consolidation_test.go` Consolidation Context "Multi-NodeClaim": TTL scenarios
 // ---------------------------------------------------------------------------------------------
 
 /// Two large nodes of capacity type `ct`: node-0 with 2 × 1 CPU, node-1 with 1 × 1 CPU. Merged
@@ -493,7 +494,7 @@ fn consolidation_multi_nodeclaim_should_continue_to_single_nodeclaim_consolidati
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 Consolidation Context "Delete": pod churn
+// upstream `consolidation_test.go` Consolidation Context "Delete": pod churn
 // ---------------------------------------------------------------------------------------------
 
 /// Two empty nodes: one emptiness command for both. A pod binds to node-0 during the wait: the
@@ -525,7 +526,7 @@ fn consolidation_delete_does_not_delete_nodes_with_pod_churn_deletes_nodes_witho
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 Consolidation Context "Metrics": invalidated commands
+// upstream `consolidation_test.go` Consolidation Context "Metrics": invalidated commands
 // ---------------------------------------------------------------------------------------------
 
 /// Upstream's test validators inject, during the wait: (a) a 0 % budget, (b) churn — a new pod
@@ -614,7 +615,7 @@ fn consolidation_metrics_should_correctly_report_invalidated_commands_for_single
 }
 
 // ---------------------------------------------------------------------------------------------
-// §9.4 Consolidation Context "Budgets": the consolidated memo
+// upstream `consolidation_test.go` Consolidation Context "Budgets": the consolidated memo
 // ---------------------------------------------------------------------------------------------
 
 fn empty_nodes(count: usize, pool: &str) -> Vec<StateNode> {
@@ -704,9 +705,10 @@ fn consolidation_budgets_should_not_mark_single_node_consolidated_if_all_candida
     assert_not_marked(&pass_at(&s, now()), Method::SingleNode);
 }
 
-/// The other side of the memo (§2.1, §2.7, §2.9): with candidates, no budget in the way and
-/// nothing worth doing, multi- and single-node consolidation mark themselves consolidated; a
-/// method without candidates (emptiness here) does not run its computation and is not marked.
+/// The other side of the memo (upstream `controllers/disruption`): with candidates, no budget in
+/// the way and nothing worth doing, multi- and single-node consolidation mark themselves
+/// consolidated; a method without candidates (emptiness here) does not run its computation and is
+/// not marked.
 #[test]
 fn consolidation_memo_is_marked_when_nothing_can_be_done_within_budget() {
     // On-demand only; two large nodes with a 7-CPU pod each: neither pod fits on the other
@@ -747,7 +749,8 @@ fn consolidation_memo_is_marked_when_nothing_can_be_done_within_budget() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Queue / orchestration (§4.2, §4.3): drift untaint, Parallelization
+// Queue / orchestration (upstream `Queue.StartCommand`, `Queue.Reconcile`): drift untaint,
+// Parallelization
 // ---------------------------------------------------------------------------------------------
 
 fn has_disruption_reason(s: &ClusterSnapshot, node: &str) -> bool {

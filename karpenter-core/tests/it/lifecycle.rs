@@ -1,6 +1,6 @@
 //! `karpenter_core::lifecycle`: NodeClaim lifecycle timeouts and reasons, drain tiers and
 //! forced deletion, expiration, garbage collection, drift precedence and the NodePool hash,
-//! node repair, and the disruption command queue (spec 9.6).
+//! node repair, and the disruption command queue (upstream `orchestration/queue_test.go`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -1460,7 +1460,7 @@ fn repair_actions_force_termination_now() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Command queue (spec 4.2, 4.3, 9.6)
+// Command queue (upstream `Queue.StartCommand`, `Queue.Reconcile`, `orchestration/queue_test.go`)
 
 fn command(id: &str, candidates: &[&str], replacements: &[&str], created_at: Timestamp) -> Command {
     Command {

@@ -1,5 +1,7 @@
-//! Rule-by-rule audit of spec `disruption.md` §4-§8 (see `docs/disruption-audit-4-8.md`): one
-//! test per rule the scenario ports did not pin down and the audit found missing or wrong.
+//! Rule-by-rule audit of upstream `disruption/validation.go` and `orchestration/queue.go`,
+//! `SimulateScheduling`, `controllers/nodeclaim`, `nodeclaim/disruption/drift.go`, `node/health`
+//! (see `docs/disruption-audit-4-8.md`): one test per rule the scenario ports did not pin down and
+//! the audit found missing or wrong.
 
 use std::collections::BTreeSet;
 
@@ -36,10 +38,10 @@ fn command(id: &str, candidates: &[&str], replacements: &[&str]) -> Command {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §4.2 StartCommand
+// upstream `Queue.StartCommand` StartCommand
 
-/// §4.2 steps 4 and 8: a delete-only command whose marking partly failed proceeds with the
-/// marked subset only, and only that subset is registered in the queue (an unmarked candidate
+/// upstream `Queue.StartCommand`: a delete-only command whose marking partly failed proceeds with
+/// the marked subset only, and only that subset is registered in the queue (an unmarked candidate
 /// is neither blocked from other commands nor deleted).
 #[test]
 fn partially_marked_delete_command_is_narrowed_in_the_queue() {
@@ -56,8 +58,8 @@ fn partially_marked_delete_command_is_narrowed_in_the_queue() {
     }
 }
 
-/// §4.2 step 4: a command with replacements aborts on any marking failure, and so does a
-/// command none of whose candidates were marked; either leaves the queue.
+/// upstream `Queue.StartCommand`: a command with replacements aborts on any marking failure, and so
+/// does a command none of whose candidates were marked; either leaves the queue.
 #[test]
 fn failed_marking_removes_the_command_from_the_queue() {
     let mut q = CommandQueue::new();
@@ -78,8 +80,8 @@ fn failed_marking_removes_the_command_from_the_queue() {
     assert_eq!(q.entries(), 0);
 }
 
-/// §4.2 step 9: starting a command counts `voluntary_disruption_decisions_total` once and
-/// `voluntary_disruption_decisions_by_nodepool_total` once per distinct NodePool.
+/// upstream `Queue.StartCommand`: starting a command counts `voluntary_disruption_decisions_total`
+/// once and `voluntary_disruption_decisions_by_nodepool_total` once per distinct NodePool.
 #[test]
 fn starting_a_command_counts_decisions() {
     let mut cmd = command("c1", &["a", "b", "c"], &["r"]);
@@ -103,7 +105,7 @@ fn starting_a_command_counts_decisions() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §6.4 Consolidatable condition and pod events
+// upstream `nodeclaim/disruption/consolidation.go` Consolidatable condition and pod events
 
 use jiff::SignedDuration;
 use karpenter_core::api::{
@@ -161,9 +163,10 @@ fn consolidatable_status(c: &NodeClaim) -> Option<ConditionStatus> {
     find_condition(&c.status.conditions, CONSOLIDATABLE).map(|c| c.status)
 }
 
-/// §6.4: `Consolidatable=True` once the consolidateAfter window since the last pod event (or
-/// initialization) has passed; removed (with a requeue at the window's end) inside it, for
-/// uninitialized claims and with `consolidateAfter: Never`; not evaluated for static pools.
+/// upstream `nodeclaim/disruption/consolidation.go`: `Consolidatable=True` once the
+/// consolidateAfter window since the last pod event (or initialization) has passed; removed (with a
+/// requeue at the window's end) inside it, for uninitialized claims and with `consolidateAfter:
+/// Never`; not evaluated for static pools.
 #[test]
 fn consolidatable_condition_follows_consolidate_after() {
     let np = pool("10m");
@@ -209,7 +212,8 @@ fn consolidatable_condition_follows_consolidate_after() {
     assert_eq!(consolidatable_status(&u5.claim), None);
 }
 
-/// §6.4: `lastPodEventTime` is written for non-DaemonSet pods, at most once per 10 s.
+/// upstream `nodeclaim/disruption/consolidation.go`: `lastPodEventTime` is written for
+/// non-DaemonSet pods, at most once per 10 s.
 #[test]
 fn pod_events_are_deduplicated_for_ten_seconds() {
     assert_eq!(POD_EVENT_DEDUPE, secs(10));
@@ -233,7 +237,7 @@ fn pod_events_are_deduplicated_for_ten_seconds() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §6.6 Node termination
+// upstream `node/termination` Node termination
 
 use karpenter_core::lifecycle::termination::{
     EXCLUDE_FROM_LOAD_BALANCERS_LABEL, finalize_without_drain, terminating_node_update,
@@ -241,8 +245,8 @@ use karpenter_core::lifecycle::termination::{
 use karpenter_core::lifecycle::{Node, NodeCondition, TERMINATION_FINALIZER, disrupted_taint};
 use karpenter_core::taints::{Taint, TaintEffect};
 
-/// §6.6 step 4: the terminating Node gets `karpenter.sh/disrupted:NoSchedule` (replacing a
-/// taint with the same key but another value or effect) and the label
+/// upstream `node/termination`: the terminating Node gets `karpenter.sh/disrupted:NoSchedule`
+/// (replacing a taint with the same key but another value or effect) and the label
 /// `node.kubernetes.io/exclude-from-external-load-balancers=karpenter`; nothing when both are
 /// there.
 #[test]
@@ -273,8 +277,8 @@ fn terminating_node_is_tainted_and_excluded_from_load_balancers() {
     assert_eq!(terminating_node_update(&node), None);
 }
 
-/// §6.6 step 2: a Node that is not Ready and whose instance the cloud provider no longer
-/// knows loses its finalizer without any drain.
+/// upstream `node/termination`: a Node that is not Ready and whose instance the cloud provider no
+/// longer knows loses its finalizer without any drain.
 #[test]
 fn gone_not_ready_node_is_finalized_without_drain() {
     let mut node = Node::new("n", "test:///n");
@@ -287,7 +291,8 @@ fn gone_not_ready_node_is_finalized_without_drain() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §8 repair, §2.5 expiration: pods_disruption_initiated_total
+// upstream `node/health` repair, upstream `nodeclaim/expiration` expiration:
+// pods_disruption_initiated_total
 
 use karpenter_core::lifecycle::expiration::{ExpirationDecision, expiration_decision_with_pods};
 use karpenter_core::lifecycle::repair::repair_actions_with_pods;
@@ -300,7 +305,8 @@ fn registered_claim() -> NodeClaim {
     c
 }
 
-/// §8: repair counts `pods_disruption_initiated_total` by the node's reschedulable pods.
+/// upstream `node/health`: repair counts `pods_disruption_initiated_total` by the node's
+/// reschedulable pods.
 #[test]
 fn repair_counts_initiated_pod_disruptions() {
     let actions = repair_actions_with_pods(&registered_claim(), "Ready", 4, t0());
@@ -313,7 +319,8 @@ fn repair_counts_initiated_pod_disruptions() {
     assert_eq!(pods.labels["reason"], "unhealthy");
 }
 
-/// §2.5: expiration counts `pods_disruption_initiated_total` by the node's reschedulable pods.
+/// upstream `nodeclaim/expiration`: expiration counts `pods_disruption_initiated_total` by the
+/// node's reschedulable pods.
 #[test]
 fn expiration_counts_initiated_pod_disruptions() {
     let mut c = registered_claim();
@@ -333,7 +340,7 @@ fn expiration_counts_initiated_pod_disruptions() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §6.3 Cluster-state view of an uninitialized node
+// upstream `controllers/state` Cluster-state view of an uninitialized node
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -413,9 +420,9 @@ fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
     }
 }
 
-/// §6.3: before initialization a state node's capacity and allocatable fall back to the
-/// NodeClaim's status values where the Node reports zero, so a deleting node's pods can be
-/// simulated onto a node whose kubelet has not reported its resources yet
+/// upstream `controllers/state`: before initialization a state node's capacity and allocatable fall
+/// back to the NodeClaim's status values where the Node reports zero, so a deleting node's pods can
+/// be simulated onto a node whose kubelet has not reported its resources yet
 /// (`disruption::simulate::cluster_node`), instead of launching a new NodeClaim.
 #[test]
 fn uninitialized_node_falls_back_to_the_claims_allocatable() {
@@ -469,15 +476,15 @@ fn uninitialized_node_falls_back_to_the_claims_allocatable() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §6.6 Eviction queue
+// upstream `node/termination` Eviction queue
 
 use karpenter_core::lifecycle::termination::{
     EvictionResponse, eviction_backoff, eviction_decision,
 };
 
-/// §6.6 eviction queue: 404 and 409 end the pod's eviction; 429 (a PDB) and the multiple-PDB
-/// error publish `FailedDraining` and retry with a backoff from 100 ms to 10 s; a success
-/// publishes `Evicted` and counts `pods_drained_total{reason}` (the NodeClaim's
+/// upstream `node/termination` eviction queue: 404 and 409 end the pod's eviction; 429 (a PDB) and
+/// the multiple-PDB error publish `FailedDraining` and retry with a backoff from 100 ms to 10 s; a
+/// success publishes `Evicted` and counts `pods_drained_total{reason}` (the NodeClaim's
 /// `DisruptionReason`, else "Forceful Termination").
 #[test]
 fn eviction_responses() {
@@ -532,15 +539,16 @@ fn eviction_responses() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §7 Requirements drift
+// upstream `nodeclaim/disruption/drift.go` Requirements drift
 
 use karpenter_core::lifecycle::drift::is_requirements_drifted;
 use karpenter_core::requirements::NodeSelectorRequirement;
 
-/// §7: requirements drift iff the NodeClaim's labels are not strictly compatible with the
-/// NodePool's requirements: an `In` key the NodeClaim lacks drifts it, a `NotIn` or
-/// `DoesNotExist` key it lacks does not, and `minValues` (a constraint on the NodeClaim's
-/// instance-type choices, not on one node's labels) does not make a matching node drift.
+/// upstream `nodeclaim/disruption/drift.go`: requirements drift iff the NodeClaim's labels are not
+/// strictly compatible with the NodePool's requirements: an `In` key the NodeClaim lacks drifts it,
+/// a `NotIn` or `DoesNotExist` key it lacks does not, and `minValues` (a constraint on the
+/// NodeClaim's instance-type choices, not on one node's labels) does not make a matching node
+/// drift.
 #[test]
 fn requirements_drift_rules() {
     let claim_with = |pairs: &[(&str, &str)]| {
@@ -594,7 +602,7 @@ fn requirements_drift_rules() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §4.2 / §4.3 From a planned command to a queued one
+// upstream `Queue.StartCommand`, `Queue.Reconcile` From a planned command to a queued one
 
 use karpenter_core::api::ConsolidationPolicy;
 use karpenter_core::disruption::candidates::{DisruptionClass, PdbLimits, new_candidate};
@@ -602,10 +610,10 @@ use karpenter_core::disruption::methods::{self as planned, Method, Reason};
 use karpenter_core::lifecycle::TerminationMode;
 use karpenter_core::scheduling::{ExistingNodeResult, Results};
 
-/// §4.2 step 7 and §4.3 labels: the queued command nominates the existing nodes the
-/// simulation put real (non-buffer) pods on, labels consolidation commands with the snake_case
-/// consolidation policy of the candidates' NodePool (drift: ""), and carries each candidate's
-/// capacity type, termination mode and reschedulable pods.
+/// upstream `Queue.StartCommand` and upstream `Queue.Reconcile` labels: the queued command
+/// nominates the existing nodes the simulation put real (non-buffer) pods on, labels consolidation
+/// commands with the snake_case consolidation policy of the candidates' NodePool (drift: ""), and
+/// carries each candidate's capacity type, termination mode and reschedulable pods.
 #[test]
 fn queued_command_from_a_planned_one() {
     let it = four_cpu();
@@ -699,14 +707,14 @@ fn queued_command_from_a_planned_one() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §6.6 Drained counted once
+// upstream `node/termination` Drained counted once
 
 use karpenter_core::lifecycle::conditions::{ConditionSet, DRAINED};
 use karpenter_core::lifecycle::termination::{DrainedDecision, drain_plan, drained_decision};
 
-/// §6.6 step 5: `nodes_drained_total` counts the transition to `Drained=True`; a later pass
-/// over a node already drained (the finalizer is still waiting for volumes or the instance)
-/// does not count it again.
+/// upstream `node/termination`: `nodes_drained_total` counts the transition to `Drained=True`; a
+/// later pass over a node already drained (the finalizer is still waiting for volumes or the
+/// instance) does not count it again.
 #[test]
 fn nodes_drained_total_counts_the_transition_once() {
     let done = drain_plan("n1", &[], None, t0());

@@ -8,5 +8,6 @@ mod disruption_methods;
 mod disruption_remaining_scenarios;
 mod disruption_scenarios;
 mod disruption_validation_scenarios;
+mod house;
 mod lifecycle;
 mod lifecycle_audit;

@@ -1,5 +1,5 @@
-//! Spec 7.2 `topology_test.go`, Context "Topology › DefaultConstraints": kube-scheduler's default
-//! topology spread constraints, applied by the harness before each solve
+//! Upstream `topology_test.go` `topology_test.go`, Context "Topology › DefaultConstraints":
+//! kube-scheduler's default topology spread constraints, applied by the harness before each solve
 //! (`karpenter_core::scheduling::defaults`).
 //!
 //! Pods are owned by a ReplicaSet selecting `test=test` unless noted; the pool is the topology

@@ -1,5 +1,5 @@
-//! Ported `instance_selection_test.go` (spec `scheduler.md` 7.3): Describe "Instance Type
-//! Selection" and its Context "MinValues".
+//! Ported `instance_selection_test.go` (upstream `instance_selection_test.go`): Describe "Instance
+//! Type Selection" and its Context "MinValues".
 //!
 //! Upstream shuffles `InstanceTypesAssorted()` randomly before each test; here every scenario
 //! runs over several fixed [`shuffle`] seeds. "Cheapest" means the launched node's cheapest

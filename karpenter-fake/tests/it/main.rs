@@ -7,6 +7,7 @@ mod instance_selection;
 mod metrics;
 mod overrides;
 mod provider;
+mod sim;
 mod suite_binpacking;
 mod suite_custom_constraints;
 mod suite_deleting_nodes;

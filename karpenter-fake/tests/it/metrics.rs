@@ -1,5 +1,5 @@
-//! Spec 7.1 `suite_test.go`, Context "Metrics", as data: `Results::metrics`
-//! (`karpenter_core::scheduling::SolveMetrics`, spec 4.12).
+//! Upstream `suite_test.go` `suite_test.go`, Context "Metrics", as data: `Results::metrics`
+//! (`karpenter_core::scheduling::SolveMetrics`, upstream `GetTopologyZoneConstraints`).
 //!
 //! Skipped upstream scenarios (no equivalent as data; see the report):
 //! - "should surface the schedulingDuration metric after executing a scheduling loop" and

@@ -1,5 +1,6 @@
-//! Spec 7.1 `suite_test.go`, Context "Offering Overrides", plus the allocatable-group rules of
-//! spec 1.3 / 3.9 they rest on.
+//! Upstream `suite_test.go` `suite_test.go`, Context "Offering Overrides", plus the
+//! allocatable-group rules of upstream `cloudprovider/types.go`,
+//! `filterInstanceTypesByRequirements` they rest on.
 //!
 //! Assertions are on the solve's NodeClaims (their candidate instance types) and pod errors.
 //! The harness's fake launch, like upstream's fake provider, checks the claim's requests against
@@ -120,7 +121,8 @@ fn should_reject_instance_type_when_override_allocatable_fits_but_override_offer
     assert!(!round.scheduled("default/p"));
 }
 
-// ---- allocatable groups (spec 1.3 / 3.9), beyond the upstream scenarios ----------------------
+// ---- allocatable groups (upstream `cloudprovider/types.go`, `filterInstanceTypesByRequirements`),
+// beyond the upstream scenarios ----------------------
 
 /// Fit and offering must come from the same allocatable group: the slots exist only through the
 /// zone-2 offering, so a pod needing slots in zone 1 has no candidate.

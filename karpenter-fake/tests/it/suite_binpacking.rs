@@ -1,8 +1,8 @@
-//! `suite_test.go` › Binpacking (spec `scheduler.md` 7.1).
+//! `suite_test.go` › Binpacking (upstream `suite_test.go`).
 //!
-//! Pods carry their *effective* requests (spec 1.6): where upstream sets limits only, init
-//! containers or a RuntimeClass overhead, the test pod's requests are what Kubernetes computes
-//! from them (noted per scenario).
+//! Pods carry their *effective* requests (upstream `utils/pod/scheduling.go`): where upstream sets
+//! limits only, init containers or a RuntimeClass overhead, the test pod's requests are what
+//! Kubernetes computes from them (noted per scenario).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! `suite_test.go` › Custom Constraints (spec `scheduler.md` 7.1).
+//! `suite_test.go` › Custom Constraints (upstream `suite_test.go`).
 //!
 //! Upstream has two copies of the "Well Known Labels", "Constraints Validation" and "Scheduling
 //! Logic" Contexts. The second copies repeat the first ones' scenarios word for word, minus the

@@ -1,7 +1,7 @@
-//! `suite_test.go` › Deleting Nodes (spec `scheduler.md` 7.1, 3.0 step 4; `disruption.md` 1.5):
-//! a node is marked for deletion, then a provisioning round runs with no new pods; the pods of
-//! the deleting node that are currently reschedulable are the round's pending pods
-//! ([`provision_deleting_round`]).
+//! `suite_test.go` › Deleting Nodes (upstream `suite_test.go`, `provisioner.go`; upstream
+//! `pod.IsReschedulable`): a node is marked for deletion, then a provisioning round runs with no
+//! new pods; the pods of the deleting node that are currently reschedulable are the round's pending
+//! pods ([`provision_deleting_round`]).
 
 use karpenter_core::labels;
 use karpenter_core::model::{IntOrPercent, LabelSelector, Pod, PodDisruptionBudget, Timestamp};

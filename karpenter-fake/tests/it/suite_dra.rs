@@ -1,6 +1,6 @@
-//! `suite_test.go` › Dynamic Resource Allocation (DRA) (spec `scheduler.md` 7.1, 5.5). The model
-//! records whether a pod references resource claims (from its containers or init containers)
-//! as one flag; requests are the effective ones.
+//! `suite_test.go` › Dynamic Resource Allocation (DRA) (upstream `suite_test.go`, upstream's DRA
+//! handling in `scheduler.go`). The model records whether a pod references resource claims (from
+//! its containers or init containers) as one flag; requests are the effective ones.
 
 use karpenter_core::model::Pod;
 use karpenter_core::resources::{Quantity, names};

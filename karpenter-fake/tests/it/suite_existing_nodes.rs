@@ -1,4 +1,4 @@
-//! `suite_test.go` › Existing Nodes (+ Daemonsets) (spec `scheduler.md` 7.1).
+//! `suite_test.go` › Existing Nodes (+ Daemonsets) (upstream `suite_test.go`).
 
 use karpenter_core::labels;
 use karpenter_core::requirements::Operator::In;

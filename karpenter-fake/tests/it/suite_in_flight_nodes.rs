@@ -1,4 +1,4 @@
-//! `suite_test.go` › In-Flight Nodes (+ Topology, Taints, Daemonsets) (spec `scheduler.md` 7.1).
+//! `suite_test.go` › In-Flight Nodes (+ Topology, Taints, Daemonsets) (upstream `suite_test.go`).
 //!
 //! Nodes launched by the harness are registered but uninitialized ("in flight") until marked
 //! initialized, like the nodes upstream's `ExpectProvisioned` creates.

@@ -1,5 +1,4 @@
-//! `suite_test.go` › Instance Type Compatibility (+ Provider Specific Labels) (spec
-//! `scheduler.md` 7.1).
+//! `suite_test.go` › Instance Type Compatibility (+ Provider Specific Labels).
 
 use karpenter_core::labels;
 use karpenter_core::requirements::Operator::{DoesNotExist, Exists, In};

@@ -1,4 +1,4 @@
-//! Shared helpers of the `suite_test.go` conformance ports (spec `scheduler.md` 7.1): the suite's
+//! Shared helpers of the `suite_test.go` conformance ports (upstream `suite_test.go`): the suite's
 //! default NodePool and cluster, a small pod builder, quantities, and round helpers for the
 //! scenarios that provision without binding or reschedule pods of deleting nodes.
 
@@ -349,10 +349,10 @@ impl Unbound {
 }
 
 /// A provisioning round triggered with no new pods while some nodes are marked for deletion
-/// (spec 3.0 step 4): the pods of every deleting node that are currently reschedulable
-/// (`disruption.md` 1.5: active or a terminating StatefulSet pod, not DaemonSet or mirror, no
-/// active do-not-disrupt, not fully blocked by `pdbs`) are offered as pending pods of the round.
-/// The harness only offers unbound pods, so they are detached from their node first.
+/// (upstream `provisioner.go`): the pods of every deleting node that are currently reschedulable
+/// (upstream `pod.IsReschedulable`: active or a terminating StatefulSet pod, not DaemonSet or
+/// mirror, no active do-not-disrupt, not fully blocked by `pdbs`) are offered as pending pods of
+/// the round. The harness only offers unbound pods, so they are detached from their node first.
 pub fn provision_deleting_round(cluster: &mut Cluster, pdbs: &[PodDisruptionBudget]) -> Round {
     let limits = PdbLimits::new(pdbs);
     let now = Timestamp::UNIX_EPOCH;

@@ -1,4 +1,4 @@
-//! `suite_test.go` › No Pre-Binding (spec `scheduler.md` 7.1): pods provisioned without binding
+//! `suite_test.go` › No Pre-Binding (upstream `suite_test.go`): pods provisioned without binding
 //! stay pending and take part in later rounds.
 
 use karpenter_core::labels;

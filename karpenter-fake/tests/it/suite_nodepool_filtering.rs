@@ -1,5 +1,5 @@
-//! `suite_test.go` › NodePool requirements instance filtering (spec `scheduler.md` 7.1, 3.1,
-//! 3.6 step 3).
+//! `suite_test.go` › NodePool requirements instance filtering (upstream `suite_test.go`,
+//! `NewScheduler`, `Scheduler.add`).
 
 use karpenter_core::labels;
 use karpenter_core::requirements::NodeSelectorRequirement;

@@ -1,4 +1,4 @@
-//! `suite_test.go` › Preferential Fallback (spec `scheduler.md` 7.1, 3.5).
+//! `suite_test.go` › Preferential Fallback (upstream `suite_test.go`, `preferences.go`).
 
 use karpenter_core::labels;
 use karpenter_core::requirements::Operator::{In, NotIn};

@@ -1,5 +1,6 @@
-//! `suite_test.go` › Reserved Instance Types (spec `scheduler.md` 7.1, 5.4), in strict reserved
-//! mode (the provisioner's, and [`suite_options`](karpenter_fake::harness::suite_options)'s).
+//! `suite_test.go` › Reserved Instance Types (upstream `suite_test.go`, `offeringsToReserve` /
+//! `reservationmanager.go`), in strict reserved mode (the provisioner's, and
+//! [`suite_options`](karpenter_fake::harness::suite_options)'s).
 //!
 //! Catalog: `large-instance-type` (6 cpu, 6Gi), `medium-instance-type` (3 cpu, 3Gi) and
 //! `small-instance-type` (2 cpu, 2Gi) with the default offerings; medium and small also get a

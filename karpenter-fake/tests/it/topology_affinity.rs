@@ -1,4 +1,4 @@
-//! Ported `topology_test.go` (spec `scheduler.md` 7.2): Context "Topology › Pod
+//! Ported `topology_test.go` (upstream `topology_test.go`): Context "Topology › Pod
 //! Affinity/Anti-Affinity".
 
 use std::collections::BTreeMap;

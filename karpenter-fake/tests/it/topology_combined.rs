@@ -1,4 +1,4 @@
-//! Ported `topology_test.go` (spec `scheduler.md` 7.2): the Contexts "Combined Hostname and
+//! Ported `topology_test.go` (upstream `topology_test.go`): the Contexts "Combined Hostname and
 //! Zonal Topology", "MatchLabelKeys", "NodeTaintsPolicy", "NodeAffinityPolicy", "Combined Zonal
 //! and Capacity Type Topology", "Combined Hostname, Zonal, and Capacity Type Topology",
 //! "Combined Zonal Topology and Node Affinity" and "Combined Capacity Type Topology and Node

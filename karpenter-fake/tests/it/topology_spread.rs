@@ -1,4 +1,4 @@
-//! Ported `topology_test.go` (spec `scheduler.md` 7.2): the top-level "Topology" scenarios and
+//! Ported `topology_test.go` (upstream `topology_test.go`): the top-level "Topology" scenarios and
 //! the Contexts "Zonal", "Hostname" and "CapacityType".
 //!
 //! Upstream's `test.Pod` pods without a node name are not "provisionable" (they lack the

@@ -1,6 +1,7 @@
 //! Shared helpers of the ported `topology_test.go` / `instance_selection_test.go` scenarios
-//! (spec `scheduler.md` 7.2 and 7.3): a pod builder mirroring upstream's `test.PodOptions`,
-//! spread-constraint and affinity-term builders, the default NodePools and skew helpers.
+//! (upstream `topology_test.go`, `instance_selection_test.go`): a pod builder mirroring upstream's
+//! `test.PodOptions`, spread-constraint and affinity-term builders, the default NodePools and skew
+//! helpers.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,4 @@
-//! Ported `topology_test.go` (spec `scheduler.md` 7.2): Describe "Taints" (pool
+//! Ported `topology_test.go` (upstream `topology_test.go`): Describe "Taints" (pool
 //! `karpenter.sh/capacity-type Exists`).
 
 use karpenter_core::taints::{TaintEffect, TolerationOperator};

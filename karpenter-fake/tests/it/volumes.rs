@@ -1,5 +1,6 @@
-//! Spec 7.1 "VolumeUsage" (with "CSIMigration") and 7.2 "Topology with Volume Requirements":
-//! volume topology and per-node volume limits (spec 5.3).
+//! Upstream `suite_test.go` "VolumeUsage" (with "CSIMigration") and 7.2 "Topology with Volume
+//! Requirements": volume topology and per-node volume limits (upstream `volumetopology.go` /
+//! `volumeusage.go`).
 
 use std::sync::Arc;
 

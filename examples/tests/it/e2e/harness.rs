@@ -50,7 +50,9 @@ pub fn env(test: &str) -> Option<Env> {
                  plane and sets them)"
             );
         }
-        eprintln!("{test}: skipped (no control plane; run scripts/test, or scripts/control-plane/up.sh and set KARPENTER_E2E_KUBECONFIG / KARPENTER_E2E_CONTROLLER_KUBECONFIG)");
+        eprintln!(
+            "{test}: skipped (no control plane; run scripts/test, or scripts/control-plane/up.sh and set KARPENTER_E2E_KUBECONFIG / KARPENTER_E2E_CONTROLLER_KUBECONFIG)"
+        );
         return None;
     };
     let lock = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -106,6 +108,7 @@ fn api_resource(gvk: &GroupVersionKind) -> ApiResource {
     let plural = match gvk.kind.as_str() {
         "NodePool" => "nodepools",
         "NodeClaim" => "nodeclaims",
+        "EC2NodeClass" => "ec2nodeclasses",
         "Namespace" => "namespaces",
         "ServiceAccount" => "serviceaccounts",
         "ClusterRole" => "clusterroles",
@@ -160,15 +163,21 @@ pub async fn install(client: &Client) {
     let crds = karpenter_cli::crds::to_yaml(&karpenter_cli::crds::all()).expect("CRDs render");
     apply_yaml(client, &crds).await;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["nodepools.karpenter.sh", "nodeclaims.karpenter.sh"] {
+    for name in [
+        "nodepools.karpenter.sh",
+        "nodeclaims.karpenter.sh",
+        "ec2nodeclasses.karpenter.k8s.aws",
+    ] {
         wait_for(
             &format!("CRD {name} Established"),
             Duration::from_secs(30),
             || async {
                 let crd = api.get(name).await.ok()?;
-                let established = crd.status?.conditions?.iter().any(|c| {
-                    c.type_ == "Established" && c.status == "True"
-                });
+                let established = crd
+                    .status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
                 established.then_some(())
             },
         )
@@ -236,6 +245,11 @@ impl Controller {
             probe_port,
             identity: identity.to_string(),
         }
+    }
+
+    /// The process id (0 once stopped).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
     }
 
     /// The log so far.

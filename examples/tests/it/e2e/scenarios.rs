@@ -11,15 +11,17 @@ use serde_json::json;
 use super::harness::*;
 
 fn fixture(name: &str) -> String {
-    let path = repo_root()
-        .join("examples/tests/fixtures/e2e")
-        .join(name);
+    let path = repo_root().join("examples/tests/fixtures/e2e").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// A NodePool for the scenarios: the fake provider's embedded AWS catalog, general purpose
 /// types, with the given disruption settings.
-fn nodepool(name: &str, labels: serde_json::Value, disruption: serde_json::Value) -> serde_json::Value {
+fn nodepool(
+    name: &str,
+    labels: serde_json::Value,
+    disruption: serde_json::Value,
+) -> serde_json::Value {
     json!({
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
@@ -73,8 +75,14 @@ fn crds_are_accepted_and_an_upstream_nodepool_applies_unchanged() {
             json!("Gt")
         );
         // CRD defaults applied by the API server (upstream's schema): budgets and expireAfter.
-        assert_eq!(value["spec"]["disruption"]["budgets"], json!([{"nodes": "10%"}]));
-        assert_eq!(value["spec"]["template"]["spec"]["expireAfter"], json!("720h"));
+        assert_eq!(
+            value["spec"]["disruption"]["budgets"],
+            json!([{"nodes": "10%"}])
+        );
+        assert_eq!(
+            value["spec"]["template"]["spec"]["expireAfter"],
+            json!("720h")
+        );
         // The schema's validation runs in the API server: a bad operator is rejected.
         let mut bad = serde_saphyr::from_str::<serde_json::Value>(&text).unwrap();
         bad["metadata"]["name"] = json!("bad-operator");
@@ -90,6 +98,28 @@ fn crds_are_accepted_and_an_upstream_nodepool_applies_unchanged() {
             .await
             .expect_err("an unknown operator is rejected");
         assert!(err.to_string().contains("Maybe"), "{err}");
+        // An upstream EC2NodeClass applies unchanged too.
+        let classes = apply_yaml(&admin, &fixture("ec2nodeclass-default.yaml")).await;
+        assert_eq!(classes.len(), 1);
+        let class = serde_json::to_value(&classes[0]).expect("serialises");
+        assert_eq!(
+            class["spec"]["metadataOptions"]["httpTokens"],
+            json!("required"),
+            "CRD default"
+        );
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("karpenter.k8s.aws", "v1", "EC2NodeClass"),
+            "ec2nodeclasses",
+        );
+        let api: Api<kube::api::DynamicObject> = Api::all_with(admin.clone(), &ar);
+        for c in classes {
+            let _ = api
+                .delete(
+                    c.metadata.name.as_deref().unwrap_or_default(),
+                    &Default::default(),
+                )
+                .await;
+        }
         cleanup(&admin, "crds").await;
     });
 }
@@ -126,8 +156,14 @@ fn two_replicas_elect_one_leader_and_serve_probes_and_metrics() {
             assert_eq!((status, body.as_str()), (200, "ok"));
             let (status, metrics) = c.get(c.metrics_port, "/metrics").await.expect("metrics");
             assert_eq!(status, 200);
-            assert!(metrics.contains("karpenter_cluster_state_synced 1"), "{metrics}");
-            assert!(metrics.contains("karpenter_cluster_state_node_count "), "{metrics}");
+            assert!(
+                metrics.contains("karpenter_cluster_state_synced 1"),
+                "{metrics}"
+            );
+            assert!(
+                metrics.contains("karpenter_cluster_state_node_count "),
+                "{metrics}"
+            );
         }
         tokio::time::sleep(Duration::from_secs(3)).await;
         let leading = |c: &Controller| c.log_text().contains("became the leader");
@@ -138,15 +174,21 @@ fn two_replicas_elect_one_leader_and_serve_probes_and_metrics() {
             b.log_text()
         );
         // The leader stops gracefully: it releases the Lease and the other takes over.
-        let (leader, follower) = if leading(&a) { (&mut a, &mut b) } else { (&mut b, &mut a) };
+        let (leader, follower) = if leading(&a) {
+            (&mut a, &mut b)
+        } else {
+            (&mut b, &mut a)
+        };
         let started = Instant::now();
         assert_eq!(leader.terminate(), Some(0), "graceful shutdown exits 0");
-        let next = wait_for("the follower to take over", Duration::from_secs(30), || async {
-            let l = leases.get_opt("karpenter-leader-election").await.ok()??;
-            l.spec?
-                .holder_identity
-                .filter(|h| *h == follower.identity)
-        })
+        let next = wait_for(
+            "the follower to take over",
+            Duration::from_secs(30),
+            || async {
+                let l = leases.get_opt("karpenter-leader-election").await.ok()??;
+                l.spec?.holder_identity.filter(|h| *h == follower.identity)
+            },
+        )
         .await;
         assert_eq!(next, follower.identity);
         assert!(
@@ -212,8 +254,15 @@ async fn claims_match_nodes(client: &kube::Client) -> (usize, usize) {
         .iter()
         .filter_map(|n| n.spec.as_ref()?.provider_id.clone())
         .collect();
-    assert_eq!(claim_ids, node_ids, "every instance has one NodeClaim and back");
-    assert_eq!(claim_ids.len(), claims.len(), "no NodeClaim without an instance");
+    assert_eq!(
+        claim_ids, node_ids,
+        "every instance has one NodeClaim and back"
+    );
+    assert_eq!(
+        claim_ids.len(),
+        claims.len(),
+        "no NodeClaim without an instance"
+    );
     (claims.len(), nodes.len())
 }
 
@@ -225,7 +274,15 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
         let admin = client(&env.admin).await;
         install(&admin).await;
         cleanup(&admin, test).await;
-        apply_value(&admin, nodepool("e2e-scaleup", json!({"e2e": "scaleup"}), json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}))).await;
+        apply_value(
+            &admin,
+            nodepool(
+                "e2e-scaleup",
+                json!({"e2e": "scaleup"}),
+                json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}),
+            ),
+        )
+        .await;
         let mut ctl = Controller::start(&env, "scaleup", &[]);
         let pods: Vec<_> = (0..12)
             .map(|i| pod(test, &format!("scaleup-{i}"), "1", "1Gi", BTreeMap::new()))
@@ -233,20 +290,41 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
         let started = Instant::now();
         create_pods(&admin, &pods).await;
         all_running(&admin, test, 12, Duration::from_secs(120)).await;
-        eprintln!("scaleup: 12 pods bound and Running after {:?}", started.elapsed());
+        eprintln!(
+            "scaleup: 12 pods bound and Running after {:?}",
+            started.elapsed()
+        );
         let (claims, nodes) = claims_match_nodes(&admin).await;
         assert!(claims >= 1 && nodes >= 1);
         for n in kwok_nodes(&admin).await {
             let labels = n.metadata.labels.clone().unwrap_or_default();
-            assert_eq!(labels.get("karpenter.sh/nodepool").map(String::as_str), Some("e2e-scaleup"));
+            assert_eq!(
+                labels.get("karpenter.sh/nodepool").map(String::as_str),
+                Some("e2e-scaleup")
+            );
             assert_eq!(labels.get("e2e").map(String::as_str), Some("scaleup"));
-            assert_eq!(labels.get("karpenter.sh/registered").map(String::as_str), Some("true"));
+            assert_eq!(
+                labels.get("karpenter.sh/registered").map(String::as_str),
+                Some("true")
+            );
             let taints = n.spec.clone().and_then(|s| s.taints).unwrap_or_default();
-            assert!(taints.iter().all(|t| t.key != "karpenter.sh/unregistered"), "registration removed the unregistered taint");
+            assert!(
+                taints.iter().all(|t| t.key != "karpenter.sh/unregistered"),
+                "registration removed the unregistered taint"
+            );
         }
-        let (_, metrics) = ctl.get(ctl.metrics_port, "/metrics").await.expect("metrics");
-        assert!(metrics.contains("karpenter_nodeclaims_created_total{"), "{metrics}");
-        assert!(metrics.contains("karpenter_nodes_total_pod_requests{"), "{metrics}");
+        let (_, metrics) = ctl
+            .get(ctl.metrics_port, "/metrics")
+            .await
+            .expect("metrics");
+        assert!(
+            metrics.contains("karpenter_nodeclaims_created_total{"),
+            "{metrics}"
+        );
+        assert!(
+            metrics.contains("karpenter_nodes_total_pod_requests{"),
+            "{metrics}"
+        );
         assert!(metrics.contains("karpenter_pods_state{"), "{metrics}");
         ctl.terminate();
         cleanup(&admin, test).await;
@@ -262,20 +340,37 @@ fn scale_down_consolidates_within_the_budget() {
         install(&admin).await;
         cleanup(&admin, test).await;
         // Spread: one pod per node, so scaling down empties nodes.
-        apply_value(&admin, nodepool("e2e-scaledown", json!({}), json!({
-            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-            "budgets": [{"nodes": "1"}]
-        }))).await;
+        apply_value(
+            &admin,
+            nodepool(
+                "e2e-scaledown",
+                json!({}),
+                json!({
+                    "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                    "budgets": [{"nodes": "1"}]
+                }),
+            ),
+        )
+        .await;
         let mut ctl = Controller::start(&env, "scaledown", &[]);
         let mut pods = Vec::new();
         for i in 0..4 {
-            let mut p = pod(test, &format!("scaledown-{i}"), "500m", "512Mi", BTreeMap::new());
-            p.spec.as_mut().unwrap().affinity = Some(serde_json::from_value(json!({
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "topologyKey": "kubernetes.io/hostname",
-                    "labelSelector": {"matchLabels": {"app": test}}
-                }]}
-            })).unwrap());
+            let mut p = pod(
+                test,
+                &format!("scaledown-{i}"),
+                "500m",
+                "512Mi",
+                BTreeMap::new(),
+            );
+            p.spec.as_mut().unwrap().affinity = Some(
+                serde_json::from_value(json!({
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": test}}
+                    }]}
+                }))
+                .unwrap(),
+            );
             pods.push(p);
         }
         create_pods(&admin, &pods).await;
@@ -284,22 +379,37 @@ fn scale_down_consolidates_within_the_budget() {
         // Scale down to one pod.
         let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), "default");
         for i in 1..4 {
-            api.delete(&format!("scaledown-{i}"), &kube::api::DeleteParams::default().grace_period(0)).await.expect("delete pod");
+            api.delete(
+                &format!("scaledown-{i}"),
+                &kube::api::DeleteParams::default().grace_period(0),
+            )
+            .await
+            .expect("delete pod");
         }
         // Watch the NodeClaims being deleted: never more than the budget (1) at once.
         let mut max_deleting = 0;
         let start = Instant::now();
         loop {
             let claims = nodeclaims(&admin).await;
-            let deleting = claims.iter().filter(|c| c.metadata.deletion_timestamp.is_some()).count();
+            let deleting = claims
+                .iter()
+                .filter(|c| c.metadata.deletion_timestamp.is_some())
+                .count();
             max_deleting = max_deleting.max(deleting);
             if claims.len() == 1 && deleting == 0 {
                 break;
             }
-            assert!(start.elapsed() < Duration::from_secs(300), "consolidation did not finish: {} claims", claims.len());
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "consolidation did not finish: {} claims",
+                claims.len()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        assert!(max_deleting <= 1, "budget of 1 node exceeded: {max_deleting} deleting at once");
+        assert!(
+            max_deleting <= 1,
+            "budget of 1 node exceeded: {max_deleting} deleting at once"
+        );
         eprintln!("scaledown: 4 -> 1 nodes in {:?}", start.elapsed());
         all_running(&admin, test, 1, Duration::from_secs(30)).await;
         claims_match_nodes(&admin).await;
@@ -352,34 +462,67 @@ fn a_do_not_disrupt_pod_holds_its_node() {
         let admin = client(&env.admin).await;
         install(&admin).await;
         cleanup(&admin, test).await;
-        apply_value(&admin, nodepool("e2e-dnd", json!({}), json!({
-            "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
-            "budgets": [{"nodes": "100%"}]
-        }))).await;
+        apply_value(
+            &admin,
+            nodepool(
+                "e2e-dnd",
+                json!({}),
+                json!({
+                    "consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
+                    "budgets": [{"nodes": "100%"}]
+                }),
+            ),
+        )
+        .await;
         let mut ctl = Controller::start(&env, "dnd", &[]);
-        let held = pod(test, "dnd-held", "3", "4Gi", BTreeMap::from([("karpenter.sh/do-not-disrupt".to_string(), "true".to_string())]));
+        let held = pod(
+            test,
+            "dnd-held",
+            "3",
+            "4Gi",
+            BTreeMap::from([(
+                "karpenter.sh/do-not-disrupt".to_string(),
+                "true".to_string(),
+            )]),
+        );
         let free = pod(test, "dnd-free", "3", "4Gi", BTreeMap::new());
         let mut pods = vec![held, free];
         for p in &mut pods {
-            p.spec.as_mut().unwrap().affinity = Some(serde_json::from_value(json!({
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "topologyKey": "kubernetes.io/hostname",
-                    "labelSelector": {"matchLabels": {"app": test}}
-                }]}
-            })).unwrap());
+            p.spec.as_mut().unwrap().affinity = Some(
+                serde_json::from_value(json!({
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": test}}
+                    }]}
+                }))
+                .unwrap(),
+            );
         }
         create_pods(&admin, &pods).await;
         all_running(&admin, test, 2, Duration::from_secs(120)).await;
         let pods_now = pods_of(&admin, test).await;
-        let node_of = |name: &str| pods_now.iter().find(|p| p.metadata.name.as_deref() == Some(name))
-            .and_then(|p| p.spec.as_ref()?.node_name.clone()).expect("bound");
+        let node_of = |name: &str| {
+            pods_now
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+                .and_then(|p| p.spec.as_ref()?.node_name.clone())
+                .expect("bound")
+        };
         let held_node = node_of("dnd-held");
         // Shrink the held pod's neighbourhood: delete the other pod; its node empties and goes.
         let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), "default");
-        api.delete("dnd-free", &kube::api::DeleteParams::default().grace_period(0)).await.expect("delete");
-        wait_for("the empty node removed", Duration::from_secs(180), || async {
-            (kwok_nodes(&admin).await.len() == 1).then_some(())
-        }).await;
+        api.delete(
+            "dnd-free",
+            &kube::api::DeleteParams::default().grace_period(0),
+        )
+        .await
+        .expect("delete");
+        wait_for(
+            "the empty node removed",
+            Duration::from_secs(180),
+            || async { (kwok_nodes(&admin).await.len() == 1).then_some(()) },
+        )
+        .await;
         // The held node (underutilised: 3 CPU on a larger type may be replaceable) stays for
         // several disruption passes.
         tokio::time::sleep(Duration::from_secs(45)).await;
@@ -387,8 +530,15 @@ fn a_do_not_disrupt_pod_holds_its_node() {
         assert_eq!(nodes.len(), 1);
         assert_eq!(nodes[0].metadata.name.as_deref(), Some(held_node.as_str()));
         assert!(nodes[0].metadata.deletion_timestamp.is_none());
-        let taints = nodes[0].spec.clone().and_then(|s| s.taints).unwrap_or_default();
-        assert!(taints.iter().all(|t| t.key != "karpenter.sh/disrupted"), "the held node was never tainted for disruption");
+        let taints = nodes[0]
+            .spec
+            .clone()
+            .and_then(|s| s.taints)
+            .unwrap_or_default();
+        assert!(
+            taints.iter().all(|t| t.key != "karpenter.sh/disrupted"),
+            "the held node was never tainted for disruption"
+        );
         ctl.terminate();
         cleanup(&admin, test).await;
     });
@@ -402,14 +552,25 @@ fn a_controller_killed_mid_launch_restarts_without_duplicates_or_leaks() {
         let admin = client(&env.admin).await;
         install(&admin).await;
         cleanup(&admin, test).await;
-        apply_value(&admin, nodepool("e2e-crash", json!({}), json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}))).await;
+        apply_value(
+            &admin,
+            nodepool(
+                "e2e-crash",
+                json!({}),
+                json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}),
+            ),
+        )
+        .await;
         let mut first = Controller::start(&env, "crash-1", &[]);
-        let pods: Vec<_> = (0..6).map(|i| pod(test, &format!("crash-{i}"), "1500m", "2Gi", BTreeMap::new())).collect();
+        let pods: Vec<_> = (0..6)
+            .map(|i| pod(test, &format!("crash-{i}"), "1500m", "2Gi", BTreeMap::new()))
+            .collect();
         create_pods(&admin, &pods).await;
         // Kill it as soon as the first NodeClaim exists: mid-launch.
         wait_for("a NodeClaim", Duration::from_secs(60), || async {
             (!nodeclaims(&admin).await.is_empty()).then_some(())
-        }).await;
+        })
+        .await;
         first.kill();
         let claims_at_crash = nodeclaims(&admin).await.len();
         let mut second = Controller::start(&env, "crash-2", &[]);
@@ -419,9 +580,16 @@ fn a_controller_killed_mid_launch_restarts_without_duplicates_or_leaks() {
         let (claims, nodes) = claims_match_nodes(&admin).await;
         assert!(claims >= claims_at_crash);
         // No duplicate: every node carries at least one of the pods.
-        let bound: BTreeSet<String> = pods_of(&admin, test).await.iter()
-            .filter_map(|p| p.spec.as_ref()?.node_name.clone()).collect();
-        assert_eq!(bound.len(), nodes, "every node runs pods: no duplicate NodeClaim launched an idle node");
+        let bound: BTreeSet<String> = pods_of(&admin, test)
+            .await
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        assert_eq!(
+            bound.len(),
+            nodes,
+            "every node runs pods: no duplicate NodeClaim launched an idle node"
+        );
         second.terminate();
         cleanup(&admin, test).await;
     });
@@ -450,10 +618,101 @@ fn plan_from_cluster_reads_the_live_cluster() {
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let plan: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON plan");
         let text = plan.to_string();
-        assert!(text.contains("general-purpose"), "the live NodePool is planned with: {text}");
+        assert!(
+            text.contains("general-purpose"),
+            "the live NodePool is planned with: {text}"
+        );
         for i in 0..4 {
-            assert!(text.contains(&format!("plan-{i}")), "pod plan-{i} is in the plan: {text}");
+            assert!(
+                text.contains(&format!("plan-{i}")),
+                "pod plan-{i} is in the plan: {text}"
+            );
         }
         cleanup(&admin, test).await;
     });
+}
+
+/// The measurement of docs/performance.md: 1,000 pending pods to all bound on kwok nodes, the
+/// controller's CPU and peak memory meanwhile, and its API requests per node. Runs only with
+/// `KARPENTER_E2E_PERF=1` (it takes minutes).
+#[test]
+fn perf_a_thousand_pending_pods_to_all_bound() {
+    let test = "perf";
+    if std::env::var("KARPENTER_E2E_PERF").ok().as_deref() != Some("1") {
+        eprintln!("{test}: skipped (set KARPENTER_E2E_PERF=1)");
+        return;
+    }
+    let Some(env) = env(test) else { return };
+    env.rt.block_on(async {
+        let admin = client(&env.admin).await;
+        install(&admin).await;
+        cleanup(&admin, test).await;
+        apply_value(&admin, nodepool("e2e-perf", json!({}), json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}))).await;
+        let ctl = Controller::start(&env, "perf", &[]);
+        wait_for("controller ready", Duration::from_secs(60), || async {
+            ctl.get(ctl.probe_port, "/readyz").await.filter(|(s, _)| *s == 200)
+        })
+        .await;
+        let pid = ctl.pid();
+        let cpu0 = cpu_seconds(pid);
+        let requests0 = ctl.log_text().matches("\"message\":\"requesting\"").count();
+        let sizes = ["250m", "500m", "1", "2"];
+        let pods: Vec<_> = (0..1000)
+            .map(|i| pod(test, &format!("perf-{i}"), sizes[i % 4], "512Mi", BTreeMap::new()))
+            .collect();
+        let started = Instant::now();
+        create_pods(&admin, &pods).await;
+        let created = started.elapsed();
+        wait_for("1000 pods bound", Duration::from_secs(900), || async {
+            let bound = pods_of(&admin, test)
+                .await
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .count();
+            (bound == 1000).then_some(())
+        })
+        .await;
+        let bound = started.elapsed();
+        let cpu = cpu_seconds(pid) - cpu0;
+        let hwm = peak_rss_mib(pid);
+        let requests = ctl.log_text().matches("\"message\":\"requesting\"").count() - requests0;
+        let nodes = kwok_nodes(&admin).await.len();
+        eprintln!(
+            "PERF: 1000 pods created in {:.1} s, all bound after {:.1} s; {nodes} nodes; controller CPU {cpu:.1} s, peak RSS {hwm} MiB; {requests} API requests ({:.1} per node)",
+            created.as_secs_f64(),
+            bound.as_secs_f64(),
+            requests as f64 / nodes.max(1) as f64
+        );
+        drop(ctl);
+        cleanup(&admin, test).await;
+    });
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|u| u.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    ticks / 100.0
+}
+
+fn peak_rss_mib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+        / 1024
 }

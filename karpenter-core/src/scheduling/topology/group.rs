@@ -1,5 +1,6 @@
-//! Topology groups: per-domain counts and the domain choice of each group type (spec 4.1, 4.8),
-//! plus the spread node filter (spec 4.4) and per-key domain interning.
+//! Topology groups: per-domain counts and the domain choice of each group type (upstream
+//! `topology.go` / `topologygroup.go`, `TopologyGroup.Get`), plus the spread node filter (upstream
+//! `TopologyNodeFilter`) and per-key domain interning.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -84,7 +85,8 @@ impl KeyDomains {
     }
 }
 
-/// Which nodes count for a topology spread constraint (spec 4.4, upstream `TopologyNodeFilter`).
+/// Which nodes count for a topology spread constraint (upstream `TopologyNodeFilter`, upstream
+/// `TopologyNodeFilter`).
 ///
 /// Built from the pod that created the group: the terms are `nodeSelector ∧ requiredTerm_i` for
 /// each required node-affinity term, or just `[nodeSelector]`; plus the pod's tolerations and the
@@ -285,6 +287,7 @@ impl Counts {
         self.maybe_densify();
     }
 
+    #[cfg(test)]
     fn remove(&mut self, id: u32) -> Option<u32> {
         match self {
             Counts::Sparse(v) => {
@@ -344,13 +347,14 @@ impl Iterator for CountsIter<'_> {
     }
 }
 
-/// One topology group: a constraint shared by every pod with the same term (spec 4.1).
+/// One topology group: a constraint shared by every pod with the same term (upstream `topology.go`
+/// / `topologygroup.go`).
 #[derive(Debug)]
 pub(super) struct Group {
     pub(super) kind: TopologyType,
     /// Index into the topology's [`KeyDomains`].
     pub(super) key: u32,
-    /// Whether the key is `kubernetes.io/hostname` (special cases of spec 4.8).
+    /// Whether the key is `kubernetes.io/hostname` (special cases of upstream `TopologyGroup.Get`).
     pub(super) hostname: bool,
     pub(super) max_skew: i32,
     pub(super) min_domains: Option<i32>,
@@ -403,7 +407,8 @@ impl Group {
         }
     }
 
-    /// Whether the group selects a pod in `namespace` with `labels` (spec 4.1).
+    /// Whether the group selects a pod in `namespace` with `labels` (upstream `topology.go` /
+    /// `topologygroup.go`).
     pub(super) fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
         self.in_namespace(namespace) && self.selector.matches(labels)
     }
@@ -486,7 +491,7 @@ impl Group {
     }
 
     /// Forgets the domain and its count.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(super) fn unregister(&mut self, id: u32) {
         if self.in_common(id) {
             self.materialize_common();
@@ -553,8 +558,9 @@ impl Group {
             .map(|(name, _)| name)
     }
 
-    /// The domains a pod may use for this group (spec 4.7/4.8, upstream `TopologyGroup.Get`), as
-    /// an `In` requirement, or `None` if no domain is allowed.
+    /// The domains a pod may use for this group (upstream `Topology.AddRequirements`,
+    /// `TopologyGroup.Get`, upstream `TopologyGroup.Get`), as an `In` requirement, or `None` if no
+    /// domain is allowed.
     pub(super) fn next_domains(
         &self,
         kd: &KeyDomains,

@@ -1,5 +1,5 @@
-//! Unit tests of the topology (spec section 4 and the topology scenarios of 7.2, reduced to
-//! direct calls of `add_requirements` / `record`).
+//! Unit tests of the topology (upstream `scheduling/topology.go` and the topology scenarios of 7.2,
+//! reduced to direct calls of `add_requirements` / `record`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,9 +10,14 @@ use crate::model::{
     ClusterNode, InstanceType, NodeAffinity, NodeSelectorTerm, Offering, Overhead, PodAffinity,
     PodPhase, Timestamp, WeightedPodAffinityTerm,
 };
+use crate::model::{
+    LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, SelectorOperator,
+    TopologySpreadConstraint,
+};
 use crate::requirements::{NodeSelectorRequirement, Operator};
 use crate::resources::ResourceList;
 use crate::scheduling::ExistingNodeInput;
+use crate::scheduling::ExistingNodeRef;
 use crate::taints::{TaintEffect, Toleration, TolerationOperator};
 
 // ---------------------------------------------------------------------------------------------
@@ -134,7 +139,6 @@ impl Env {
     }
 
     fn build(self, batch: &[Pod]) -> Topology<'static> {
-        let policy = LabelPolicy::core();
         // The topology borrows the nodes; tests leak them to keep the builder simple.
         let owned: &'static [ExistingNodeInput] = Box::leak(self.nodes.into_boxed_slice());
         let nodes: &'static [ExistingNodeRef<'static>] = Box::leak(
@@ -144,7 +148,6 @@ impl Env {
                 .collect::<Box<[_]>>(),
         );
         Topology::new(TopologyInput {
-            policy: &policy,
             preference_policy: self.policy,
             universe: std::sync::Arc::new(self.universe),
             base: std::sync::Arc::new(TopologyBase::new(nodes.to_vec(), &self.namespaces, batch)),
@@ -157,7 +160,7 @@ impl Env {
 /// Tries `p` on a node/claim; returns the chosen requirement of `key` (as `Display`) or the error.
 fn place(t: &Topology<'_>, p: &Pod, node: &Requirements, key: &str) -> Result<String, String> {
     let strict = strict_reqs(p);
-    t.add_requirements(p, &strict, node, &[])
+    t.add_requirements(p, &strict, node)
         .map(|r| {
             r.get(key)
                 .map_or_else(|| "-".to_string(), ToString::to_string)
@@ -185,7 +188,7 @@ fn strict_reqs(p: &Pod) -> Requirements {
 fn commit(t: &mut Topology<'_>, p: &Pod, node: &Requirements) -> Requirements {
     let strict = strict_reqs(p);
     let out = t
-        .add_requirements(p, &strict, node, &[])
+        .add_requirements(p, &strict, node)
         .unwrap_or_else(|e| panic!("{} should fit: {e}", p.name));
     let mut merged = node.clone();
     merged.add_all(&out);
@@ -273,7 +276,7 @@ fn spread_refuses_a_domain_that_would_exceed_max_skew() {
     let only_a = claim("h1", vec![req(ZONE, Operator::In, &["a"])]);
     let strict = Requirements::new();
     let e = t
-        .add_requirements(&pods[1], &strict, &only_a, &[])
+        .add_requirements(&pods[1], &strict, &only_a)
         .expect_err("over maxSkew");
     assert_eq!((e.kind(), e.key()), (TopologyType::Spread, ZONE));
     let err = place(&t, &pods[1], &only_a, ZONE).unwrap_err();
@@ -499,7 +502,7 @@ fn affinity_bootstrap_prefers_the_node_domains() {
     let t = Env::new(zones()).build(&pods);
     let node = claim("h", vec![req(ZONE, Operator::In, &["b", "c"])]);
     let out = t
-        .add_requirements(&pods[0], &Requirements::new(), &node, &[])
+        .add_requirements(&pods[0], &Requirements::new(), &node)
         .expect("bootstrap");
     // The group offered {a (first allowed by the pod), b (first in pod ∩ node)}; the caller's
     // intersection keeps b.
@@ -647,10 +650,7 @@ fn inverse_anti_affinity_from_existing_pods() {
     assert!(t.hostname_check(&web).rejects(t.hostname_id("n1")));
     assert!(!t.hostname_check(&web).rejects(t.hostname_id("n2")));
     let n1 = claim("n1", vec![req(ZONE, Operator::In, &["a"])]);
-    assert!(
-        t.add_requirements(&web, &Requirements::new(), &n1, &[])
-            .is_err()
-    );
+    assert!(t.add_requirements(&web, &Requirements::new(), &n1).is_err());
     // Pods the terms do not select are free.
     let api = pod("api", &[("app", "api")]);
     assert!(!t.constrains(&api));

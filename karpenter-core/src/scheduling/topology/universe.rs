@@ -1,4 +1,4 @@
-//! The universe of topology domains (spec 4.2, upstream `buildDomainGroups` and
+//! The universe of topology domains (upstream `buildDomainGroups`, upstream `buildDomainGroups` and
 //! `TopologyDomainGroup`).
 
 use std::collections::BTreeMap;
@@ -59,7 +59,7 @@ impl DomainTaints {
 }
 
 /// Every domain (label value) per topology key that the NodePools could create, each with the
-/// taint sets of the pools producing it (spec 4.2).
+/// taint sets of the pools producing it (upstream `buildDomainGroups`).
 ///
 /// Hostname domains never come from here: they come from existing nodes and from new
 /// NodeClaims, through [`super::Topology::register`].
@@ -69,7 +69,7 @@ pub(crate) struct DomainUniverse {
 }
 
 impl DomainUniverse {
-    /// Builds the universe (spec 4.2). For every pool that has instance types:
+    /// Builds the universe (upstream `buildDomainGroups`). For every pool that has instance types:
     ///
     /// - for every instance type, `pool requirements ∧ instance-type requirements` is computed
     ///   key by key, and every value of every key's requirement becomes a domain of that key,

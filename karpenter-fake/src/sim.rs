@@ -1,0 +1,1050 @@
+//! The simulator shell of the operator loops: an in-memory cluster API, the
+//! [`FakeCloudProvider`], a binder that plays kube-scheduler, kubelets that register and
+//! initialize nodes after a delay, and a virtual clock that jumps to the next thing due.
+//!
+//! The simulator holds no decision of its own: every decision is the
+//! [`karpenter_core::operator::Operator`]'s, exactly as in the controller. It only plays the
+//! parts of the world around Karpenter (the API server, kube-scheduler, kubelets, workload
+//! controllers that recreate evicted pods).
+//!
+//! ```
+//! use karpenter_core::model::Pod;
+//! use karpenter_core::resources::Quantity;
+//! use karpenter_fake::sim::{Sim, SimConfig, node_pool};
+//!
+//! let mut sim = Sim::new(SimConfig::default());
+//! sim.apply_node_pool(node_pool("default"));
+//! let mut pod = Pod::new("default", "app");
+//! pod.requests.insert("cpu", Quantity::from_units(1));
+//! sim.add_pod(pod);
+//! sim.start();
+//! sim.run_for(jiff::SignedDuration::from_mins(2)).unwrap();
+//! assert!(sim.api().pods["default/app"].node_name.is_some());
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use jiff::SignedDuration;
+use karpenter_core::api::{
+    ConditionStatus, NodeClaim, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference,
+    NodePool, NodePoolSpec, TemplateMetadata,
+};
+use karpenter_core::disruption::candidates::PdbLimits;
+use karpenter_core::labels;
+use karpenter_core::lifecycle::termination::EvictionResponse;
+use karpenter_core::lifecycle::{
+    self, Metric, Node, NodeCondition, ObjectKind, format_time, unregistered_taint,
+};
+use karpenter_core::model::{DaemonSet, Pod, PodDisruptionBudget, PodPhase, Timestamp};
+use karpenter_core::operator::{Action, CloudCall, CloudResponse, Input, Operator, OperatorConfig};
+use karpenter_core::resources::ResourceList;
+use karpenter_core::taints::TaintEffect;
+
+use crate::FakeCloudProvider;
+
+/// A NodePool named `name` with the fake node class, no requirements and the default
+/// disruption settings (consolidate when empty or underutilized after 0 s, budget 10 %).
+pub fn node_pool(name: &str) -> NodePool {
+    let class = NodeClassReference::new("karpenter.test.sh", "TestNodeClass", "default");
+    let template = NodeClaimTemplate {
+        metadata: TemplateMetadata::default(),
+        spec: NodeClaimTemplateSpec::new(class),
+    };
+    NodePool::new(name, NodePoolSpec::new(template))
+}
+
+/// Settings of a simulation.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The operator's settings.
+    pub operator: OperatorConfig,
+    /// The virtual clock's start.
+    pub start: Timestamp,
+    /// How long after a launch its Node registers (kubelet start).
+    pub register_delay: SignedDuration,
+    /// How long after registering a Node becomes Ready (and its startup taints are removed,
+    /// as the daemon owning them would).
+    pub ready_delay: SignedDuration,
+    /// Whether launched instances register at all (`false`: a launch whose node never joins).
+    pub register_nodes: bool,
+    /// How many inputs may be handled at one instant before the simulation reports a livelock.
+    pub max_inputs_per_instant: usize,
+    /// Print every input handed to the operator to standard error (for debugging a scenario).
+    pub trace: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        let operator = OperatorConfig {
+            scheduler: crate::harness::suite_options(),
+            ..OperatorConfig::default()
+        };
+        SimConfig {
+            operator,
+            start: "2026-01-01T00:00:00Z"
+                .parse()
+                .unwrap_or(Timestamp::UNIX_EPOCH),
+            register_delay: SignedDuration::from_secs(20),
+            ready_delay: SignedDuration::from_secs(10),
+            register_nodes: true,
+            max_inputs_per_instant: 100_000,
+            trace: false,
+        }
+    }
+}
+
+/// Why a simulation stopped early.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The operator kept being woken at the same instant without time moving on.
+    #[error(
+        "livelock at {at}: more than {limit} inputs handled without the clock moving (due: {due:?})"
+    )]
+    Livelock {
+        /// The instant.
+        at: Timestamp,
+        /// The limit that was reached.
+        limit: usize,
+        /// The operator's loops that kept asking to be woken at that instant.
+        due: Vec<String>,
+    },
+}
+
+/// An API write that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The object does not exist.
+    #[error("{kind:?} {name} not found")]
+    NotFound {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
+    /// The object exists already.
+    #[error("{kind:?} {name} already exists")]
+    AlreadyExists {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
+    /// The write was based on an old `resourceVersion`.
+    #[error("{kind:?} {name}: the object has been modified")]
+    Conflict {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// The in-memory cluster API: objects with `resourceVersion`s, deletion with finalizers, and
+/// the watch events each write produces.
+#[derive(Debug, Default)]
+pub struct ClusterApi {
+    rv: u64,
+    /// NodePools by name.
+    pub node_pools: BTreeMap<String, NodePool>,
+    /// NodeClaims by name.
+    pub node_claims: BTreeMap<String, NodeClaim>,
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Node>,
+    /// Pods by `namespace/name`.
+    pub pods: BTreeMap<String, Pod>,
+    /// DaemonSets by `namespace/name`.
+    pub daemonsets: BTreeMap<String, DaemonSet>,
+    /// PodDisruptionBudgets by `namespace/name`.
+    pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// VolumeAttachments: name → Node name.
+    pub volume_attachments: BTreeMap<String, String>,
+    /// Watch events not yet delivered.
+    events: VecDeque<Input>,
+}
+
+impl ClusterApi {
+    fn next_rv(&mut self) -> String {
+        self.rv += 1;
+        self.rv.to_string()
+    }
+
+    /// Every object as a watch's initial list would deliver it.
+    pub fn list_all(&self) -> Vec<Input> {
+        let mut out = Vec::new();
+        out.extend(
+            self.node_pools
+                .values()
+                .map(|o| Input::NodePoolApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.node_claims
+                .values()
+                .map(|o| Input::NodeClaimApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.nodes
+                .values()
+                .map(|o| Input::NodeApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.pods
+                .values()
+                .map(|o| Input::PodApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.daemonsets
+                .values()
+                .map(|o| Input::DaemonSetApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.pdbs
+                .values()
+                .map(|o| Input::PdbApplied(Box::new(o.clone()))),
+        );
+        out.extend(self.volume_attachments.iter().map(|(name, node)| {
+            Input::VolumeAttachmentApplied {
+                name: name.clone(),
+                node_name: node.clone(),
+            }
+        }));
+        out
+    }
+
+    /// Creates or replaces a NodePool (its spec changes bump `generation`).
+    pub fn apply_node_pool(&mut self, mut np: NodePool) {
+        let name = np.name().to_string();
+        let generation = match self.node_pools.get(&name) {
+            Some(old) if old.spec == np.spec => old.metadata.generation.unwrap_or(1),
+            Some(old) => old.metadata.generation.unwrap_or(1) + 1,
+            None => 1,
+        };
+        if let Some(old) = self.node_pools.get(&name) {
+            np.metadata.uid = old.metadata.uid.clone();
+            for (k, v) in &old.metadata.annotations {
+                np.metadata
+                    .annotations
+                    .entry(k.clone())
+                    .or_insert_with(|| v.clone());
+            }
+            if np.status.is_none() {
+                np.status = old.status.clone();
+            }
+        } else {
+            np.metadata.uid = Some(format!("uid-nodepool-{name}"));
+        }
+        np.metadata.generation = Some(generation);
+        np.metadata.resource_version = Some(self.next_rv());
+        self.events
+            .push_back(Input::NodePoolApplied(Box::new(np.clone())));
+        self.node_pools.insert(name, np);
+    }
+
+    /// Creates a NodeClaim.
+    pub fn create_node_claim(
+        &mut self,
+        mut claim: NodeClaim,
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        let name = claim.name().to_string();
+        if self.node_claims.contains_key(&name) {
+            return Err(ApiError::AlreadyExists {
+                kind: ObjectKind::NodeClaim,
+                name,
+            });
+        }
+        claim.metadata.uid = Some(format!("uid-nodeclaim-{name}-{}", self.rv + 1));
+        claim.metadata.creation_timestamp = Some(format_time(now));
+        claim.metadata.generation = Some(1);
+        claim.metadata.resource_version = Some(self.next_rv());
+        claim.status = Default::default();
+        self.events
+            .push_back(Input::NodeClaimApplied(Box::new(claim.clone())));
+        self.node_claims.insert(name, claim);
+        Ok(())
+    }
+
+    /// Writes a NodeClaim's metadata and status (optimistic concurrency when it carries a
+    /// `resourceVersion`). Removing the last finalizer of a deleting NodeClaim removes it.
+    pub fn update_node_claim(&mut self, claim: NodeClaim) -> Result<(), ApiError> {
+        let name = claim.name().to_string();
+        let Some(current) = self.node_claims.get(&name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::NodeClaim,
+                name,
+            });
+        };
+        if claim.metadata.resource_version.is_some()
+            && claim.metadata.resource_version != current.metadata.resource_version
+        {
+            return Err(ApiError::Conflict {
+                kind: ObjectKind::NodeClaim,
+                name,
+            });
+        }
+        let mut next = current.clone();
+        next.metadata.labels = claim.metadata.labels;
+        next.metadata.annotations = claim.metadata.annotations;
+        next.metadata.finalizers = claim.metadata.finalizers;
+        next.metadata.owner_references = claim.metadata.owner_references;
+        next.status = claim.status;
+        if next == *current {
+            return Ok(());
+        }
+        if next.metadata.deletion_timestamp.is_some() && next.metadata.finalizers.is_empty() {
+            self.node_claims.remove(&name);
+            self.events.push_back(Input::NodeClaimDeleted(name));
+            return Ok(());
+        }
+        next.metadata.resource_version = Some(self.next_rv());
+        self.events
+            .push_back(Input::NodeClaimApplied(Box::new(next.clone())));
+        self.node_claims.insert(name, next);
+        Ok(())
+    }
+
+    /// Deletes a NodeClaim (sets its deletion timestamp while finalizers remain).
+    pub fn delete_node_claim(&mut self, name: &str, now: Timestamp) -> Result<(), ApiError> {
+        let Some(claim) = self.node_claims.get_mut(name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::NodeClaim,
+                name: name.to_string(),
+            });
+        };
+        if claim.metadata.finalizers.is_empty() {
+            self.node_claims.remove(name);
+            self.events
+                .push_back(Input::NodeClaimDeleted(name.to_string()));
+            return Ok(());
+        }
+        if claim.metadata.deletion_timestamp.is_none() {
+            claim.metadata.deletion_timestamp = Some(format_time(now));
+            self.rv += 1;
+            claim.metadata.resource_version = Some(self.rv.to_string());
+            let copy = claim.clone();
+            self.events
+                .push_back(Input::NodeClaimApplied(Box::new(copy)));
+        }
+        Ok(())
+    }
+
+    /// Creates or replaces a Node.
+    pub fn put_node(&mut self, node: Node) {
+        self.rv += 1;
+        self.events
+            .push_back(Input::NodeApplied(Box::new(node.clone())));
+        self.nodes.insert(node.name.clone(), node);
+    }
+
+    /// Patches a Node. Removing the last finalizer of a deleting Node removes it.
+    pub fn patch_node(&mut self, update: &lifecycle::NodeUpdate) -> Result<(), ApiError> {
+        let Some(node) = self.nodes.get(&update.node_name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::Node,
+                name: update.node_name.clone(),
+            });
+        };
+        let mut next = node.clone();
+        update.apply(&mut next);
+        if next == *node {
+            return Ok(());
+        }
+        if next.is_deleting() && next.finalizers.is_empty() {
+            self.nodes.remove(&update.node_name);
+            self.events
+                .push_back(Input::NodeDeleted(update.node_name.clone()));
+            return Ok(());
+        }
+        self.put_node(next);
+        Ok(())
+    }
+
+    /// Deletes a Node (sets its deletion timestamp while finalizers remain).
+    pub fn delete_node(&mut self, name: &str, now: Timestamp) -> Result<(), ApiError> {
+        let Some(node) = self.nodes.get(name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::Node,
+                name: name.to_string(),
+            });
+        };
+        if node.finalizers.is_empty() {
+            self.nodes.remove(name);
+            self.events.push_back(Input::NodeDeleted(name.to_string()));
+            return Ok(());
+        }
+        if node.deletion_timestamp.is_none() {
+            let mut next = node.clone();
+            next.deletion_timestamp = Some(now);
+            self.put_node(next);
+        }
+        Ok(())
+    }
+
+    /// Creates or replaces a Pod.
+    pub fn put_pod(&mut self, pod: Pod) {
+        self.rv += 1;
+        self.events
+            .push_back(Input::PodApplied(Box::new(pod.clone())));
+        self.pods.insert(pod.key(), pod);
+    }
+
+    /// Deletes a Pod at once.
+    pub fn delete_pod(&mut self, key: &str) -> Option<Pod> {
+        let pod = self.pods.remove(key)?;
+        self.events.push_back(Input::PodDeleted(key.to_string()));
+        Some(pod)
+    }
+
+    /// Creates or replaces a DaemonSet.
+    pub fn put_daemonset(&mut self, ds: DaemonSet) {
+        self.events
+            .push_back(Input::DaemonSetApplied(Box::new(ds.clone())));
+        self.daemonsets
+            .insert(format!("{}/{}", ds.namespace, ds.name), ds);
+    }
+
+    /// Creates or replaces a PodDisruptionBudget.
+    pub fn put_pdb(&mut self, pdb: PodDisruptionBudget) {
+        self.events
+            .push_back(Input::PdbApplied(Box::new(pdb.clone())));
+        self.pdbs
+            .insert(format!("{}/{}", pdb.namespace, pdb.name), pdb);
+    }
+}
+
+/// Something the world (not the operator) does at a time.
+#[derive(Debug, Clone)]
+enum WorldEvent {
+    /// The kubelet of this instance registers its Node.
+    Register(Box<NodeClaim>),
+    /// The Node becomes Ready; startup taints are removed.
+    Ready(String),
+}
+
+/// A counter of what the operator asked for, for assertions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ActionCounts {
+    /// NodeClaims created.
+    pub node_claims_created: usize,
+    /// NodeClaim deletions asked for (repeats included).
+    pub node_claim_deletes: usize,
+    /// `create` calls of the cloud provider.
+    pub launches: usize,
+    /// Evictions asked for.
+    pub evictions: usize,
+    /// API writes that failed.
+    pub write_failures: usize,
+}
+
+/// A simulated cluster driven by the operator loops. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Sim {
+    config: SimConfig,
+    api: ClusterApi,
+    provider: Arc<FakeCloudProvider>,
+    operator: Operator,
+    now: Timestamp,
+    inbox: VecDeque<Input>,
+    world: BTreeMap<(Timestamp, u64), WorldEvent>,
+    world_seq: u64,
+    nominations: BTreeMap<String, String>,
+    replacement_seq: u64,
+    restarts: u64,
+    inputs_at_instant: usize,
+    /// Kubernetes events the operator published, in order.
+    pub events: Vec<lifecycle::Event>,
+    /// Metric updates the operator made, in order.
+    pub metrics: Vec<Metric>,
+    /// What the operator asked for.
+    pub counts: ActionCounts,
+    /// The API writes that failed, in order.
+    pub write_errors: Vec<ApiError>,
+    /// How many inputs the operator was handed.
+    pub inputs_delivered: u64,
+}
+
+impl Sim {
+    /// A simulation with an empty cluster and a [`FakeCloudProvider`] offering the default
+    /// catalog.
+    pub fn new(config: SimConfig) -> Sim {
+        Sim::with_provider(config, Arc::new(FakeCloudProvider::new()))
+    }
+
+    /// A simulation over a given provider.
+    pub fn with_provider(config: SimConfig, provider: Arc<FakeCloudProvider>) -> Sim {
+        let operator = Operator::new(config.operator.clone());
+        Sim {
+            now: config.start,
+            config,
+            api: ClusterApi::default(),
+            provider,
+            operator,
+            inbox: VecDeque::new(),
+            world: BTreeMap::new(),
+            world_seq: 0,
+            nominations: BTreeMap::new(),
+            replacement_seq: 0,
+            restarts: 0,
+            inputs_at_instant: 0,
+            events: Vec::new(),
+            metrics: Vec::new(),
+            counts: ActionCounts::default(),
+            write_errors: Vec::new(),
+            inputs_delivered: 0,
+        }
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// The cluster API.
+    pub fn api(&self) -> &ClusterApi {
+        &self.api
+    }
+
+    /// The cloud provider.
+    pub fn provider(&self) -> &Arc<FakeCloudProvider> {
+        &self.provider
+    }
+
+    /// The operator.
+    pub fn operator(&self) -> &Operator {
+        &self.operator
+    }
+
+    /// The settings (change them between steps, e.g. to stop nodes from registering).
+    pub fn config_mut(&mut self) -> &mut SimConfig {
+        &mut self.config
+    }
+
+    /// Creates or replaces a NodePool.
+    pub fn apply_node_pool(&mut self, np: NodePool) {
+        self.api.apply_node_pool(np);
+    }
+
+    /// Adds a pod (pending unless it names a node).
+    pub fn add_pod(&mut self, mut pod: Pod) {
+        if pod.uid.is_empty() {
+            pod.uid = format!("uid-pod-{}", pod.key());
+        }
+        pod.creation_timestamp = self.now;
+        self.api.put_pod(pod);
+    }
+
+    /// Deletes a pod (a workload scaling down).
+    pub fn delete_pod(&mut self, key: &str) {
+        self.api.delete_pod(key);
+    }
+
+    /// Adds a PodDisruptionBudget.
+    pub fn add_pdb(&mut self, pdb: PodDisruptionBudget) {
+        self.api.put_pdb(pdb);
+    }
+
+    /// Attaches a volume to a node (a VolumeAttachment named `name`).
+    pub fn attach_volume(&mut self, name: &str, node: &str) {
+        self.api
+            .volume_attachments
+            .insert(name.to_string(), node.to_string());
+        self.api.events.push_back(Input::VolumeAttachmentApplied {
+            name: name.to_string(),
+            node_name: node.to_string(),
+        });
+    }
+
+    /// Detaches the volume of the VolumeAttachment `name`.
+    pub fn detach_volume(&mut self, name: &str) {
+        if self.api.volume_attachments.remove(name).is_some() {
+            self.api
+                .events
+                .push_back(Input::VolumeAttachmentDeleted(name.to_string()));
+        }
+    }
+
+    /// Delivers an interruption message (as a provider's queue consumer would).
+    pub fn interrupt(&mut self, event: karpenter_core::operator::InterruptionEvent) {
+        self.inbox.push_back(Input::Interruption(event));
+    }
+
+    /// Feeds the operator the whole cluster, then [`Input::Synced`].
+    pub fn start(&mut self) {
+        self.drain_api_events();
+        let inputs = self.api.list_all();
+        self.api.events.clear();
+        self.inbox.clear();
+        for input in inputs {
+            self.deliver(input);
+        }
+        self.deliver(Input::Synced);
+    }
+
+    /// Replaces the operator by a new instance built from the cluster's state alone (a crash
+    /// and restart of the controller): answers to calls in flight are lost.
+    pub fn restart_operator(&mut self) {
+        self.restarts += 1;
+        let mut config = self.config.operator.clone();
+        config.name_seed = config.name_seed.wrapping_add(self.restarts);
+        self.operator = Operator::new(config);
+        self.inbox.clear();
+        self.start();
+    }
+
+    fn drain_api_events(&mut self) {
+        while let Some(e) = self.api.events.pop_front() {
+            self.inbox.push_back(e);
+        }
+    }
+
+    /// Hands one input to the operator and carries out its actions.
+    fn deliver(&mut self, input: Input) {
+        self.inputs_delivered += 1;
+        if self.config.trace {
+            eprintln!("{} <- {}", self.now, input_summary(&input));
+        }
+        let actions = self.operator.handle(input, self.now);
+        for action in actions {
+            self.execute(action);
+        }
+        self.drain_api_events();
+    }
+
+    fn write_failed(&mut self, error: ApiError) {
+        self.counts.write_failures += 1;
+        self.write_errors.push(error.clone());
+        let (kind, name) = match &error {
+            ApiError::NotFound { kind, name }
+            | ApiError::AlreadyExists { kind, name }
+            | ApiError::Conflict { kind, name } => (*kind, name.clone()),
+        };
+        self.inbox.push_back(Input::WriteFailed {
+            kind,
+            name,
+            message: error.to_string(),
+        });
+    }
+
+    fn execute(&mut self, action: Action) {
+        let now = self.now;
+        let result = match action {
+            Action::CreateNodeClaim(claim) => {
+                self.counts.node_claims_created += 1;
+                self.api.create_node_claim(*claim, now)
+            }
+            Action::UpdateNodeClaim(claim) => self.api.update_node_claim(*claim),
+            Action::DeleteNodeClaim { name } => {
+                self.counts.node_claim_deletes += 1;
+                self.api.delete_node_claim(&name, now)
+            }
+            Action::PatchNode(update) => self.api.patch_node(&update),
+            Action::DeleteNode { name } => self.api.delete_node(&name, now),
+            Action::EvictPod { id, pod, uid } => {
+                self.counts.evictions += 1;
+                let response = self.evict(&pod, &uid);
+                self.drain_api_events();
+                self.inbox.push_back(Input::EvictionResult { id, response });
+                Ok(())
+            }
+            Action::DeletePod { pod, .. } => {
+                self.remove_pod(&pod);
+                Ok(())
+            }
+            Action::NominatePod { pod, target } => {
+                self.nominations.insert(pod, target);
+                Ok(())
+            }
+            Action::AnnotateNodePool { name, annotations } => {
+                if let Some(mut np) = self.api.node_pools.get(&name).cloned() {
+                    np.metadata.annotations.extend(annotations);
+                    self.api.apply_node_pool(np);
+                }
+                Ok(())
+            }
+            Action::UpdateNodePoolStatus { name, status } => {
+                if let Some(mut np) = self.api.node_pools.get(&name).cloned() {
+                    np.status = Some(*status);
+                    self.api.apply_node_pool(np);
+                }
+                Ok(())
+            }
+            Action::Cloud { id, call } => {
+                if matches!(call, CloudCall::Create(_)) {
+                    self.counts.launches += 1;
+                }
+                let response = block_on(call.execute(self.provider.as_ref()));
+                if let CloudResponse::Create(Ok(launched)) = &response
+                    && self.config.register_nodes
+                {
+                    let at = lifecycle_add(now, self.config.register_delay);
+                    self.schedule(at, WorldEvent::Register(launched.clone()));
+                }
+                self.drain_api_events();
+                self.inbox.push_back(Input::CloudResult { id, response });
+                Ok(())
+            }
+            Action::RecordEvent(e) => {
+                self.events.push(e);
+                Ok(())
+            }
+            Action::Metric(m) => {
+                self.metrics.push(m);
+                Ok(())
+            }
+            Action::WakeAt(_) => Ok(()),
+        };
+        if let Err(e) = result {
+            self.drain_api_events();
+            self.write_failed(e);
+        }
+    }
+
+    /// The Eviction API: 404 when gone, 409 on a UID mismatch, 429 when a PDB refuses, else the
+    /// pod is deleted (and its workload recreates it).
+    fn evict(&mut self, key: &str, uid: &str) -> EvictionResponse {
+        let Some(pod) = self.api.pods.get(key) else {
+            return EvictionResponse::NotFound;
+        };
+        if !uid.is_empty() && pod.uid != uid {
+            return EvictionResponse::Conflict;
+        }
+        let pdbs: Vec<PodDisruptionBudget> = self.api.pdbs.values().cloned().collect();
+        if let Err(e) = PdbLimits::new(&pdbs).can_evict_pods(std::slice::from_ref(pod), self.now) {
+            return EvictionResponse::TooManyRequests {
+                message: e.to_string(),
+            };
+        }
+        self.remove_pod(key);
+        EvictionResponse::Evicted
+    }
+
+    /// Deletes a pod; a pod with a controlling owner (other than a DaemonSet or a Node) is
+    /// recreated pending under a new name, as its ReplicaSet would.
+    fn remove_pod(&mut self, key: &str) {
+        let Some(pod) = self.api.delete_pod(key) else {
+            return;
+        };
+        self.nominations.remove(key);
+        let owned = pod
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.controller && o.kind != "DaemonSet" && o.kind != "Node");
+        if owned {
+            self.replacement_seq += 1;
+            let mut next = pod.clone();
+            let base = match pod.name.rsplit_once("-r") {
+                Some((b, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => b,
+                _ => pod.name.as_str(),
+            }
+            .to_string();
+            next.name = format!("{base}-r{}", self.replacement_seq);
+            next.uid = format!("uid-pod-{}/{}", next.namespace, next.name);
+            next.node_name = None;
+            next.phase = PodPhase::Pending;
+            next.deletion_timestamp = None;
+            next.creation_timestamp = self.now;
+            self.api.put_pod(next);
+        }
+    }
+
+    fn schedule(&mut self, at: Timestamp, event: WorldEvent) {
+        self.world_seq += 1;
+        self.world.insert((at, self.world_seq), event);
+    }
+
+    fn world_event(&mut self, event: WorldEvent) {
+        let now = self.now;
+        match event {
+            WorldEvent::Register(instance) => {
+                let pid = instance.status.provider_id.clone().unwrap_or_default();
+                // The instance was terminated before its kubelet started.
+                if !self
+                    .provider
+                    .instances()
+                    .iter()
+                    .any(|i| i.status.provider_id.as_deref() == Some(pid.as_str()))
+                {
+                    return;
+                }
+                // Nodes are named after their instance (as EC2's `ip-...` names are), so a
+                // NodeClaim launched twice never shares a Node name.
+                let name = pid
+                    .strip_prefix(crate::provider::PROVIDER_ID_PREFIX)
+                    .map_or_else(|| instance.name().to_string(), |id| format!("node-{id}"));
+                if self.api.nodes.contains_key(&name) {
+                    return;
+                }
+                let mut node = Node::new(name.clone(), pid);
+                node.labels = instance.metadata.labels.clone();
+                node.labels
+                    .insert(labels::HOSTNAME.to_string(), name.clone());
+                node.taints.push(unregistered_taint());
+                node.taints.extend(instance.spec.taints.iter().cloned());
+                node.taints
+                    .extend(instance.spec.startup_taints.iter().cloned());
+                node.capacity = instance.status.capacity.clone();
+                node.allocatable = instance.status.allocatable.clone();
+                node.creation_timestamp = now;
+                node.conditions
+                    .push(NodeCondition::new("Ready", ConditionStatus::False, now));
+                self.api.put_node(node);
+                let at = lifecycle_add(now, self.config.ready_delay);
+                self.schedule(at, WorldEvent::Ready(name));
+            }
+            WorldEvent::Ready(name) => {
+                let Some(mut node) = self.api.nodes.get(&name).cloned() else {
+                    return;
+                };
+                let instance_alive =
+                    self.provider.instances().iter().any(|i| {
+                        i.status.provider_id.as_deref() == Some(node.provider_id.as_str())
+                    });
+                if !instance_alive {
+                    return;
+                }
+                node.conditions.retain(|c| c.type_ != "Ready");
+                node.conditions
+                    .push(NodeCondition::new("Ready", ConditionStatus::True, now));
+                let startup: Vec<_> = self
+                    .api
+                    .node_claims
+                    .values()
+                    .filter(|c| c.status.provider_id.as_deref() == Some(node.provider_id.as_str()))
+                    .flat_map(|c| c.spec.startup_taints.clone())
+                    .collect();
+                node.taints
+                    .retain(|t| !startup.iter().any(|s| s.matches(t)));
+                self.api.put_node(node);
+            }
+        }
+    }
+
+    /// Plays kube-scheduler: binds pending pods to Ready, schedulable nodes they fit on,
+    /// preferring the node (or NodeClaim's node) they were nominated to. Returns whether
+    /// anything was bound. An approximation: node selectors, taints and resource requests are
+    /// honoured; affinity and topology spread are not.
+    pub fn bind_pending(&mut self) -> bool {
+        let pending: Vec<Pod> = self
+            .api
+            .pods
+            .values()
+            .filter(|p| p.node_name.is_none() && !p.is_terminal() && !p.is_terminating())
+            .cloned()
+            .collect();
+        if pending.is_empty() {
+            return false;
+        }
+        let mut used: BTreeMap<String, ResourceList> = BTreeMap::new();
+        for p in self.api.pods.values() {
+            if let Some(n) = &p.node_name {
+                used.entry(n.clone())
+                    .or_default()
+                    .add_assign(&p.scheduling_requests());
+            }
+        }
+        let mut bound = false;
+        for mut pod in pending {
+            let preferred = self.nominations.get(&pod.key()).map(|t| {
+                self.api
+                    .node_claims
+                    .get(t)
+                    .and_then(|c| c.status.node_name.clone())
+                    .unwrap_or_else(|| t.clone())
+            });
+            let candidates: Vec<String> = preferred
+                .into_iter()
+                .chain(self.api.nodes.keys().cloned())
+                .collect();
+            let requests = pod.scheduling_requests();
+            let target = candidates.into_iter().find(|name| {
+                let Some(node) = self.api.nodes.get(name) else {
+                    return false;
+                };
+                let free = node
+                    .allocatable
+                    .sub(used.get(name).unwrap_or(&ResourceList::new()));
+                node.is_ready()
+                    && !node.is_deleting()
+                    && node.taints.iter().all(|t| {
+                        t.effect == TaintEffect::PreferNoSchedule
+                            || pod.tolerations.iter().any(|tol| tol.tolerates(t))
+                    })
+                    && pod
+                        .node_selector
+                        .iter()
+                        .all(|(k, v)| node.labels.get(k) == Some(v))
+                    && ResourceList::fits(&requests, &free)
+            });
+            if let Some(name) = target {
+                used.entry(name.clone()).or_default().add_assign(&requests);
+                pod.node_name = Some(name);
+                pod.phase = PodPhase::Running;
+                pod.start_time = Some(self.now);
+                self.nominations.remove(&pod.key());
+                self.api.put_pod(pod);
+                bound = true;
+            }
+        }
+        self.drain_api_events();
+        bound
+    }
+
+    /// Handles one queued input, or binds pending pods, or moves the clock to the next thing
+    /// due (firing world events and waking the operator). Returns `Ok(false)` when nothing is
+    /// left to do before `deadline`.
+    pub fn step(&mut self, deadline: Timestamp) -> Result<bool, SimError> {
+        if let Some(input) = self.inbox.pop_front() {
+            self.inputs_at_instant += 1;
+            if self.inputs_at_instant > self.config.max_inputs_per_instant {
+                return Err(SimError::Livelock {
+                    at: self.now,
+                    limit: self.config.max_inputs_per_instant,
+                    due: Vec::new(),
+                });
+            }
+            self.deliver(input);
+            return Ok(true);
+        }
+        if self.bind_pending() {
+            return Ok(true);
+        }
+        let world_next = self.world.keys().next().map(|(t, _)| *t);
+        let next = [world_next, self.operator.next_wakeup()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(next) = next else {
+            return Ok(false);
+        };
+        if next > deadline {
+            return Ok(false);
+        }
+        if next > self.now {
+            self.now = next;
+            self.inputs_at_instant = 0;
+        }
+        let due: Vec<(Timestamp, u64)> = self
+            .world
+            .keys()
+            .take_while(|(t, _)| *t <= self.now)
+            .copied()
+            .collect();
+        for k in due {
+            if let Some(e) = self.world.remove(&k) {
+                self.world_event(e);
+            }
+        }
+        self.drain_api_events();
+        self.inputs_at_instant += 1;
+        if self.inputs_at_instant > self.config.max_inputs_per_instant {
+            return Err(SimError::Livelock {
+                at: self.now,
+                limit: self.config.max_inputs_per_instant,
+                due: self
+                    .operator
+                    .wakeups()
+                    .into_iter()
+                    .filter(|(_, t)| *t <= self.now)
+                    .map(|(n, _)| n.to_string())
+                    .collect(),
+            });
+        }
+        self.deliver(Input::Tick);
+        Ok(true)
+    }
+
+    /// Runs until nothing is due before `now + d`, then sets the clock to `now + d`.
+    pub fn run_for(&mut self, d: SignedDuration) -> Result<(), SimError> {
+        let deadline = lifecycle_add(self.now, d);
+        while self.step(deadline)? {}
+        if deadline > self.now {
+            self.now = deadline;
+            self.inputs_at_instant = 0;
+            self.deliver(Input::Tick);
+            while self.step(deadline)? {}
+        }
+        Ok(())
+    }
+
+    /// Runs until `done` holds (checked after every step) or `limit` of virtual time passed.
+    /// Returns whether `done` held.
+    pub fn run_until(
+        &mut self,
+        limit: SignedDuration,
+        mut done: impl FnMut(&Sim) -> bool,
+    ) -> Result<bool, SimError> {
+        let deadline = lifecycle_add(self.now, limit);
+        loop {
+            if done(self) {
+                return Ok(true);
+            }
+            if !self.step(deadline)? {
+                return Ok(done(self));
+            }
+        }
+    }
+
+    /// Pods not bound to a node, by key.
+    pub fn pending_pods(&self) -> Vec<String> {
+        self.api
+            .pods
+            .values()
+            .filter(|p| p.node_name.is_none())
+            .map(Pod::key)
+            .collect()
+    }
+
+    /// Provider ids of instances no NodeClaim refers to.
+    pub fn leaked_instances(&self) -> Vec<String> {
+        let referenced: BTreeSet<&str> = self
+            .api
+            .node_claims
+            .values()
+            .filter_map(|c| c.status.provider_id.as_deref())
+            .collect();
+        self.provider
+            .instances()
+            .into_iter()
+            .filter_map(|i| i.status.provider_id)
+            .filter(|p| !referenced.contains(p.as_str()))
+            .collect()
+    }
+}
+
+fn input_summary(input: &Input) -> String {
+    match input {
+        Input::NodePoolApplied(o) => format!("NodePoolApplied {}", o.name()),
+        Input::NodeClaimApplied(o) => format!("NodeClaimApplied {}", o.name()),
+        Input::NodeApplied(o) => format!("NodeApplied {}", o.name),
+        Input::PodApplied(o) => format!("PodApplied {}", o.key()),
+        Input::CloudResult { id, response } => format!(
+            "CloudResult {id} {}",
+            match response {
+                CloudResponse::Create(r) => format!("create ok={}", r.is_ok()),
+                CloudResponse::Delete(r) => format!("delete {r:?}"),
+                CloudResponse::Get(r) => format!("get ok={}", r.is_ok()),
+                CloudResponse::List(_) => "list".to_string(),
+                CloudResponse::InstanceTypes(_) => "instance types".to_string(),
+                CloudResponse::IsDrifted(r) => format!("drifted {r:?}"),
+            }
+        ),
+        other => format!("{other:?}").chars().take(120).collect(),
+    }
+}
+
+fn lifecycle_add(t: Timestamp, d: SignedDuration) -> Timestamp {
+    t.checked_add(d).unwrap_or(Timestamp::MAX)
+}
+
+/// Polls a future that never waits (the fake provider's) to completion.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = future.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! Scenario tests of the operator loops through the simulator shell.
+
+use jiff::SignedDuration;
+use karpenter_core::model::{OwnerReference, Pod};
+use karpenter_core::resources::Quantity;
+use karpenter_fake::sim::{Sim, SimConfig, node_pool};
+
+fn deployment_pod(name: &str, cpu_milli: i64) -> Pod {
+    let mut pod = Pod::new("default", name);
+    pod.requests.insert("cpu", Quantity::from_milli(cpu_milli));
+    pod.owner = Some(OwnerReference {
+        api_version: "apps/v1".into(),
+        kind: "ReplicaSet".into(),
+        name: "app".into(),
+        controller: true,
+    });
+    pod
+}
+
+#[test]
+fn pending_pods_are_provisioned_launched_registered_and_bound() {
+    let mut sim = Sim::new(SimConfig::default());
+    sim.apply_node_pool(node_pool("default"));
+    for i in 0..10 {
+        sim.add_pod(deployment_pod(&format!("app-{i}"), 1500));
+    }
+    sim.start();
+    let done = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    assert!(done, "pending: {:?}", sim.pending_pods());
+    eprintln!("{:#?}", sim.counts);
+    eprintln!("{} {:?}", sim.now(), sim.write_errors);
+}
+
+use std::collections::BTreeSet;
+
+use karpenter_core::api::{Budget, NillableDuration};
+use karpenter_core::labels;
+use karpenter_core::model::{LabelSelector, PodAffinity, PodAffinityTerm};
+
+/// A pod of the `spread` deployment: at most one per node (required anti-affinity on the
+/// hostname), so every pod gets a node of its own.
+fn spread_pod(name: &str) -> Pod {
+    let mut pod = deployment_pod(name, 1000);
+    pod.labels.insert("app".into(), "spread".into());
+    pod.pod_anti_affinity = Some(PodAffinity {
+        required: vec![PodAffinityTerm {
+            label_selector: Some(LabelSelector::from_labels([("app", "spread")])),
+            namespaces: Vec::new(),
+            namespace_selector: None,
+            topology_key: labels::HOSTNAME.into(),
+        }],
+        preferred: Vec::new(),
+    });
+    pod
+}
+
+/// A simulation with `n` spread pods, each bound to a node of its own.
+fn spread_cluster(n: usize, budget: &str) -> Sim {
+    let config = SimConfig {
+        max_inputs_per_instant: 2_000,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(config);
+    let mut np = node_pool("default");
+    np.spec.disruption.budgets = Some(vec![Budget::nodes(budget)]);
+    np.spec.disruption.consolidate_after = Some(NillableDuration::parse("0s").unwrap());
+    sim.apply_node_pool(np);
+    for i in 0..n {
+        sim.add_pod(spread_pod(&format!("spread-{i}")));
+    }
+    sim.start();
+    let bound = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    assert!(bound, "pending: {:?}", sim.pending_pods());
+    assert_eq!(sim.api().nodes.len(), n, "one node per spread pod");
+    sim
+}
+
+/// NodeClaims being deleted or tainted for disruption.
+fn disrupting(sim: &Sim) -> usize {
+    sim.api()
+        .node_claims
+        .values()
+        .filter(|c| c.metadata.deletion_timestamp.is_some())
+        .count()
+}
+
+#[test]
+fn scale_down_consolidates_within_budgets_after_validation() {
+    let mut sim = spread_cluster(10, "10%");
+    let start = sim.now();
+    for i in 2..10 {
+        sim.delete_pod(&format!("default/spread-{i}"));
+    }
+    let mut max_disrupting = 0;
+    let mut first_delete = None;
+    let done = sim
+        .run_until(SignedDuration::from_mins(30), |s| {
+            let d = disrupting(s);
+            max_disrupting = max_disrupting.max(d);
+            if d > 0 && first_delete.is_none() {
+                first_delete = Some(s.now());
+            }
+            s.api().nodes.len() == 2
+        })
+        .unwrap();
+    assert!(
+        done,
+        "nodes left: {:?}",
+        sim.api().nodes.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        max_disrupting, 1,
+        "a 10% budget of 10 nodes disrupts one at a time"
+    );
+    let waited = first_delete.unwrap().duration_since(start);
+    assert!(
+        waited >= SignedDuration::from_secs(15),
+        "the first deletion waits out the validation delay, got {waited}"
+    );
+    assert!(sim.pending_pods().is_empty());
+    assert!(sim.leaked_instances().is_empty());
+    assert_eq!(sim.provider().instances().len(), 2);
+}
+
+#[test]
+fn do_not_disrupt_pod_holds_its_node() {
+    let mut sim = spread_cluster(4, "100%");
+    // spread-0 may not be disrupted; its node stays while the others' pods leave.
+    let mut pod = sim.api().pods["default/spread-0"].clone();
+    pod.annotations
+        .insert(labels::DO_NOT_DISRUPT_ANNOTATION.into(), "true".into());
+    let held = pod.node_name.clone().unwrap();
+    sim.add_pod(pod);
+    for i in 1..4 {
+        sim.delete_pod(&format!("default/spread-{i}"));
+    }
+    sim.run_for(SignedDuration::from_mins(20)).unwrap();
+    let nodes: Vec<&String> = sim.api().nodes.keys().collect();
+    assert_eq!(nodes, [&held], "only the held node remains");
+    assert_eq!(
+        sim.api().pods["default/spread-0"].node_name.as_deref(),
+        Some(held.as_str())
+    );
+}
+
+#[test]
+fn drifted_node_pool_replaces_every_node() {
+    let mut sim = spread_cluster(3, "100%");
+    let old: BTreeSet<String> = sim.api().node_claims.keys().cloned().collect();
+    let mut np = sim.api().node_pools["default"].clone();
+    np.spec
+        .template
+        .metadata
+        .labels
+        .insert("team".into(), "blue".into());
+    sim.apply_node_pool(np);
+    let done = sim
+        .run_until(SignedDuration::from_mins(30), |s| {
+            s.api().node_claims.keys().all(|k| !old.contains(k))
+                && s.pending_pods().is_empty()
+                && s.api().nodes.len() == 3
+        })
+        .unwrap();
+    if !done {
+        dump(&sim);
+    }
+    assert!(
+        done,
+        "claims: {:?}",
+        sim.api().node_claims.keys().collect::<Vec<_>>()
+    );
+    for node in sim.api().nodes.values() {
+        assert_eq!(node.labels.get("team").map(String::as_str), Some("blue"));
+    }
+    assert!(sim.leaked_instances().is_empty());
+}
+
+#[test]
+fn restart_mid_launch_creates_no_duplicate_and_leaks_nothing() {
+    let mut sim = Sim::new(SimConfig::default());
+    sim.apply_node_pool(node_pool("default"));
+    for i in 0..3 {
+        sim.add_pod(deployment_pod(&format!("app-{i}"), 1000));
+    }
+    sim.start();
+    let deadline = sim.now() + SignedDuration::from_mins(1);
+    // Stop right after the cloud provider launched an instance whose NodeClaim does not know it.
+    let mid_launch = |s: &Sim| !s.leaked_instances().is_empty();
+    while !mid_launch(&sim) {
+        assert!(sim.step(deadline).unwrap(), "never reached mid-launch");
+    }
+    let claims_before: BTreeSet<String> = sim.api().node_claims.keys().cloned().collect();
+    assert_eq!(claims_before.len(), 1);
+    sim.restart_operator();
+    let done = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    if !done {
+        dump(&sim);
+    }
+    assert!(done);
+    let claims_after: BTreeSet<String> = sim.api().node_claims.keys().cloned().collect();
+    assert_eq!(
+        claims_after, claims_before,
+        "no duplicate NodeClaim after the restart"
+    );
+    // The instance launched before the crash is collected.
+    let cleaned = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.leaked_instances().is_empty()
+        })
+        .unwrap();
+    assert!(cleaned, "leaked: {:?}", sim.leaked_instances());
+    assert_eq!(sim.provider().instances().len(), 1);
+}
+
+#[test]
+fn claim_whose_node_never_registers_times_out() {
+    let config = SimConfig {
+        register_nodes: false,
+        ..SimConfig::default()
+    };
+    let mut sim = Sim::new(config);
+    sim.apply_node_pool(node_pool("default"));
+    sim.add_pod(deployment_pod("app", 1000));
+    sim.start();
+    sim.run_for(SignedDuration::from_secs(30)).unwrap();
+    let first: Vec<String> = sim.api().node_claims.keys().cloned().collect();
+    assert_eq!(first.len(), 1);
+    let launched_at = sim.now();
+    sim.run_until(SignedDuration::from_mins(20), |s| {
+        !s.api().node_claims.contains_key(&first[0])
+    })
+    .unwrap();
+    let gone_after = sim.now().duration_since(launched_at);
+    assert!(
+        gone_after >= SignedDuration::from_mins(14) && gone_after <= SignedDuration::from_mins(16),
+        "deleted after {gone_after}"
+    );
+    assert!(
+        sim.metrics
+            .iter()
+            .any(|m| m.name == "karpenter_nodeclaims_disrupted_total"
+                && m.labels.get("reason").map(String::as_str) == Some("registration_timeout"))
+    );
+    // Its instance was terminated; a new claim took its place for the pod.
+    assert!(sim.leaked_instances().len() <= 1);
+    assert!(
+        !sim.provider()
+            .instances()
+            .iter()
+            .any(|i| i.name() == first[0])
+    );
+}
+
+/// Prints the cluster (for failing tests).
+#[allow(dead_code)]
+fn dump(sim: &Sim) {
+    eprintln!("now {}", sim.now());
+    for c in sim.api().node_claims.values() {
+        eprintln!(
+            "claim {} pid {:?} del {:?} conds {:?}",
+            c.name(),
+            c.status.provider_id,
+            c.metadata.deletion_timestamp,
+            c.status
+                .conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c.status))
+                .collect::<Vec<_>>()
+        );
+    }
+    for n in sim.api().nodes.values() {
+        eprintln!(
+            "node {} pid {} ready {} del {:?} taints {:?}",
+            n.name,
+            n.provider_id,
+            n.is_ready(),
+            n.deletion_timestamp,
+            n.taints
+        );
+    }
+    for p in sim.api().pods.values() {
+        eprintln!("pod {} on {:?}", p.key(), p.node_name);
+    }
+    eprintln!(
+        "instances {:?}",
+        sim.provider()
+            .instances()
+            .iter()
+            .map(|i| (i.name().to_string(), i.status.provider_id.clone()))
+            .collect::<Vec<_>>()
+    );
+    eprintln!("counts {:?} errors {:?}", sim.counts, sim.write_errors);
+}
+
+#[test]
+fn termination_waits_for_volumes_to_detach() {
+    let mut sim = spread_cluster(2, "100%");
+    let pod = sim.api().pods["default/spread-1"].clone();
+    let node = pod.node_name.clone().unwrap();
+    sim.attach_volume("csi-vol-1", &node);
+    sim.delete_pod("default/spread-1");
+    sim.run_for(SignedDuration::from_mins(5)).unwrap();
+    let claim = sim
+        .api()
+        .node_claims
+        .values()
+        .find(|c| c.status.node_name.as_deref() == Some(node.as_str()))
+        .expect("the claim waits for its node");
+    assert!(
+        claim.metadata.deletion_timestamp.is_some(),
+        "the empty node is being removed"
+    );
+    assert!(
+        sim.api().nodes.contains_key(&node),
+        "held by the attachment"
+    );
+    let detached = claim
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "VolumesDetached")
+        .map(|c| c.status);
+    assert_eq!(
+        detached,
+        Some(karpenter_core::api::ConditionStatus::Unknown)
+    );
+    sim.detach_volume("csi-vol-1");
+    sim.run_for(SignedDuration::from_mins(1)).unwrap();
+    assert!(!sim.api().nodes.contains_key(&node));
+    assert_eq!(sim.api().nodes.len(), 1);
+}
+
+#[test]
+fn spot_interruption_replaces_the_node() {
+    use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
+    let mut sim = spread_cluster(1, "100%");
+    let (claim, pid) = sim
+        .api()
+        .node_claims
+        .values()
+        .map(|c| (c.name().to_string(), c.status.provider_id.clone().unwrap()))
+        .next()
+        .unwrap();
+    sim.interrupt(InterruptionEvent::new(
+        InterruptionKind::RebalanceRecommendation,
+        pid.clone(),
+    ));
+    sim.run_for(SignedDuration::from_secs(30)).unwrap();
+    assert!(
+        sim.api().node_claims.contains_key(&claim),
+        "rebalance only records"
+    );
+    sim.interrupt(InterruptionEvent::new(
+        InterruptionKind::SpotInterrupted,
+        pid,
+    ));
+    let replaced = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            !s.api().node_claims.contains_key(&claim)
+                && s.pending_pods().is_empty()
+                && s.api().nodes.len() == 1
+        })
+        .unwrap();
+    assert!(replaced);
+    assert!(sim.events.iter().any(|e| e.reason == "SpotInterrupted"));
+    assert!(sim.leaked_instances().is_empty());
+}
