@@ -87,7 +87,12 @@ fn chart_crds_are_karpenter_crds_output() {
             std::fs::create_dir_all(chart("crds")).expect("crds/");
             std::fs::write(&path, &text).expect("write CRD");
         }
-        let actual = read(&path);
+        let actual = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (run with UPDATE_EXPECT=1 to write it from `karpenter crds`)",
+                path.display()
+            )
+        });
         assert!(
             actual == text,
             "{} differs from `karpenter crds` (run with UPDATE_EXPECT=1 to regenerate it)",
