@@ -346,10 +346,11 @@ impl Metrics {
             labels.push(("phase", phase.clone()));
             self.pods_state.get_or_create(&labels).set(1.0);
             let terminal = phase == "Succeeded" || phase == "Failed";
-            if !node.is_empty() && !terminal {
-                if let Ok(r) = karpenter_core::convert::effective_requests(pod) {
-                    requests.entry(node).or_default().add_assign(&r);
-                }
+            if !node.is_empty()
+                && !terminal
+                && let Ok(r) = karpenter_core::convert::effective_requests(pod)
+            {
+                requests.entry(node).or_default().add_assign(&r);
             }
         }
         for node in nodes {
