@@ -24,7 +24,11 @@ use karpenter_core::model::InstanceType;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::manifests::{Located, ManifestError, NodeClass, Origin};
+use crate::manifests::{Located, ManifestError, NodeClass};
+
+/// What `--catalog` accepts, for messages.
+pub const CATALOG_NAMES: &str = "--catalog takes aws (the embedded us-east-1 catalog), fake:N \
+     (upstream's N generated test instance types) or the path of a catalog file";
 
 /// The `--catalog` argument.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,8 +181,15 @@ impl Catalog {
             }),
             CatalogSpec::Path(path) => {
                 let name = path.display().to_string();
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| CatalogLoadError::Input(format!("{name}: {e}")))?;
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        CatalogLoadError::Input(format!(
+                            "--catalog {name}: not a catalog name and no such file; {CATALOG_NAMES}"
+                        ))
+                    } else {
+                        CatalogLoadError::Input(format!("{name}: {e}"))
+                    }
+                })?;
                 let value: Value = if path.extension().is_some_and(|e| e == "json") {
                     serde_json::from_str(&text).map_err(|e| {
                         CatalogLoadError::Input(format!("{name}: invalid JSON: {e}"))
@@ -254,7 +265,7 @@ impl Catalog {
 /// `maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`). Errors name the
 /// first offending field; the message lists every violation.
 pub fn aws_options(
-    origin: &Origin,
+    origin: &str,
     object: &str,
     value: &Value,
 ) -> Result<AwsCatalogOptions, ManifestError> {
@@ -268,7 +279,7 @@ pub fn aws_options(
 /// rules ([`EC2NodeClass::validate`]); errors name the first offending field and list every
 /// violation.
 pub fn typed_nodeclass(
-    origin: &Origin,
+    origin: &str,
     object: &str,
     value: &Value,
 ) -> Result<EC2NodeClass, ManifestError> {
@@ -286,7 +297,7 @@ pub fn typed_nodeclass(
     Ok(class)
 }
 
-fn nodeclass_error(origin: &Origin, object: &str, errs: ValidationErrors) -> ManifestError {
+fn nodeclass_error(origin: &str, object: &str, errs: ValidationErrors) -> ManifestError {
     let first = errs
         .errors()
         .first()
@@ -315,12 +326,8 @@ mod tests {
     use karpenter_core::resources::Quantity;
     use serde_json::json;
 
-    fn origin() -> Origin {
-        Origin {
-            file: "c.yaml".into(),
-            document: 1,
-            item: None,
-        }
+    fn origin() -> String {
+        "c.yaml: document 1".to_string()
     }
 
     #[test]

@@ -75,13 +75,15 @@ pub struct PlanArgs {
     /// file.
     #[arg(long, value_name = "SPEC", default_value = "aws")]
     pub catalog: String,
-    /// The spot price estimate of the aws catalog, as a fraction of the on-demand price.
+    /// The spot price estimate of the aws catalog, as a fraction of the on-demand price
+    /// (default 0.35: spot = 0.35 x on-demand; see the help's catalog section).
     #[arg(long, value_name = "FACTOR")]
     pub spot_price_factor: Option<f64>,
     /// Also plan disruption (consolidation, drift, expiry) of the existing cluster.
     #[arg(long)]
     pub disruption: bool,
-    /// The time the disruption planner uses (RFC 3339); default: now.
+    /// The time the disruption planner uses (RFC 3339, e.g. 2026-06-10T00:00:00Z); default:
+    /// now. Pin it for answers that do not change from day to day.
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
     /// Output format.
@@ -96,7 +98,38 @@ pub struct PlanArgs {
 }
 
 fn rules_help() -> String {
-    let mut s = String::from("Warning rules (for --allow):\n");
+    let s = String::from(
+        "Exit status: 0 when planning ran (even with unschedulable pods); 2 for invalid input or \
+         usage (the message names the file, the document, the object and the field); 1 for an \
+         internal error.
+
+Catalogs (--catalog):
+  aws      the embedded us-east-1 catalog: real instance types, zones and on-demand prices;
+           spot prices are estimated as --spot-price-factor x on-demand (default FACTOR)
+  fake:N   upstream Karpenter's N generated test instance types (fake.InstanceTypes(N))
+  PATH     a catalog file (YAML or JSON):
+             instanceTypes:
+               - name: m5.xlarge
+                 capacity: {cpu: \"4\", memory: 16Gi, pods: \"58\"}
+                 overhead: {kubeReserved: {cpu: 80m}, evictionThreshold: {memory: 100Mi}}
+                 labels: {kubernetes.io/arch: amd64}
+                 offerings:
+                   - {zone: us-east-1a, capacityType: on-demand, price: 0.192}
+                   - {zone: us-east-1a, capacityType: spot, price: 0.071, available: false}
+
+Workloads: a Deployment, ReplicaSet, StatefulSet or Job becomes pending pods only for the
+replicas that have no pod in the input (ownerReferences), so a `kubectl get -o yaml` dump
+counts each pod once and a directory of manifests expands every replica.
+
+The JSON / YAML output is a stable contract: docs/plan-contract.md in the repository.
+
+",
+    );
+    let mut s = s.replace(
+        "FACTOR",
+        &karpenter_aws::catalog::DEFAULT_SPOT_PRICE_FACTOR.to_string(),
+    );
+    s.push_str("Warning rules (for --allow):\n");
     for (rule, what) in RULES {
         s.push_str(&format!("  {rule:34} {what}\n"));
     }

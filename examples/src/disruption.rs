@@ -1,16 +1,22 @@
 //! `--disruption`: what the disruption controller would do to the existing cluster.
 //!
-//! [`plan_disruption`] turns the input into a [`ClusterSnapshot`] and runs
+//! [`plan_disruption`] turns the input into a [`ClusterSnapshot`], evaluates drift over it as
+//! the controllers would before a pass ([`evaluate_snapshot_drift`]: NodePool hash,
+//! requirements, instance types; offline, the provider reasons already recorded in `Drifted`
+//! conditions stand in for the cloud provider), and runs
 //! [`karpenter_core::disruption::plan`]: expired NodeClaims first, then pass after pass of
 //! emptiness, drift, multi-node and single-node consolidation, each command applied to a working
 //! copy before the next pass. A Node that carries `karpenter.sh/nodepool` but has no NodeClaim in
 //! the input (a dump of Nodes only) gets a NodeClaim synthesized from its labels and status, so
-//! that offline dumps can be planned.
+//! that offline dumps can be planned; such a claim is not `Launched`, so it is never drifted.
 
 use karpenter_core::api::{
     Condition, ConditionStatus, NodeClaim, NodeClaimSpec, NodeClassReference, NodePool,
 };
 use karpenter_core::disruption::DisruptionOptions;
+use karpenter_core::lifecycle::drift::{
+    DriftOptions, SnapshotDriftInput, evaluate_snapshot_drift, recorded_provider_drift,
+};
 use karpenter_core::model::ClusterNode;
 use karpenter_core::model::{DaemonSet, InstanceType, PodDisruptionBudget, Timestamp};
 use karpenter_core::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
@@ -81,7 +87,24 @@ pub struct BlockedNode {
 
 /// Plans disruption over the input (see the module documentation).
 pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
-    let snapshot = snapshot(input);
+    let mut snapshot = snapshot(input);
+    // Drift as the controllers would evaluate it before the pass (hash, requirements,
+    // instance types; no cloud provider offline).
+    let drift = SnapshotDriftInput {
+        options: DriftOptions {
+            policy: input.scheduler_options.label_policy.clone(),
+            reserved_capacity_labels: input
+                .scheduler_options
+                .reservation_id_label
+                .iter()
+                .cloned()
+                .collect(),
+        },
+        // No cloud provider offline: keep the provider reasons the input already records.
+        cloud_drift: recorded_provider_drift(&snapshot),
+        ..SnapshotDriftInput::default()
+    };
+    evaluate_snapshot_drift(&mut snapshot, input.now, &drift);
     let options = DisruptionOptions {
         scheduler: input.scheduler_options.clone(),
         ..DisruptionOptions::default()
@@ -100,7 +123,7 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
                 .iter()
                 .map(|r| {
                     let launch = crate::plan::launch_of(&r.instance_types, &r.requirements, policy);
-                    crate::plan::claim_output(r, launch)
+                    crate::plan::claim_output(r, launch, None)
                 })
                 .collect(),
             savings_per_hour: round6(c.savings_per_hour),

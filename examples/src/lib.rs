@@ -3,7 +3,9 @@
 //!
 //! - [`manifests`]: `-f` inputs into typed, located objects;
 //! - [`catalog`]: `--catalog aws|fake:N|PATH`;
-//! - [`plan`]: validation, the scheduler's input, the solve, pricing, explanations;
+//! - [`plan`]: the catalog's instance types per NodePool, the world
+//!   ([`karpenter_core::world`]), the solve, pricing;
+//! - [`explain`]: why pods were left out (`--explain`);
 //! - [`lowerbound`]: the proven cost lower bound;
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
@@ -18,6 +20,7 @@ pub mod cli;
 pub mod controller;
 pub mod crds;
 pub mod disruption;
+pub mod explain;
 pub mod live;
 pub mod lowerbound;
 pub mod manifests;

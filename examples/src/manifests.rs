@@ -9,12 +9,13 @@ use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_core::api::{self, ApiError, NodeClaim, NodePool};
+use karpenter_core::world::WorldError;
+pub use karpenter_core::world::{Located, Workload};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -81,8 +82,8 @@ pub enum ManifestError {
     /// An object breaks its schema or a validation rule.
     #[error("{origin}: {object}: {field}: {message}")]
     Invalid {
-        /// Where.
-        origin: Origin,
+        /// Where ([`Origin`]'s text).
+        origin: String,
         /// `Kind/name` or `Kind/namespace/name`.
         object: String,
         /// The field path (`spec.template.spec.requirements[0].operator`); `-` for the whole
@@ -96,14 +97,14 @@ pub enum ManifestError {
 impl ManifestError {
     /// An [`ManifestError::Invalid`] error.
     pub fn invalid(
-        origin: &Origin,
+        origin: impl fmt::Display,
         object: impl Into<String>,
         field: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
         let field = field.into();
         ManifestError::Invalid {
-            origin: origin.clone(),
+            origin: origin.to_string(),
             object: object.into(),
             field: if field.is_empty() { "-".into() } else { field },
             message: message.into(),
@@ -118,17 +119,6 @@ pub struct Document {
     pub origin: Origin,
     /// The decoded document.
     pub value: Value,
-}
-
-/// An object and where it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Located<T> {
-    /// Where it came from.
-    pub origin: Origin,
-    /// `Kind/name` or `Kind/namespace/name`, for messages.
-    pub name: String,
-    /// The object.
-    pub object: T,
 }
 
 /// Reads every input into documents (empty documents dropped, `kind: List` expanded), in
@@ -288,24 +278,39 @@ pub fn documents_from_str(
         {
             continue;
         }
-        let value: Value = serde_saphyr::from_str(&doc).map_err(|e| ManifestError::Syntax {
-            origin: origin.clone(),
-            message: format!(
-                "invalid YAML (document starting at line {first_line}): {}",
-                first_line_of(&e.to_string())
-            ),
-        })?;
+        let value: Value = serde_saphyr::from_str_with_options(&doc, yaml_options(doc.len()))
+            .map_err(|e| ManifestError::Syntax {
+                origin: origin.clone(),
+                message: format!(
+                    "invalid YAML (document starting at line {first_line}): {}",
+                    first_line_of(&e.to_string())
+                ),
+            })?;
         push_document(&mut out, origin, value);
     }
     Ok(out)
+}
+
+/// The YAML parser's limits for a document of `bytes` bytes. The default budget (250,000
+/// nodes, a million events) refuses a `kubectl get pods -o yaml` dump of a few thousand pods;
+/// a node or event needs at least one byte of text, so limits that grow with the text admit any
+/// dump while alias expansion (the attack the budget is for) stays limited as by default.
+fn yaml_options(bytes: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(bytes);
+    budget.max_events = budget.max_events.max(bytes.saturating_mul(2));
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
 fn first_line_of(message: &str) -> String {
     message.lines().next().unwrap_or(message).to_string()
 }
 
-/// Adds a document, expanding lists (`kind: List` or `*List` with `items`).
-fn push_document(out: &mut Vec<Document>, origin: Origin, value: Value) {
+/// Adds a document, expanding lists (`kind: List` or `*List` with `items`); list items are
+/// moved, not copied.
+fn push_document(out: &mut Vec<Document>, origin: Origin, mut value: Value) {
     if value.is_null() {
         return;
     }
@@ -313,8 +318,8 @@ fn push_document(out: &mut Vec<Document>, origin: Origin, value: Value) {
         .get("kind")
         .and_then(Value::as_str)
         .is_some_and(|k| k == "List" || (k.ends_with("List") && value.get("items").is_some()));
-    if is_list && let Some(Value::Array(items)) = value.get("items") {
-        for (i, item) in items.iter().enumerate() {
+    if is_list && let Some(Value::Array(items)) = value.get_mut("items") {
+        for (i, item) in std::mem::take(items).into_iter().enumerate() {
             if item.is_null() {
                 continue;
             }
@@ -323,25 +328,12 @@ fn push_document(out: &mut Vec<Document>, origin: Origin, value: Value) {
                     item: Some(i),
                     ..origin.clone()
                 },
-                value: item.clone(),
+                value: item,
             });
         }
         return;
     }
     out.push(Document { origin, value });
-}
-
-/// A workload whose pod template is expanded into pending pods.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Workload {
-    /// `apps/v1 Deployment`.
-    Deployment(Box<Deployment>),
-    /// `apps/v1 ReplicaSet`.
-    ReplicaSet(Box<ReplicaSet>),
-    /// `apps/v1 StatefulSet`.
-    StatefulSet(Box<StatefulSet>),
-    /// `batch/v1 Job`.
-    Job(Box<Job>),
 }
 
 /// An `EC2NodeClass` (`karpenter.k8s.aws/v1`), validated but kept as its JSON value: the
@@ -428,11 +420,7 @@ fn decode<T: DeserializeOwned>(doc: &Document, object: &str) -> Result<T, Manife
 }
 
 fn located<T>(doc: &Document, name: &str, object: T) -> Located<T> {
-    Located {
-        origin: doc.origin.clone(),
-        name: name.to_string(),
-        object,
-    }
+    Located::new(doc.origin.to_string(), name, object)
 }
 
 /// Decodes the documents by `apiVersion` / `kind`. Unknown kinds and non-objects become
@@ -546,10 +534,28 @@ fn api_error(doc: &Document, name: &str, e: ApiError) -> ManifestError {
     }
 }
 
+impl From<WorldError> for ManifestError {
+    fn from(e: WorldError) -> Self {
+        match e {
+            WorldError::Invalid {
+                origin,
+                object,
+                field,
+                message,
+            } => ManifestError::Invalid {
+                origin,
+                object,
+                field,
+                message,
+            },
+        }
+    }
+}
+
 /// The EC2NodeClass checks of the v1 CRD: the document is decoded as `karpenter-aws`'s typed
 /// EC2NodeClass and validated with upstream's CRD rules; the first offending field is named.
 fn validate_nodeclass(doc: &Document, name: &str) -> Result<NodeClass, ManifestError> {
-    let class = crate::catalog::typed_nodeclass(&doc.origin, name, &doc.value)?;
+    let class = crate::catalog::typed_nodeclass(&doc.origin.to_string(), name, &doc.value)?;
     Ok(NodeClass {
         name: class.name().to_string(),
         value: doc.value.clone(),

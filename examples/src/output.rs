@@ -48,6 +48,9 @@ pub struct ClaimOutput {
     /// prevents).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch: Option<Launch>,
+    /// Every zone it may launch in (its instance types' available offerings that its
+    /// requirements allow), sorted.
+    pub zones: Vec<String>,
     /// Its requirements, sorted by key.
     pub requirements: Vec<NodeSelectorRequirement>,
     /// `namespace/name` of its pods, in placement order.
@@ -232,6 +235,7 @@ pub fn to_table(plan: &PlanOutput) -> String {
             "$/hour",
             "Pods",
             "Options",
+            "Zones",
         ]);
         for (i, claim) in plan.node_claims.iter().enumerate() {
             let (it, zone, ct, price) = match &claim.launch {
@@ -252,9 +256,11 @@ pub fn to_table(plan: &PlanOutput) -> String {
                 right(price),
                 right(claim.pods.len()),
                 right(claim.instance_types.len()),
+                Cell::new(zone_list(&claim.zones)),
             ]);
         }
         let _ = writeln!(out, "{t}");
+        out.push_str(CLAIM_COLUMNS);
     }
     out.push('\n');
 
@@ -371,6 +377,40 @@ pub fn to_table(plan: &PlanOutput) -> String {
     out
 }
 
+/// What the columns of the NodeClaim table mean.
+const CLAIM_COLUMNS: &str = "  Instance type, Zone, Capacity, $/hour: the cheapest available offering the claim may \
+launch as\n  Pods: pending pods placed on it; Options: instance types it may launch as (cheapest \
+first, in -o json); Zones: every zone it may launch in\n";
+
+/// Zones with a shared prefix written once: `us-east-1{a,b,c}`.
+fn zone_list(zones: &[String]) -> String {
+    let prefix_len = zones
+        .iter()
+        .skip(1)
+        .fold(zones.first().map_or(0, String::len), |n, z| {
+            zones[0]
+                .bytes()
+                .zip(z.bytes())
+                .take(n)
+                .take_while(|(a, b)| a == b)
+                .count()
+        });
+    match zones {
+        [] => "-".to_string(),
+        [one] => one.clone(),
+        _ => match zones[0].get(..prefix_len) {
+            Some(prefix) if !prefix.is_empty() => {
+                let rest: Vec<&str> = zones
+                    .iter()
+                    .map(|z| z.get(prefix_len..).unwrap_or(""))
+                    .collect();
+                format!("{prefix}{{{}}}", rest.join(","))
+            }
+            _ => zones.join(","),
+        },
+    }
+}
+
 /// Up to three names, then a count of the rest.
 fn abbreviate(names: &[String]) -> String {
     const SHOWN: usize = 3;
@@ -404,6 +444,18 @@ mod tests {
         assert_eq!(c.gap, Some(0.0));
         assert_eq!(floor_to(0.1234567, 6), 0.123456);
         assert_eq!(round_to(0.1 + 0.2, 6), 0.3);
+    }
+
+    #[test]
+    fn zone_lists_share_their_prefix() {
+        let z = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            zone_list(&z(&["us-east-1a", "us-east-1b", "us-east-1f"])),
+            "us-east-1{a,b,f}"
+        );
+        assert_eq!(zone_list(&z(&["us-east-1a"])), "us-east-1a");
+        assert_eq!(zone_list(&z(&[])), "-");
+        assert_eq!(zone_list(&z(&["a", "b"])), "a,b");
     }
 
     #[test]

@@ -34,3 +34,6 @@ pub mod scheduling;
 pub mod state;
 pub mod taints;
 pub mod volumes;
+#[cfg(feature = "k8s-openapi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "k8s-openapi")))]
+pub mod world;

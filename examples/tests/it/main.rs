@@ -5,9 +5,12 @@
 
 mod chart;
 mod crds;
+mod dumps;
 mod e2e;
+mod edges;
 mod errors;
 mod examples;
+mod fidelity;
 mod options;
 mod perf;
 mod robustness;

@@ -5,7 +5,8 @@
 //!   (see [`effective_requests`]);
 //! - [`node_from_k8s`]: a Node;
 //! - [`daemonset_from_k8s`] / [`daemonset_from_k8s_with_pod`]: a DaemonSet and the pod it
-//!   would run on every eligible node (scheduler spec 3.0 step 8);
+//!   would run on every eligible node (scheduler spec 3.0 step 8), the latter with the
+//!   DaemonSet's newest live pod ([`newest_daemonset_pod`]) when there is one;
 //! - [`pdb_from_k8s`]: a PodDisruptionBudget;
 //! - [`pvc_from_k8s`], [`pv_from_k8s`], [`storage_class_from_k8s`],
 //!   [`csi_node_limits_from_k8s`]: storage objects for the scheduler's
@@ -892,6 +893,48 @@ pub fn lifecycle_node_from_k8s(node: &core::Node) -> Result<crate::lifecycle::No
 /// DaemonSet and the template field (`spec.template.spec.containers[0]...`).
 pub fn daemonset_from_k8s(ds: &apps::DaemonSet) -> Result<model::DaemonSet, ConvertError> {
     daemonset_from_k8s_with_pod(ds, None)
+}
+
+/// The pod upstream takes as a DaemonSet's template when one exists: the newest pod (latest
+/// `metadata.creationTimestamp`) the DaemonSet controls, among `pods` (scheduler spec 5.1,
+/// upstream's cluster state keeps exactly that pod per DaemonSet). Pass the result to
+/// [`daemonset_from_k8s_with_pod`]; `None` means the DaemonSet's own template is used.
+///
+/// A pod is controlled by the DaemonSet when it is in the DaemonSet's namespace and its
+/// controller owner reference names it: by UID when the DaemonSet has one (upstream's
+/// `IsControlledBy`), else (offline manifests often carry no UIDs) by kind `DaemonSet` and
+/// name. Among pods created at the same time the first in `pods` wins; a pod without a
+/// creation time is older than any pod with one.
+pub fn newest_daemonset_pod<'a>(
+    ds: &apps::DaemonSet,
+    pods: impl IntoIterator<Item = &'a core::Pod>,
+) -> Option<&'a core::Pod> {
+    let namespace = namespace_of(&ds.metadata);
+    let name = non_empty(ds.metadata.name.as_ref())?;
+    let uid = non_empty(ds.metadata.uid.as_ref());
+    let controlled = |p: &core::Pod| {
+        namespace_of(&p.metadata) == namespace
+            && p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+                .is_some_and(|o| match uid {
+                    Some(uid) => o.uid == uid,
+                    None => o.kind == "DaemonSet" && o.name == name,
+                })
+    };
+    let mut newest: Option<&core::Pod> = None;
+    for p in pods {
+        if !controlled(p) {
+            continue;
+        }
+        let created = time(p.metadata.creation_timestamp.as_ref());
+        if newest.is_none_or(|n| created > time(n.metadata.creation_timestamp.as_ref())) {
+            newest = Some(p);
+        }
+    }
+    newest
 }
 
 /// Converts a DaemonSet, using `existing` (one of its pods from the cluster) as its pod when

@@ -891,6 +891,133 @@ fn daemonset_existing_pod_gets_the_template_required_affinity() {
     assert!(ds.pod.node_affinity.is_none());
 }
 
+/// A pod of the `agent` DaemonSet (see [`daemonset`]) created at `created`, with `selector` as
+/// its node selector and `owner_uid` in its controller reference.
+fn agent_pod(name: &str, created: &str, owner_uid: &str, selector: Value) -> core::Pod {
+    pod(json!({
+        "metadata": {
+            "name": name, "namespace": "kube-system", "creationTimestamp": created,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": owner_uid, "controller": true}],
+        },
+        "spec": {
+            "nodeSelector": selector,
+            "containers": [container("agent", json!({"cpu": "100m"}), Value::Null)],
+        },
+    }))
+}
+
+#[test]
+fn newest_controlled_pod_is_the_daemonset_template() {
+    let old = agent_pod("agent-old", "2024-01-01T00:00:00Z", "ds-uid", json!({}));
+    let new = agent_pod("agent-new", "2024-02-01T00:00:00Z", "ds-uid", json!({}));
+    let same_time = agent_pod("agent-same", "2024-02-01T00:00:00Z", "ds-uid", json!({}));
+    // Newer, but controlled by another object with the same name (another UID).
+    let stranger = agent_pod("agent-z", "2024-03-01T00:00:00Z", "other-uid", json!({}));
+    let mut elsewhere = agent_pod("agent-ns", "2024-03-01T00:00:00Z", "ds-uid", json!({}));
+    elsewhere.metadata.namespace = Some("default".into());
+    let pods = [old.clone(), new, same_time, stranger.clone(), elsewhere];
+    let chosen = newest_daemonset_pod(&daemonset(), &pods).and_then(|p| p.metadata.name.clone());
+    assert_eq!(chosen.as_deref(), Some("agent-new"));
+    // No controlled pod: the template.
+    assert!(newest_daemonset_pod(&daemonset(), [&stranger]).is_none());
+    // A DaemonSet without a UID (offline manifests) matches by kind and name.
+    let mut no_uid = daemonset();
+    no_uid.metadata.uid = None;
+    let chosen =
+        newest_daemonset_pod(&no_uid, [&old, &stranger]).and_then(|p| p.metadata.name.clone());
+    assert_eq!(chosen.as_deref(), Some("agent-z"));
+}
+
+#[test]
+fn daemonset_running_only_on_amd64_adds_no_overhead_to_an_arm64_claim() {
+    use crate::labels;
+    use crate::model::{InstanceType, Offering, Overhead, Pod};
+    use crate::requirements::{Operator, Requirement, Requirements};
+    use crate::scheduling::{NodePoolInput, SchedulerOptions, SchedulingInput, solve};
+    use std::sync::Arc;
+
+    // The template runs anywhere; its live pods carry an amd64 node selector (say, added by a
+    // webhook), so upstream counts the DaemonSet only where amd64 nodes are.
+    let mut ds_obj = daemonset();
+    ds_obj
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .affinity = None;
+    let live = agent_pod(
+        "agent-x",
+        "2024-01-01T00:00:00Z",
+        "ds-uid",
+        json!({"kubernetes.io/arch": "amd64"}),
+    );
+    let from_live =
+        daemonset_from_k8s_with_pod(&ds_obj, newest_daemonset_pod(&ds_obj, [&live])).unwrap();
+    let from_template = daemonset_from_k8s(&ds_obj).unwrap();
+
+    let it = |name: &str, arch: &str| {
+        let mut reqs = Requirements::new();
+        reqs.add(Requirement::new(labels::ARCH, Operator::In, [arch]));
+        reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+        let capacity = [
+            ("cpu", crate::resources::Quantity::from_milli(4000)),
+            ("memory", crate::resources::Quantity::parse("8Gi").unwrap()),
+            ("pods", crate::resources::Quantity::from_milli(20_000)),
+        ]
+        .into_iter()
+        .collect();
+        Arc::new(InstanceType::new(
+            name,
+            reqs,
+            vec![Offering::new(
+                "zone-a",
+                labels::CAPACITY_TYPE_ON_DEMAND,
+                0.1,
+            )],
+            capacity,
+            Overhead::default(),
+        ))
+    };
+    let mut arm_pod = Pod::new("default", "web");
+    arm_pod.requests = [("cpu", crate::resources::Quantity::from_milli(1000))]
+        .into_iter()
+        .collect();
+    arm_pod
+        .node_selector
+        .insert(labels::ARCH.to_string(), "arm64".to_string());
+    let claim_cpu = |ds: &crate::model::DaemonSet| {
+        let input = SchedulingInput {
+            node_pools: vec![NodePoolInput {
+                name: "default".into(),
+                weight: 0,
+                requirements: vec![],
+                labels: BTreeMap::new(),
+                taints: vec![],
+                startup_taints: vec![],
+                node_class_label: None,
+                limits: ResourceList::new(),
+                instance_types: vec![it("x86", "amd64"), it("arm", "arm64")],
+            }],
+            pods: vec![arm_pod.clone()],
+            daemonsets: vec![ds.clone()],
+            ..SchedulingInput::default()
+        };
+        let r = solve(&input, &SchedulerOptions::default());
+        assert!(r.pod_errors.is_empty(), "{:?}", r.pod_errors);
+        r.new_node_claims[0]
+            .requests
+            .get_or_zero("cpu")
+            .milli_value()
+    };
+    // From the live pod: the arm64 claim carries the pod alone.
+    assert_eq!(claim_cpu(&from_live), 1000);
+    // From the template: the DaemonSet's 100m counts on the arm64 claim too.
+    assert_eq!(claim_cpu(&from_template), 1100);
+}
+
 #[test]
 fn daemonset_errors_name_the_daemonset_and_template_field() {
     let mut ds = daemonset();

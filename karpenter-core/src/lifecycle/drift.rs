@@ -468,3 +468,358 @@ pub fn drift_condition_update(
         requeue_after,
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Drift over a snapshot
+// ---------------------------------------------------------------------------------------------
+
+/// What the caller knows per NodeClaim for [`evaluate_snapshot_drift`], beyond the snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotDriftInput {
+    /// See [`DriftOptions`].
+    pub options: DriftOptions,
+    /// The cloud provider's drift reason (its `IsDrifted` result) per NodeClaim name; a claim
+    /// absent here has none (the offline planner has no provider to ask).
+    pub cloud_drift: BTreeMap<String, String>,
+    /// The last successful `InstanceTypeNotFound` check per NodeClaim name (see
+    /// [`drift_reason`]); absent means never checked.
+    pub last_instance_type_check: BTreeMap<String, Timestamp>,
+}
+
+/// What [`evaluate_snapshot_drift`] did to the snapshot.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SnapshotDrift {
+    /// The hash controller's writes, per NodePool name (only pools with something to write),
+    /// already applied to the snapshot.
+    pub hash_updates: Vec<(String, HashReconcile)>,
+    /// NodeClaims whose `Drifted` condition changed, with their drift reason (`None`: cleared),
+    /// already applied to the snapshot. In node order.
+    pub changed: Vec<(String, Option<DriftReason>)>,
+    /// NodeClaims whose instance-type check ran and passed at `now` (remember them as
+    /// [`SnapshotDriftInput::last_instance_type_check`]).
+    pub instance_type_checks_passed: Vec<String>,
+}
+
+/// The cloud provider's drift reasons already recorded on the snapshot's NodeClaims: a
+/// `Drifted=True` condition whose reason is none of the core reasons (`NodePoolDrifted`,
+/// `RequirementsDrifted`, `InstanceTypeNotFound`), by NodeClaim name. A caller without a cloud
+/// provider (the offline planner) passes these as [`SnapshotDriftInput::cloud_drift`], so
+/// that drift the provider reported (an image or subnet change) is kept, not cleared.
+pub fn recorded_provider_drift(
+    snapshot: &crate::state::ClusterSnapshot,
+) -> BTreeMap<String, String> {
+    let core = [
+        DriftReason::NodePoolDrifted,
+        DriftReason::RequirementsDrifted,
+        DriftReason::InstanceTypeNotFound,
+    ];
+    snapshot
+        .nodes
+        .iter()
+        .filter_map(|n| n.node_claim.as_ref())
+        .filter_map(|c| {
+            let cond = crate::api::find_condition(&c.status.conditions, DRIFTED)?;
+            let reason = cond.reason.as_deref().filter(|r| !r.is_empty())?;
+            (cond.is_true() && !core.iter().any(|k| k.as_str() == reason))
+                .then(|| (c.name().to_string(), reason.to_string()))
+        })
+        .collect()
+}
+
+/// Evaluates drift over a snapshot as the controllers do before a disruption pass, and writes
+/// the result into it:
+///
+/// 1. the NodePool hash controller ([`hash_reconcile`]) for every NodePool: the pool's hash
+///    annotations are made current and, when its hash version is not ours, its NodeClaims
+///    are re-stamped (the hash-version rule: no spurious drift after a version change, and
+///    claims already `Drifted` stay drifted);
+/// 2. the NodeClaim drift controller for every NodeClaim of a NodePool in the snapshot and
+///    not being deleted: [`drift_reason`] (static drift, requirements drift,
+///    `InstanceTypeNotFound` against the pool's current instance types, the cloud provider's
+///    reason), applied with [`drift_condition_update`] (only `Launched` claims drift).
+///
+/// The disruption methods then read the `Drifted` conditions as usual. Used by the offline
+/// planner; the controller's operator loop calls the same function on its view.
+pub fn evaluate_snapshot_drift(
+    snapshot: &mut crate::state::ClusterSnapshot,
+    now: Timestamp,
+    input: &SnapshotDriftInput,
+) -> SnapshotDrift {
+    let mut out = SnapshotDrift::default();
+    // 1. Hash controller.
+    for pool in &mut snapshot.node_pools {
+        let np = &mut pool.node_pool;
+        let claims: Vec<NodeClaim> = snapshot
+            .nodes
+            .iter()
+            .filter_map(|n| n.node_claim.clone())
+            .collect();
+        let update = hash_reconcile(np, &claims);
+        if update == HashReconcile::default() {
+            continue;
+        }
+        if let Some(a) = &update.nodepool_annotations {
+            np.metadata.annotations.extend(a.clone());
+        }
+        for u in &update.claim_updates {
+            for node in &mut snapshot.nodes {
+                if node
+                    .node_claim
+                    .as_ref()
+                    .is_some_and(|c| c.name() == u.claim_name)
+                {
+                    let node = Arc::make_mut(node);
+                    if let Some(c) = node.node_claim.as_mut() {
+                        c.metadata.annotations.extend(u.annotations.clone());
+                    }
+                }
+            }
+        }
+        out.hash_updates.push((np.name().to_string(), update));
+    }
+    // 2. Drift controller.
+    for node in &mut snapshot.nodes {
+        let Some(claim) = node.node_claim.as_ref() else {
+            continue;
+        };
+        if claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(pool) = claim
+            .metadata
+            .labels
+            .get(labels::NODEPOOL)
+            .and_then(|p| snapshot.node_pools.iter().find(|s| s.node_pool.name() == p))
+        else {
+            continue;
+        };
+        let name = claim.name().to_string();
+        let check = drift_reason(
+            claim,
+            &pool.node_pool,
+            &pool.instance_types,
+            input.cloud_drift.get(&name).map(String::as_str),
+            now,
+            input.last_instance_type_check.get(&name).copied(),
+            &input.options,
+        );
+        if check.instance_type_check_passed {
+            out.instance_type_checks_passed.push(name.clone());
+        }
+        let update = drift_condition_update(claim, &check, now);
+        if update.changed {
+            let reason = conditions::is_true(&update.claim.status.conditions, DRIFTED)
+                .then(|| check.reason.clone())
+                .flatten();
+            out.changed.push((name, reason));
+            Arc::make_mut(node).node_claim = Some(update.claim);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use crate::model::Offering;
+    use crate::resources::ResourceList;
+    use crate::state::{ClusterSnapshot, NodePoolState, StateNode};
+
+    const POOL: &str = "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    metadata: {labels: {team: a}}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+";
+
+    fn pool(yaml: &str) -> NodePool {
+        serde_saphyr::from_str(yaml).expect("valid NodePool")
+    }
+
+    /// A launched NodeClaim of `np` (with its hash annotations), created at 00:00.
+    fn claim(np: &NodePool, instance_type: &str) -> NodeClaim {
+        let yaml = format!(
+            "apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: default-x
+  creationTimestamp: '2026-01-01T00:00:00Z'
+  labels:
+    karpenter.sh/nodepool: default
+    karpenter.sh/capacity-type: on-demand
+    node.kubernetes.io/instance-type: {instance_type}
+    topology.kubernetes.io/zone: zone-a
+    team: a
+spec:
+  nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
+status:
+  conditions:
+    - {{type: Launched, status: 'True', reason: Launched, message: '', lastTransitionTime: '2026-01-01T00:00:00Z'}}
+"
+        );
+        let mut c: NodeClaim = serde_saphyr::from_str(&yaml).expect("valid NodeClaim");
+        c.metadata.annotations.extend(claim_hash_annotations(np));
+        c
+    }
+
+    fn it(name: &str) -> Arc<InstanceType> {
+        Arc::new(InstanceType::new(
+            name,
+            Requirements::new(),
+            vec![Offering::new(
+                "zone-a",
+                labels::CAPACITY_TYPE_ON_DEMAND,
+                0.1,
+            )],
+            ResourceList::new(),
+            Default::default(),
+        ))
+    }
+
+    fn snapshot(np: NodePool, claim: NodeClaim, types: &[&str]) -> ClusterSnapshot {
+        ClusterSnapshot {
+            node_pools: vec![NodePoolState {
+                node_pool: np,
+                instance_types: types.iter().map(|t| it(t)).collect(),
+                ready: true,
+            }],
+            nodes: vec![Arc::new(StateNode {
+                node: None,
+                node_claim: Some(claim),
+                pods: vec![],
+                marked_for_deletion: false,
+                nominated_until: None,
+                ready: true,
+                volume_limits: Default::default(),
+            })],
+            ..ClusterSnapshot::default()
+        }
+    }
+
+    fn drifted(s: &ClusterSnapshot) -> Option<String> {
+        let c = s.nodes[0].node_claim.as_ref()?;
+        crate::api::find_condition(&c.status.conditions, DRIFTED)
+            .filter(|c| c.is_true())
+            .and_then(|c| c.reason.clone())
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn unchanged_pool_and_offered_type_do_not_drift() {
+        let np = pool(POOL);
+        let mut s = snapshot(np.clone(), claim(&np, "m5.large"), &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T05:00:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+        assert!(out.changed.is_empty());
+        assert_eq!(out.instance_type_checks_passed, ["default-x"]);
+        // The pool got its hash annotations, as the hash controller writes them.
+        assert_eq!(
+            s.node_pools[0]
+                .node_pool
+                .metadata
+                .annotations
+                .get(labels::NODEPOOL_HASH_ANNOTATION),
+            Some(&nodepool_hash(&np))
+        );
+    }
+
+    #[test]
+    fn a_template_change_drifts_by_hash() {
+        let old = pool(POOL);
+        let new = pool(&POOL.replace("team: a", "team: b"));
+        let mut s = snapshot(new, claim(&old, "m5.large"), &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T00:10:00Z"), &Default::default());
+        assert_eq!(drifted(&s).as_deref(), Some("NodePoolDrifted"));
+        assert_eq!(
+            out.changed,
+            [("default-x".to_string(), Some(DriftReason::NodePoolDrifted))]
+        );
+    }
+
+    #[test]
+    fn another_hash_version_is_restamped_not_drifted() {
+        // A claim stamped by another implementation (upstream's `v3`): the version rule
+        // re-stamps it with the pool's current hash instead of reporting drift.
+        let old = pool(POOL);
+        let new = pool(&POOL.replace("team: a", "team: b"));
+        let mut c = claim(&old, "m5.large");
+        c.metadata.annotations.insert(
+            labels::NODEPOOL_HASH_VERSION_ANNOTATION.to_string(),
+            "v3".to_string(),
+        );
+        let mut new_with_v3 = new.clone();
+        new_with_v3.metadata.annotations.insert(
+            labels::NODEPOOL_HASH_VERSION_ANNOTATION.to_string(),
+            "v3".to_string(),
+        );
+        let mut s = snapshot(new_with_v3, c, &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T00:10:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+        assert_eq!(out.hash_updates[0].1.claim_updates.len(), 1);
+        let annotations = &s.nodes[0].node_claim.as_ref().unwrap().metadata.annotations;
+        assert_eq!(
+            annotations.get(labels::NODEPOOL_HASH_ANNOTATION),
+            Some(&nodepool_hash(&new))
+        );
+    }
+
+    #[test]
+    fn a_requirement_change_drifts() {
+        let old = pool(POOL);
+        // Requirements are not hashed: only the requirements check sees this.
+        let new = pool(&POOL.replace("values: [on-demand]", "values: [spot]"));
+        let mut s = snapshot(new, claim(&old, "m5.large"), &["m5.large"]);
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T00:10:00Z"), &Default::default());
+        assert_eq!(drifted(&s).as_deref(), Some("RequirementsDrifted"));
+    }
+
+    #[test]
+    fn a_vanished_instance_type_drifts_after_an_hour() {
+        let np = pool(POOL);
+        let c = claim(&np, "m4.large");
+        // Younger than 1 h: not checked yet.
+        let mut s = snapshot(np.clone(), c.clone(), &["m5.large"]);
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T00:30:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+        let mut s = snapshot(np, c, &["m5.large"]);
+        let out = evaluate_snapshot_drift(&mut s, at("2026-01-01T02:00:00Z"), &Default::default());
+        assert_eq!(drifted(&s).as_deref(), Some("InstanceTypeNotFound"));
+        assert!(out.instance_type_checks_passed.is_empty());
+    }
+
+    #[test]
+    fn a_recorded_provider_reason_is_kept() {
+        let np = pool(POOL);
+        let mut c = claim(&np, "m5.large");
+        c.status.conditions.push(crate::api::Condition {
+            type_: DRIFTED.to_string(),
+            status: crate::api::ConditionStatus::True,
+            reason: Some("AMIDrift".to_string()),
+            message: Some("AMIDrift".to_string()),
+            last_transition_time: Some("2026-01-01T01:00:00Z".to_string()),
+            observed_generation: None,
+        });
+        let mut s = snapshot(np, c, &["m5.large"]);
+        let input = SnapshotDriftInput {
+            cloud_drift: recorded_provider_drift(&s),
+            ..SnapshotDriftInput::default()
+        };
+        assert_eq!(
+            input.cloud_drift.get("default-x").map(String::as_str),
+            Some("AMIDrift")
+        );
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T05:00:00Z"), &input);
+        assert_eq!(drifted(&s).as_deref(), Some("AMIDrift"));
+        // Without it, nothing the core checks finds drift: the condition is cleared.
+        evaluate_snapshot_drift(&mut s, at("2026-01-01T05:00:00Z"), &Default::default());
+        assert_eq!(drifted(&s), None);
+    }
+}

@@ -53,6 +53,17 @@
 //! | node repair (flag) | `node.health` | Node condition changes |
 //! | interruption | the provider's `interruption` controller | [`Input::Interruption`] |
 
+//!
+//! # Not modelled yet
+//!
+//! Upstream's "consolidated" memo (every pass runs the methods; only a cost), NodePools with
+//! `spec.replicas` (static provisioning; static drift does run), cloud-provider registration
+//! hooks, DRA, CapacityBuffer pods, default topology-spread constraints and PVC volume
+//! topology in provisioning (the snapshot has no namespaces, volumes or CSI limits), NodeClass
+//! readiness (a NodePool is `Ready` when its provider returned instance types), gauges such as
+//! `karpenter_pods_state` (a shell computes them from [`Operator::view`]), duration histograms.
+//! VolumeAttachments of volumes whose pods drain does not wait for are waited for too.
+
 mod disruption;
 mod lifecycle;
 mod maintenance;

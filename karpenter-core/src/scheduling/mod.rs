@@ -8,8 +8,9 @@
 //!
 //! The solve is deterministic: the same [`SchedulingInput`] and [`SchedulerOptions`] always give
 //! the same [`Results`], byte for byte once serialised. Where upstream Karpenter is
-//! nondeterministic (Go map order, unstable sorts, random label values) this module uses the
-//! documented rules in `docs/conformance.md`.
+//! deterministic, including its unstable but deterministic `sort.Slice` orders (the in-flight
+//! NodeClaim list), this module decides exactly as upstream; where upstream depends on Go map
+//! order or random values it uses the documented rules in `docs/conformance.md`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -362,6 +363,7 @@ pub struct Results {
 
 pub mod defaults;
 mod dense;
+mod gosort;
 mod metrics;
 mod podreqs;
 pub(crate) mod solver;
@@ -372,6 +374,8 @@ pub use metrics::{SolveMetrics, ZONE_FLEXIBLE, ZONE_NONE};
 
 pub use solver::{solve, solve_with_existing};
 
+#[cfg(test)]
+mod fidelity_tests;
 #[cfg(test)]
 mod prepared_tests;
 #[cfg(test)]

@@ -35,6 +35,7 @@ use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint, TaintEffect};
 
 use super::dense::{self, Res, ResourceIndex};
+use super::gosort;
 use super::podreqs::{self, PodRequirements};
 use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput, UniversePool};
 use super::volumes::{NodeVolumes, PodVolumes};
@@ -212,7 +213,19 @@ fn topology_key_cache(topology: &Topology<'_>, reqs: &Requirements) -> TopologyK
 /// Where a pod goes.
 enum Placement {
     Existing(usize, Requirements),
-    Claim(usize, ClaimUpdate),
+    /// A claim and its position in the in-flight list.
+    Claim(usize, usize, ClaimUpdate),
+}
+
+/// Which positions of the in-flight claim list changed since it was last sorted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Touched {
+    /// None: the list is in order.
+    Nothing,
+    /// One claim, at this position, gained a pod (or was appended).
+    At(usize),
+    /// More than one position.
+    Many,
 }
 
 /// What adding a pod to a claim would change.
@@ -613,7 +626,12 @@ struct Solver<'a> {
     /// The existing nodes' remaining CPU (resource index 0), to skip full nodes.
     existing_cpu: dense::MaxTree,
     claims: Vec<Claim>,
-    claim_order: BTreeSet<(usize, usize)>,
+    /// The NodeClaims of this solve in upstream's order: one persistent list, re-sorted in
+    /// place by pod count with Go's `sort.Slice` before each placement attempt that reaches
+    /// it (spec 3.8), new claims appended at the end. See [`Solver::sort_claims`].
+    claim_order: Vec<usize>,
+    /// What changed in `claim_order` since it was last sorted.
+    claim_order_touched: Touched,
     topology: Topology<'a>,
     tolerate_prefer_no_schedule: bool,
     hostname_counter: usize,
@@ -693,7 +711,8 @@ impl<'a> Solver<'a> {
             existing,
             existing_meta,
             claims: Vec::new(),
-            claim_order: BTreeSet::new(),
+            claim_order: Vec::new(),
+            claim_order_touched: Touched::Nothing,
             topology,
             tolerate_prefer_no_schedule: prepared.tolerate_prefer_no_schedule,
             hostname_counter: 0,
@@ -837,6 +856,10 @@ impl<'a> Solver<'a> {
                 "pod has Dynamic Resource Allocation requirements that are not supported".into(),
             ));
         }
+        // Upstream sorts its claims only when the pod fits no existing node; the existing
+        // nodes do not change the claims and sorting a sorted list is the identity, so sorting
+        // first gives the same order.
+        self.sort_claims();
         // Placement on an existing node or an in-flight claim. Two cheap, exact pre-checks run
         // first, both resolved once per attempt: the pod's hostname groups (per candidate: a
         // few array reads by interned hostname) and node-independent topology domain limits.
@@ -882,9 +905,9 @@ impl<'a> Solver<'a> {
                     break;
                 }
             }
-            // 2. NodeClaims of this solve, fewest pods first.
+            // 2. NodeClaims of this solve, fewest pods first, in upstream's order.
             if chosen.is_none() {
-                for &(_, c) in &self.claim_order {
+                for (pos, &c) in self.claim_order.iter().enumerate() {
                     let claim = &self.claims[c];
                     if host.rejects(claim.hostname_id)
                         || self.claim_over_capacity(claim, st)
@@ -907,7 +930,7 @@ impl<'a> Solver<'a> {
                         false,
                         false,
                     ) {
-                        chosen = Some(Placement::Claim(c, update));
+                        chosen = Some(Placement::Claim(c, pos, update));
                         break;
                     }
                 }
@@ -919,8 +942,8 @@ impl<'a> Solver<'a> {
                 self.existing_add(n, idx, st, reqs);
                 return Ok(());
             }
-            Some(Placement::Claim(c, update)) => {
-                self.claim_add(c, idx, st, update);
+            Some(Placement::Claim(c, pos, update)) => {
+                self.claim_add(c, pos, idx, st, update);
                 return Ok(());
             }
             None => {}
@@ -1445,8 +1468,8 @@ impl<'a> Solver<'a> {
             hostname_id: None,
             topology_keys: TopologyKeyCache::new(),
         });
-        self.claim_order.insert((0, c));
-        self.claim_add(c, idx, st, update);
+        self.claim_order.push(c);
+        self.claim_add(c, self.claim_order.len() - 1, idx, st, update);
         // Subtract the largest capacity among the claim's options from the pool's limits.
         let tpl = &self.templates[t];
         let claim = &self.claims[c];
@@ -1462,12 +1485,45 @@ impl<'a> Solver<'a> {
         Ok(())
     }
 
-    fn claim_add(&mut self, c: usize, idx: usize, st: &PodState, update: ClaimUpdate) {
+    /// Upstream sorts its NodeClaim list with Go's `sort.Slice` by pod count before every
+    /// placement attempt that gets past the existing nodes. That sort is deterministic but
+    /// not stable beyond 12 claims, so ties depend on the list's history: we keep the same
+    /// list and run the same algorithm ([`gosort`]), but only when the list is out of order.
+    /// On sorted input Go's sort swaps nothing, so skipping it then gives the identical order.
+    ///
+    /// Sortedness is checked locally: the list was sorted after the last sort, and since then
+    /// one claim (at one position) gained a pod, or was appended and gained its first, because
+    /// every placement attempt starts here. Keys only grow, so the list is sorted iff that
+    /// claim is not less than its predecessor and not greater than its successor. If more than
+    /// one position changed, the whole list is checked.
+    fn sort_claims(&mut self) {
+        let touched = std::mem::replace(&mut self.claim_order_touched, Touched::Nothing);
+        let claims = &self.claims;
+        let mut less = |a: &usize, b: &usize| claims[*a].pods.len() < claims[*b].pods.len();
+        let order = &self.claim_order;
+        let sorted = match touched {
+            Touched::Nothing => true,
+            Touched::At(p) => {
+                (p == 0 || !less(&order[p], &order[p - 1]))
+                    && (p + 1 >= order.len() || !less(&order[p + 1], &order[p]))
+            }
+            Touched::Many => gosort::is_sorted(order, &mut less),
+        };
+        if !sorted {
+            gosort::sort_slice(&mut self.claim_order, &mut less);
+        }
+        debug_assert!(gosort::is_sorted(&self.claim_order, &mut less));
+    }
+
+    fn claim_add(&mut self, c: usize, pos: usize, idx: usize, st: &PodState, update: ClaimUpdate) {
         let claim = &mut self.claims[c];
         let tpl = &self.templates[claim.template];
-        self.claim_order.remove(&(claim.pods.len(), c));
         claim.pods.push(idx);
-        self.claim_order.insert((claim.pods.len(), c));
+        self.claim_order_touched = match self.claim_order_touched {
+            Touched::Nothing => Touched::At(pos),
+            Touched::At(p) if p == pos => Touched::At(pos),
+            _ => Touched::Many,
+        };
         claim.requirements = update.requirements;
         claim.options = update.options;
         claim.min_values_relaxed |= update.min_values_relaxed;
