@@ -3,6 +3,7 @@
 //! Expected plans live in `tests/expected/<scenario>.json`; run with `UPDATE_EXPECT=1` to
 //! regenerate them after an intended change, and review the diff.
 
+mod chart;
 mod crds;
 mod dumps;
 mod e2e;
