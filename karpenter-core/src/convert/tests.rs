@@ -5,6 +5,12 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::hostports::HostPort;
+use crate::model::{
+    LabelSelectorRequirement, NodeInclusionPolicy, PodPhase, SelectorOperator, WhenUnsatisfiable,
+};
+use crate::requirements::{NodeSelectorRequirement, Operator};
+use crate::taints::{TaintEffect, TolerationOperator};
 
 fn pod(v: Value) -> core::Pod {
     serde_json::from_value(v).unwrap()

@@ -1,0 +1,689 @@
+//! The solver's NodeClaims: fitting a pod on an in-flight claim, instance-type filtering,
+//! opening new claims, reservations and finalising the results.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::hostports::HostPortUsage;
+use crate::labels::{self};
+use crate::model::InstanceType;
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::ResourceList;
+use crate::taints::{self};
+
+use crate::scheduling::dense::{self, Res};
+use crate::scheduling::gosort;
+use crate::scheduling::{
+    ExistingNodeResult, MinValuesPolicy, NewNodeClaim, PodErrorKind, ReservedCapacityMode, Results,
+};
+
+use super::{
+    AddError, Claim, ClaimUpdate, FilterStats, OfferingView, PodState, Solver, Template,
+    TopologyKeyCache, Touched, filter_error_message, min_values_relaxation, pod_error,
+    topology_key_cache,
+};
+
+impl<'a> Solver<'a> {
+    /// Whether the claim's pods plus this pod exceed even its largest remaining option.
+    pub(super) fn claim_over_capacity(&self, claim: &Claim, st: &PodState) -> bool {
+        let total = dense::add(&claim.requests, &st.requests);
+        !dense::fits(&total, &claim.max_allocatable)
+    }
+
+    /// Spec 3.8 `CanAdd`: the pod's volume alternatives are tried in order, the first that
+    /// passes every check wins; when all fail, the last failure is reported.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn claim_can_add(
+        &self,
+        t: usize,
+        claim_reqs: &Requirements,
+        options: &[u32],
+        requests: &Res,
+        host_ports: &HostPortUsage,
+        held: &BTreeSet<String>,
+        st: &PodState,
+        relax_min_values: bool,
+        verbose: bool,
+    ) -> Result<ClaimUpdate, AddError> {
+        let mut last = None;
+        for volume in st.volumes.alternatives() {
+            match self.claim_can_add_alternative(
+                t,
+                claim_reqs,
+                options,
+                requests,
+                host_ports,
+                held,
+                st,
+                relax_min_values,
+                verbose,
+                volume,
+            ) {
+                Ok(update) => return Ok(update),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(AddError::Pod(PodErrorKind::Requirements, String::new())))
+    }
+
+    /// [`claim_can_add`](Self::claim_can_add) with one volume alternative (`None`: no volume
+    /// requirement).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn claim_can_add_alternative(
+        &self,
+        t: usize,
+        claim_reqs: &Requirements,
+        options: &[u32],
+        requests: &Res,
+        host_ports: &HostPortUsage,
+        held: &BTreeSet<String>,
+        st: &PodState,
+        relax_min_values: bool,
+        verbose: bool,
+        volume: Option<&Requirements>,
+    ) -> Result<ClaimUpdate, AddError> {
+        // Messages are only built when someone will read them (new claims from templates);
+        // failed attempts on in-flight claims are discarded, and they are the hot path.
+        let fail = |kind: PodErrorKind, message: &dyn Fn() -> String| {
+            AddError::Pod(kind, if verbose { message() } else { String::new() })
+        };
+        let policy = self.policy;
+        let tpl = &self.templates[t];
+        if let Err(e) = taints::tolerates_all(&st.pod.tolerations, &tpl.taints) {
+            return Err(fail(PodErrorKind::Taints, &|| e.to_string()));
+        }
+        if !st.pod.host_ports.is_empty()
+            && let Err(e) = host_ports.conflicts(&st.key, &st.pod.host_ports)
+        {
+            return Err(fail(PodErrorKind::HostPorts, &|| e.to_string()));
+        }
+        if let Err(e) = claim_reqs.compatible(&st.reqs.requirements, Some(policy)) {
+            return Err(fail(PodErrorKind::Requirements, &|| {
+                format!("incompatible requirements, {e}")
+            }));
+        }
+        let mut reqs = if st.reqs.requirements.is_empty() {
+            claim_reqs.clone()
+        } else {
+            claim_reqs.intersection(&st.reqs.requirements)
+        };
+        // Spec 3.8 step 3a: the volume alternative constrains the NodeClaim only.
+        if let Some(volume) = volume {
+            if let Err(e) = reqs.compatible(volume, Some(policy)) {
+                return Err(fail(PodErrorKind::Requirements, &|| {
+                    format!("incompatible volume requirements, {e}")
+                }));
+            }
+            reqs.add_all(volume);
+        }
+        if st.constrained {
+            let topo = self
+                .topology
+                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
+                .map_err(|e| fail(PodErrorKind::Topology, &|| e.to_string()))?;
+            if let Err(e) = reqs.compatible(&topo, Some(policy)) {
+                return Err(fail(PodErrorKind::Topology, &|| {
+                    format!("unsatisfiable topology constraint, {e}")
+                }));
+            }
+            reqs = topo;
+        }
+        let total = dense::add(requests, &st.requests);
+        let unchanged = reqs == *claim_reqs;
+        let (survivors, stats, min_values) =
+            self.filter(t, options, &reqs, unchanged, st, &total, relax_min_values);
+        if survivors.is_empty() {
+            let kind = if min_values.is_some() {
+                PodErrorKind::MinValues
+            } else {
+                PodErrorKind::InstanceTypes
+            };
+            return Err(fail(kind, &|| {
+                filter_error_message(&stats, min_values.as_deref(), &reqs, &total, self.index)
+            }));
+        }
+        let mut relaxed = false;
+        if let Some(achieved) = &min_values_relaxation(&reqs, &survivors, self, t)
+            && relax_min_values
+        {
+            for (key, count) in achieved {
+                if let Some(r) = reqs.get_mut(key) {
+                    r.set_min_values(Some(*count as i64));
+                    relaxed = true;
+                }
+            }
+        }
+        let reservations = self.reservations_for(t, &reqs, &survivors, held)?;
+        Ok(ClaimUpdate {
+            requirements: reqs,
+            options: survivors,
+            min_values_relaxed: relaxed,
+            reservations,
+        })
+    }
+
+    /// The offering view of template `t` under `reqs` (cached).
+    pub(super) fn offering_view(&self, t: usize, reqs: &Requirements) -> Arc<OfferingView> {
+        let tpl = &self.templates[t];
+        let key: Vec<Option<Requirement>> = tpl
+            .offering_keys
+            .iter()
+            .map(|k| reqs.get(k).cloned())
+            .collect();
+        if let Some(v) = self.offering_cache.borrow().get(&(t, key.clone())) {
+            return v.clone();
+        }
+        let mut cheapest = Vec::with_capacity(tpl.instance_types.len());
+        for it in &tpl.instance_types {
+            let mut best = f64::INFINITY;
+            for o in it.available_offerings() {
+                if o.price < best && reqs.is_compatible(o.requirements(), Some(self.policy)) {
+                    best = o.price;
+                }
+            }
+            cheapest.push(best);
+        }
+        let view = Arc::new(OfferingView { cheapest });
+        self.offering_cache
+            .borrow_mut()
+            .insert((t, key), view.clone());
+        view
+    }
+
+    /// Spec 3.9 for the candidates `options` of template `t`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn filter(
+        &self,
+        t: usize,
+        options: &[u32],
+        reqs: &Requirements,
+        reqs_unchanged: bool,
+        st: &PodState,
+        total: &Res,
+        relax_min_values: bool,
+    ) -> (Vec<u32>, FilterStats, Option<String>) {
+        // Requirement and offering criteria depend only on the requirements: cache them.
+        let criteria: Option<Arc<Vec<(u32, bool, bool)>>> = if reqs_unchanged {
+            None
+        } else {
+            let mut key_reqs = reqs.clone();
+            key_reqs.remove(labels::HOSTNAME);
+            let tpl = &self.templates[t];
+            let cached = self
+                .filter_cache
+                .borrow()
+                .get(&(t, key_reqs.clone()))
+                .cloned();
+            Some(match cached {
+                Some(c) => c,
+                None => {
+                    let view = self.offering_view(t, reqs);
+                    let computed: Arc<Vec<(u32, bool, bool)>> = Arc::new(
+                        (0..tpl.instance_types.len() as u32)
+                            .map(|i| {
+                                let it = &tpl.instance_types[i as usize];
+                                let compatible = it.requirements().intersects(reqs).is_ok();
+                                (i, compatible, view.cheapest[i as usize].is_finite())
+                            })
+                            .collect(),
+                    );
+                    self.filter_cache
+                        .borrow_mut()
+                        .insert((t, key_reqs), computed.clone());
+                    computed
+                }
+            })
+        };
+        let tpl = &self.templates[t];
+        let pod_key = st.key.as_str();
+        let mut stats = FilterStats::default();
+        let mut survivors = Vec::with_capacity(options.len());
+        let mut need = total.clone();
+        // Templates with offering overrides take the general path (allocatable groups); the
+        // loop below is the fast path, where the base group holds every available offering.
+        let fast_options: &[u32] = if tpl.has_overrides {
+            self.filter_with_groups(
+                tpl,
+                options,
+                reqs,
+                criteria.as_deref().map(Vec::as_slice),
+                st,
+                total,
+                (&mut survivors, &mut stats),
+            );
+            &[]
+        } else {
+            options
+        };
+        for &i in fast_options {
+            let g = tpl.group_of[i as usize];
+            let group = &tpl.groups[g];
+            if !st.pod.host_ports.is_empty()
+                && group
+                    .host_ports
+                    .conflicts(pod_key, &st.pod.host_ports)
+                    .is_err()
+            {
+                continue;
+            }
+            need.clone_from(total);
+            dense::add_assign(&mut need, &group.overhead);
+            let fits = dense::fits(&need, &tpl.allocatable[i as usize]);
+            let (compatible, offering) = match &criteria {
+                None => (true, true),
+                Some(c) => (c[i as usize].1, c[i as usize].2),
+            };
+            stats.requirements |= compatible;
+            stats.fits |= fits;
+            stats.offering |= offering;
+            stats.requirements_and_fits |= compatible && fits;
+            stats.requirements_and_offering |= compatible && offering;
+            stats.fits_and_offering |= fits && offering;
+            if compatible && fits && offering {
+                survivors.push(i);
+            }
+        }
+        let mut min_values_error = None;
+        if !survivors.is_empty() && reqs.has_min_values() {
+            let result = reqs.satisfies_min_values(
+                survivors
+                    .iter()
+                    .map(|&i| tpl.instance_types[i as usize].requirements()),
+            );
+            if let Err(e) = result
+                && !(relax_min_values
+                    || self.options.min_values_policy == MinValuesPolicy::BestEffort)
+            {
+                min_values_error = Some(e.to_string());
+                survivors.clear();
+            }
+        }
+        (survivors, stats, min_values_error)
+    }
+
+    /// The loop of [`filter`](Self::filter) for a template with offering overrides (spec
+    /// 3.9): an instance type survives when one of its allocatable groups both fits the
+    /// requests plus daemon overhead and holds an available offering compatible with `reqs`.
+    /// "Fits" (for error messages) holds when any group fits. Kept out of line: overrides are
+    /// rare and the fast loop is the hot path.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn filter_with_groups(
+        &self,
+        tpl: &Template,
+        options: &[u32],
+        reqs: &Requirements,
+        criteria: Option<&[(u32, bool, bool)]>,
+        st: &PodState,
+        total: &Res,
+        (survivors, stats): (&mut Vec<u32>, &mut FilterStats),
+    ) {
+        let pod_key = st.key.as_str();
+        let compatible_offering = |it: &InstanceType, offerings: &[usize]| {
+            offerings.iter().any(|&o| {
+                it.offerings
+                    .get(o)
+                    .is_some_and(|o| reqs.is_compatible(o.requirements(), Some(self.policy)))
+            })
+        };
+        for &i in options {
+            let i_ = i as usize;
+            let (Some(it), Some(&g), Some(base)) = (
+                tpl.instance_types.get(i_),
+                tpl.group_of.get(i_),
+                tpl.allocatable.get(i_),
+            ) else {
+                continue;
+            };
+            let Some(group) = tpl.groups.get(g) else {
+                continue;
+            };
+            if !st.pod.host_ports.is_empty()
+                && group
+                    .host_ports
+                    .conflicts(pod_key, &st.pod.host_ports)
+                    .is_err()
+            {
+                continue;
+            }
+            let need = dense::add(total, &group.overhead);
+            let (compatible, offering) = criteria
+                .and_then(|c| c.get(i_))
+                .map_or((true, true), |c| (c.1, c.2));
+            let (fits, fits_with_offering) = match tpl.alloc_groups.get(i_) {
+                Some(groups) if !groups.is_empty() => {
+                    let fitting = groups.iter().filter(|g| dense::fits(&need, &g.allocatable));
+                    let mut fits = false;
+                    let mut both = false;
+                    for g in fitting {
+                        fits = true;
+                        if compatible_offering(it, &g.offerings) {
+                            both = true;
+                            break;
+                        }
+                    }
+                    (fits, both)
+                }
+                _ => {
+                    let fits = dense::fits(&need, base);
+                    (fits, fits)
+                }
+            };
+            stats.requirements |= compatible;
+            stats.fits |= fits;
+            stats.offering |= offering;
+            stats.requirements_and_fits |= compatible && fits;
+            stats.requirements_and_offering |= compatible && offering;
+            stats.fits_and_offering |= fits && offering;
+            if compatible && fits_with_offering && offering {
+                survivors.push(i);
+            }
+        }
+    }
+
+    pub(super) fn new_claim(
+        &mut self,
+        t: usize,
+        idx: usize,
+        st: &PodState,
+    ) -> Result<(), AddError> {
+        // Limits (spec 3.10).
+        let tpl = &self.templates[t];
+        if self.nodes_limit[t] == Some(0) {
+            return Err(AddError::Pod(
+                PodErrorKind::Limits,
+                format!(
+                    "node limits have been exhausted for nodepool {:?}",
+                    tpl.pool
+                ),
+            ));
+        }
+        let options: Vec<u32> = (0..tpl.instance_types.len() as u32)
+            .filter(|&i| {
+                self.limits[t]
+                    .iter()
+                    .all(|&(r, remaining)| tpl.capacity[i as usize][r] <= remaining)
+            })
+            .collect();
+        if options.is_empty() {
+            return Err(AddError::Pod(
+                PodErrorKind::Limits,
+                format!(
+                    "all available instance types exceed limits for nodepool {:?}",
+                    tpl.pool
+                ),
+            ));
+        }
+        let hostname = format!("hostname-placeholder-{:04}", self.hostname_counter + 1);
+        let mut reqs = tpl.requirements.clone();
+        reqs.add(Requirement::new(
+            labels::HOSTNAME,
+            Operator::In,
+            [hostname.as_str()],
+        ));
+        let relax = self.options.min_values_policy == MinValuesPolicy::BestEffort;
+        let requests = self.index.zero();
+        let ports = HostPortUsage::default();
+        let held = BTreeSet::new();
+        let update = self.claim_can_add(
+            t, &reqs, &options, &requests, &ports, &held, st, relax, true,
+        )?;
+        self.hostname_counter += 1;
+        let c = self.claims.len();
+        self.claims.push(Claim {
+            template: t,
+            hostname,
+            requirements: reqs,
+            options,
+            requests,
+            pods: Vec::new(),
+            host_ports: ports,
+            min_values_relaxed: false,
+            max_allocatable: self.index.zero(),
+            reservations: held,
+            hostname_id: None,
+            topology_keys: TopologyKeyCache::new(),
+        });
+        self.claim_order.push(c);
+        self.claim_add(c, self.claim_order.len() - 1, idx, st, update);
+        // Subtract the largest capacity among the claim's options from the pool's limits.
+        let tpl = &self.templates[t];
+        let claim = &self.claims[c];
+        for (r, remaining) in self.limits[t].iter_mut() {
+            let max = claim
+                .options
+                .iter()
+                .map(|&i| tpl.capacity[i as usize][*r])
+                .max()
+                .unwrap_or(0);
+            *remaining -= max;
+        }
+        Ok(())
+    }
+
+    /// Upstream sorts its NodeClaim list with Go's `sort.Slice` by pod count before every
+    /// placement attempt that gets past the existing nodes. That sort is deterministic but
+    /// not stable beyond 12 claims, so ties depend on the list's history: we keep the same
+    /// list and run the same algorithm ([`gosort`]), but only when the list is out of order.
+    /// On sorted input Go's sort swaps nothing, so skipping it then gives the identical order.
+    ///
+    /// Sortedness is checked locally: the list was sorted after the last sort, and since then
+    /// one claim (at one position) gained a pod, or was appended and gained its first, because
+    /// every placement attempt starts here. Keys only grow, so the list is sorted iff that
+    /// claim is not less than its predecessor and not greater than its successor. If more than
+    /// one position changed, the whole list is checked.
+    pub(super) fn sort_claims(&mut self) {
+        let touched = std::mem::replace(&mut self.claim_order_touched, Touched::Nothing);
+        let claims = &self.claims;
+        let mut less = |a: &usize, b: &usize| claims[*a].pods.len() < claims[*b].pods.len();
+        let order = &self.claim_order;
+        let sorted = match touched {
+            Touched::Nothing => true,
+            Touched::At(p) => {
+                (p == 0 || !less(&order[p], &order[p - 1]))
+                    && (p + 1 >= order.len() || !less(&order[p + 1], &order[p]))
+            }
+            Touched::Many => gosort::is_sorted(order, &mut less),
+        };
+        if !sorted {
+            gosort::sort_slice(&mut self.claim_order, &mut less);
+        }
+        debug_assert!(gosort::is_sorted(&self.claim_order, &mut less));
+    }
+
+    pub(super) fn claim_add(
+        &mut self,
+        c: usize,
+        pos: usize,
+        idx: usize,
+        st: &PodState,
+        update: ClaimUpdate,
+    ) {
+        let claim = &mut self.claims[c];
+        let tpl = &self.templates[claim.template];
+        claim.pods.push(idx);
+        self.claim_order_touched = match self.claim_order_touched {
+            Touched::Nothing => Touched::At(pos),
+            Touched::At(p) if p == pos => Touched::At(pos),
+            _ => Touched::Many,
+        };
+        claim.requirements = update.requirements;
+        claim.options = update.options;
+        claim.min_values_relaxed |= update.min_values_relaxed;
+        dense::add_assign(&mut claim.requests, &st.requests);
+        claim.host_ports.add(&st.key, &st.pod.host_ports);
+        let mut max = self.index.zero();
+        for &i in &claim.options {
+            dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
+        }
+        if tpl.has_overrides {
+            // Override groups may offer more than the base: keep the bound an upper bound.
+            for &i in &claim.options {
+                for g in tpl.alloc_groups.get(i as usize).into_iter().flatten() {
+                    dense::max_assign(&mut max, &g.allocatable);
+                }
+            }
+        }
+        claim.max_allocatable = max;
+        // Reservations: take new ones, release ones no longer wanted.
+        for id in update.reservations.difference(&claim.reservations) {
+            *self.reservation_capacity.entry(id.clone()).or_insert(0) -= 1;
+        }
+        for id in claim.reservations.difference(&update.reservations) {
+            *self.reservation_capacity.entry(id.clone()).or_insert(0) += 1;
+        }
+        claim.reservations = update.reservations;
+        let hostname = claim.hostname.clone();
+        let reqs = claim.requirements.clone();
+        let taints = tpl.taints.clone();
+        self.topology.register(labels::HOSTNAME, &hostname);
+        self.topology.record(&st.pod, &taints, &reqs);
+        self.claims[c].hostname_id = self.topology.hostname_id(&hostname);
+        self.claims[c].topology_keys = topology_key_cache(&self.topology, &reqs);
+    }
+
+    /// Spec 5.4: the reserved offerings a claim would hold.
+    pub(super) fn reservations_for(
+        &self,
+        t: usize,
+        reqs: &Requirements,
+        options: &[u32],
+        held: &BTreeSet<String>,
+    ) -> Result<BTreeSet<String>, AddError> {
+        let tpl = &self.templates[t];
+        let mut compatible = false;
+        let mut wanted = BTreeSet::new();
+        if !tpl.has_reserved && held.is_empty() {
+            return Ok(wanted);
+        }
+        for &i in options {
+            for o in tpl.instance_types[i as usize].available_offerings() {
+                let Some(id) = o.reservation_id().filter(|_| o.is_reserved()) else {
+                    continue;
+                };
+                if !reqs.is_compatible(o.requirements(), Some(self.policy)) {
+                    continue;
+                }
+                compatible = true;
+                if held.contains(id) || self.reservation_capacity.get(id).is_some_and(|c| *c > 0) {
+                    wanted.insert(id.to_string());
+                }
+            }
+        }
+        if self.options.reserved_capacity_mode == ReservedCapacityMode::Strict
+            && ((compatible && wanted.is_empty()) || (!held.is_empty() && wanted.is_empty()))
+        {
+            return Err(AddError::Reserved(
+                "compatible reserved offerings exist but none has capacity left".into(),
+            ));
+        }
+        Ok(wanted)
+    }
+
+    // ---- finalisation ----------------------------------------------------------------------
+
+    pub(super) fn finish(mut self) -> Results {
+        let pods = self.pods;
+        let mut results = Results::default();
+        let claims = std::mem::take(&mut self.claims);
+        for claim in claims {
+            let tpl = &self.templates[claim.template];
+            let mut reqs = claim.requirements.clone();
+            reqs.remove(labels::HOSTNAME);
+            if !claim.reservations.is_empty() {
+                reqs.remove(labels::CAPACITY_TYPE);
+                reqs.add(Requirement::new(
+                    labels::CAPACITY_TYPE,
+                    Operator::In,
+                    [labels::CAPACITY_TYPE_RESERVED],
+                ));
+                if let Some(key) = &self.options.reservation_id_label {
+                    reqs.remove(key);
+                    reqs.add(Requirement::new(
+                        key,
+                        Operator::In,
+                        claim.reservations.iter().map(String::as_str),
+                    ));
+                }
+            }
+            // Order by cheapest compatible offering, truncate, re-check minValues (spec 3.11).
+            let view = self.offering_view(claim.template, &reqs);
+            let mut its: Vec<(f64, usize, Arc<InstanceType>)> = claim
+                .options
+                .iter()
+                .map(|&i| {
+                    let i = i as usize;
+                    (view.cheapest[i], i, tpl.instance_types[i].clone())
+                })
+                .collect();
+            its.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            its.truncate(self.options.max_instance_types);
+            if reqs.has_min_values()
+                && self.options.min_values_policy == MinValuesPolicy::Strict
+                && let Err(e) = reqs.satisfies_min_values(its.iter().map(|x| x.2.requirements()))
+            {
+                for &p in &claim.pods {
+                    self.errors.insert(
+                        p,
+                        pod_error(
+                            PodErrorKind::MinValues,
+                            format!(
+                                "pod didn't schedule because NodePool {:?} couldn't meet minValues requirements, {e}",
+                                tpl.pool
+                            ),
+                        ),
+                    );
+                }
+                continue;
+            }
+            // Requests: pods plus the smallest overhead among groups still holding an option.
+            let mut requests = ResourceList::new();
+            for &p in &claim.pods {
+                requests.add_assign(&pods[p].scheduling_requests());
+            }
+            let live_groups: BTreeSet<usize> = claim
+                .options
+                .iter()
+                .map(|&i| tpl.group_of[i as usize])
+                .collect();
+            let overhead =
+                ResourceList::min_common(live_groups.iter().map(|&g| &tpl.groups[g].overhead_list));
+            requests.add_assign(&overhead);
+
+            // Output requirements: drop the simulation keys. The instance-type and
+            // capacity-type requirements of the NodeClaim are derived from the kept options
+            // when it is created (`NewNodeClaim::node_claim_requirements`, upstream ToNodeClaim).
+            reqs.remove(labels::REGISTERED);
+            reqs.remove(labels::INITIALIZED);
+            let mut node_labels = tpl.labels.clone();
+            node_labels.extend(reqs.labels(self.policy));
+            results.new_node_claims.push(NewNodeClaim {
+                node_pool: tpl.pool.clone(),
+                requirements: reqs,
+                instance_types: its.into_iter().map(|x| x.2).collect(),
+                pods: claim.pods.iter().map(|&p| pods[p].key()).collect(),
+                requests,
+                labels: node_labels,
+                taints: tpl.taints.clone(),
+                startup_taints: tpl.startup_taints.clone(),
+                min_values_relaxed: claim.min_values_relaxed,
+                reservation_ids: claim.reservations.iter().cloned().collect(),
+            });
+        }
+        for node in &self.existing {
+            if !node.pods.is_empty() {
+                results.existing_nodes.push(ExistingNodeResult {
+                    name: node.name.clone(),
+                    pods: node.pods.iter().map(|&p| pods[p].key()).collect(),
+                });
+            }
+        }
+        results.pod_errors = self
+            .errors
+            .into_iter()
+            .map(|(i, e)| (pods[i].key(), e))
+            .collect();
+        results
+    }
+}

@@ -1,0 +1,309 @@
+//! The in-memory cluster API of the simulator.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use karpenter_core::api::{NodeClaim, NodePool};
+use karpenter_core::lifecycle::{self, Node, ObjectKind, format_time};
+use karpenter_core::model::{DaemonSet, Pod, PodDisruptionBudget, Timestamp};
+use karpenter_core::operator::Input;
+
+/// An API write that failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// The object does not exist.
+    #[error("{kind:?} {name} not found")]
+    NotFound {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
+    /// The object exists already.
+    #[error("{kind:?} {name} already exists")]
+    AlreadyExists {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
+    /// The write was based on an old `resourceVersion`.
+    #[error("{kind:?} {name}: the object has been modified")]
+    Conflict {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// The in-memory cluster API: objects with `resourceVersion`s, deletion with finalizers, and
+/// the watch events each write produces.
+#[derive(Debug, Default)]
+pub struct ClusterApi {
+    rv: u64,
+    /// NodePools by name.
+    pub node_pools: BTreeMap<String, NodePool>,
+    /// NodeClaims by name.
+    pub node_claims: BTreeMap<String, NodeClaim>,
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Node>,
+    /// Pods by `namespace/name`.
+    pub pods: BTreeMap<String, Pod>,
+    /// DaemonSets by `namespace/name`.
+    pub daemonsets: BTreeMap<String, DaemonSet>,
+    /// PodDisruptionBudgets by `namespace/name`.
+    pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// VolumeAttachments: name → Node name.
+    pub volume_attachments: BTreeMap<String, String>,
+    /// Watch events not yet delivered.
+    pub(super) events: VecDeque<Input>,
+}
+
+impl ClusterApi {
+    fn next_rv(&mut self) -> String {
+        self.rv += 1;
+        self.rv.to_string()
+    }
+
+    /// Every object as a watch's initial list would deliver it.
+    pub fn list_all(&self) -> Vec<Input> {
+        let mut out = Vec::new();
+        out.extend(
+            self.node_pools
+                .values()
+                .map(|o| Input::NodePoolApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.node_claims
+                .values()
+                .map(|o| Input::NodeClaimApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.nodes
+                .values()
+                .map(|o| Input::NodeApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.pods
+                .values()
+                .map(|o| Input::PodApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.daemonsets
+                .values()
+                .map(|o| Input::DaemonSetApplied(Box::new(o.clone()))),
+        );
+        out.extend(
+            self.pdbs
+                .values()
+                .map(|o| Input::PdbApplied(Box::new(o.clone()))),
+        );
+        out.extend(self.volume_attachments.iter().map(|(name, node)| {
+            Input::VolumeAttachmentApplied {
+                name: name.clone(),
+                node_name: node.clone(),
+            }
+        }));
+        out
+    }
+
+    /// Creates or replaces a NodePool (its spec changes bump `generation`).
+    pub fn apply_node_pool(&mut self, mut np: NodePool) {
+        let name = np.name().to_string();
+        let generation = match self.node_pools.get(&name) {
+            Some(old) if old.spec == np.spec => old.metadata.generation.unwrap_or(1),
+            Some(old) => old.metadata.generation.unwrap_or(1) + 1,
+            None => 1,
+        };
+        if let Some(old) = self.node_pools.get(&name) {
+            np.metadata.uid = old.metadata.uid.clone();
+            for (k, v) in &old.metadata.annotations {
+                np.metadata
+                    .annotations
+                    .entry(k.clone())
+                    .or_insert_with(|| v.clone());
+            }
+            if np.status.is_none() {
+                np.status = old.status.clone();
+            }
+        } else {
+            np.metadata.uid = Some(format!("uid-nodepool-{name}"));
+        }
+        np.metadata.generation = Some(generation);
+        np.metadata.resource_version = Some(self.next_rv());
+        self.events
+            .push_back(Input::NodePoolApplied(Box::new(np.clone())));
+        self.node_pools.insert(name, np);
+    }
+
+    /// Creates a NodeClaim.
+    pub fn create_node_claim(
+        &mut self,
+        mut claim: NodeClaim,
+        now: Timestamp,
+    ) -> Result<(), ApiError> {
+        let name = claim.name().to_string();
+        if self.node_claims.contains_key(&name) {
+            return Err(ApiError::AlreadyExists {
+                kind: ObjectKind::NodeClaim,
+                name,
+            });
+        }
+        claim.metadata.uid = Some(format!("uid-nodeclaim-{name}-{}", self.rv + 1));
+        claim.metadata.creation_timestamp = Some(format_time(now));
+        claim.metadata.generation = Some(1);
+        claim.metadata.resource_version = Some(self.next_rv());
+        claim.status = Default::default();
+        self.events
+            .push_back(Input::NodeClaimApplied(Box::new(claim.clone())));
+        self.node_claims.insert(name, claim);
+        Ok(())
+    }
+
+    /// Writes a NodeClaim's metadata and status (optimistic concurrency when it carries a
+    /// `resourceVersion`). Removing the last finalizer of a deleting NodeClaim removes it.
+    pub fn update_node_claim(&mut self, claim: NodeClaim) -> Result<(), ApiError> {
+        let name = claim.name().to_string();
+        let Some(current) = self.node_claims.get(&name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::NodeClaim,
+                name,
+            });
+        };
+        if claim.metadata.resource_version.is_some()
+            && claim.metadata.resource_version != current.metadata.resource_version
+        {
+            return Err(ApiError::Conflict {
+                kind: ObjectKind::NodeClaim,
+                name,
+            });
+        }
+        let mut next = current.clone();
+        next.metadata.labels = claim.metadata.labels;
+        next.metadata.annotations = claim.metadata.annotations;
+        next.metadata.finalizers = claim.metadata.finalizers;
+        next.metadata.owner_references = claim.metadata.owner_references;
+        next.status = claim.status;
+        if next == *current {
+            return Ok(());
+        }
+        if next.metadata.deletion_timestamp.is_some() && next.metadata.finalizers.is_empty() {
+            self.node_claims.remove(&name);
+            self.events.push_back(Input::NodeClaimDeleted(name));
+            return Ok(());
+        }
+        next.metadata.resource_version = Some(self.next_rv());
+        self.events
+            .push_back(Input::NodeClaimApplied(Box::new(next.clone())));
+        self.node_claims.insert(name, next);
+        Ok(())
+    }
+
+    /// Deletes a NodeClaim (sets its deletion timestamp while finalizers remain).
+    pub fn delete_node_claim(&mut self, name: &str, now: Timestamp) -> Result<(), ApiError> {
+        let Some(claim) = self.node_claims.get_mut(name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::NodeClaim,
+                name: name.to_string(),
+            });
+        };
+        if claim.metadata.finalizers.is_empty() {
+            self.node_claims.remove(name);
+            self.events
+                .push_back(Input::NodeClaimDeleted(name.to_string()));
+            return Ok(());
+        }
+        if claim.metadata.deletion_timestamp.is_none() {
+            claim.metadata.deletion_timestamp = Some(format_time(now));
+            self.rv += 1;
+            claim.metadata.resource_version = Some(self.rv.to_string());
+            let copy = claim.clone();
+            self.events
+                .push_back(Input::NodeClaimApplied(Box::new(copy)));
+        }
+        Ok(())
+    }
+
+    /// Creates or replaces a Node.
+    pub fn put_node(&mut self, node: Node) {
+        self.rv += 1;
+        self.events
+            .push_back(Input::NodeApplied(Box::new(node.clone())));
+        self.nodes.insert(node.name.clone(), node);
+    }
+
+    /// Patches a Node. Removing the last finalizer of a deleting Node removes it.
+    pub fn patch_node(&mut self, update: &lifecycle::NodeUpdate) -> Result<(), ApiError> {
+        let Some(node) = self.nodes.get(&update.node_name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::Node,
+                name: update.node_name.clone(),
+            });
+        };
+        let mut next = node.clone();
+        update.apply(&mut next);
+        if next == *node {
+            return Ok(());
+        }
+        if next.is_deleting() && next.finalizers.is_empty() {
+            self.nodes.remove(&update.node_name);
+            self.events
+                .push_back(Input::NodeDeleted(update.node_name.clone()));
+            return Ok(());
+        }
+        self.put_node(next);
+        Ok(())
+    }
+
+    /// Deletes a Node (sets its deletion timestamp while finalizers remain).
+    pub fn delete_node(&mut self, name: &str, now: Timestamp) -> Result<(), ApiError> {
+        let Some(node) = self.nodes.get(name) else {
+            return Err(ApiError::NotFound {
+                kind: ObjectKind::Node,
+                name: name.to_string(),
+            });
+        };
+        if node.finalizers.is_empty() {
+            self.nodes.remove(name);
+            self.events.push_back(Input::NodeDeleted(name.to_string()));
+            return Ok(());
+        }
+        if node.deletion_timestamp.is_none() {
+            let mut next = node.clone();
+            next.deletion_timestamp = Some(now);
+            self.put_node(next);
+        }
+        Ok(())
+    }
+
+    /// Creates or replaces a Pod.
+    pub fn put_pod(&mut self, pod: Pod) {
+        self.rv += 1;
+        self.events
+            .push_back(Input::PodApplied(Box::new(pod.clone())));
+        self.pods.insert(pod.key(), pod);
+    }
+
+    /// Deletes a Pod at once.
+    pub fn delete_pod(&mut self, key: &str) -> Option<Pod> {
+        let pod = self.pods.remove(key)?;
+        self.events.push_back(Input::PodDeleted(key.to_string()));
+        Some(pod)
+    }
+
+    /// Creates or replaces a DaemonSet.
+    pub fn put_daemonset(&mut self, ds: DaemonSet) {
+        self.events
+            .push_back(Input::DaemonSetApplied(Box::new(ds.clone())));
+        self.daemonsets
+            .insert(format!("{}/{}", ds.namespace, ds.name), ds);
+    }
+
+    /// Creates or replaces a PodDisruptionBudget.
+    pub fn put_pdb(&mut self, pdb: PodDisruptionBudget) {
+        self.events
+            .push_back(Input::PdbApplied(Box::new(pdb.clone())));
+        self.pdbs
+            .insert(format!("{}/{}", pdb.namespace, pdb.name), pdb);
+    }
+}
