@@ -18,7 +18,9 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use schemars::{JsonSchema, SchemaGenerator};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+use karpenter_core::crd::{cel, patch, schema_at as at};
 
 use crate::nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus, GROUP, KIND};
 
@@ -65,40 +67,6 @@ fn strip_defaults(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(strip_defaults),
         _ => {}
     }
-}
-
-fn at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {
-    let mut node = schema;
-    for segment in path.split('.').filter(|s| !s.is_empty()) {
-        let (name, items) = match segment.strip_suffix("[]") {
-            Some(name) => (name, true),
-            None => (segment, false),
-        };
-        node = node.get_mut("properties")?.get_mut(name)?;
-        if items {
-            node = node.get_mut("items")?;
-        }
-    }
-    node.as_object_mut()
-}
-
-fn patch(schema: &mut Value, path: &str, entries: Value, missing: &mut Vec<String>) {
-    match (at(schema, path), entries) {
-        (Some(node), Value::Object(entries)) => {
-            for (key, value) in entries {
-                if value.is_null() {
-                    node.remove(&key);
-                } else {
-                    node.insert(key, value);
-                }
-            }
-        }
-        _ => missing.push(path.to_string()),
-    }
-}
-
-fn cel(rule: &str, message: &str) -> Value {
-    json!({"rule": rule, "message": message})
 }
 
 fn selector_tags() -> Value {

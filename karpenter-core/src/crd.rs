@@ -286,7 +286,7 @@ fn restore_int_or_string(value: &mut Value) {
 
 /// The schema object at `path` (`.`-separated property names; a trailing `[]` steps into an
 /// array's items). `None` if the path does not exist.
-fn at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {
+pub fn schema_at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value>> {
     let mut node = schema;
     for segment in path.split('.').filter(|s| !s.is_empty()) {
         let (name, items) = match segment.strip_suffix("[]") {
@@ -302,9 +302,9 @@ fn at<'a>(schema: &'a mut Value, path: &str) -> Option<&'a mut Map<String, Value
 }
 
 /// Sets `entries` on the schema at `path` (a `null` entry removes that key); records the path
-/// in `missing` if it does not exist.
-fn patch(schema: &mut Value, path: &str, entries: Value, missing: &mut Vec<String>) {
-    match (at(schema, path), entries) {
+/// in `missing` if it does not exist. Providers patch their own CRDs' generated schemas with it.
+pub fn patch(schema: &mut Value, path: &str, entries: Value, missing: &mut Vec<String>) {
+    match (schema_at(schema, path), entries) {
         (Some(node), Value::Object(entries)) => {
             for (key, value) in entries {
                 if value.is_null() {
@@ -318,7 +318,8 @@ fn patch(schema: &mut Value, path: &str, entries: Value, missing: &mut Vec<Strin
     }
 }
 
-fn cel(rule: &str, message: &str) -> Value {
+/// One `x-kubernetes-validations` entry: a CEL `rule` and the `message` shown when it fails.
+pub fn cel(rule: &str, message: &str) -> Value {
     json!({"rule": rule, "message": message})
 }
 
