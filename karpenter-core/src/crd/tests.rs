@@ -79,7 +79,7 @@ fn assert_fields_in_schema(schema: &mut Value, doc: &Value, unknown: &[String], 
             continue;
         }
         assert!(
-            at(schema, &path).is_some(),
+            schema_at(schema, &path).is_some(),
             "{what}: field {path} is not in the CRD schema"
         );
     }
@@ -255,7 +255,7 @@ fn custom_resource_ext_and_resource() {
 fn schemas_carry_upstream_validation() {
     let mut np = schema_json(&nodepool_crd());
     let get = |schema: &mut Value, path: &str, key: &str| -> Value {
-        at(schema, path)
+        schema_at(schema, path)
             .unwrap_or_else(|| panic!("{path}"))
             .get(key)
             .cloned()
