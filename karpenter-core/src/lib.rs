@@ -70,7 +70,9 @@
 //! of offering a provider launches) are in [`launch`]; the provider interface is
 //! [`cloud::CloudProvider`]. The `custom_provider` example of this crate
 //! (`cargo run -p karpenter-core --example custom_provider`) implements a provider and runs one
-//! provisioning round through `dyn CloudProvider`.
+//! provisioning round through `dyn CloudProvider`. A provider proves it keeps the trait's
+//! contract with the conformance suite (feature `conformance`, module `conformance`; the
+//! `provider_conformance` example runs it against the example provider).
 //!
 //! The crate is *sans-IO* and deterministic: it performs no network or file I/O, never reads the
 //! wall clock (time is a parameter) and iterates in stable orders, so the same input always gives
@@ -84,6 +86,9 @@
 pub mod api;
 pub mod catalog;
 pub mod cloud;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
 #[cfg(feature = "k8s-openapi")]
 #[cfg_attr(docsrs, doc(cfg(feature = "k8s-openapi")))]
 pub mod convert;

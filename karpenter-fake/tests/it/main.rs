@@ -1,6 +1,7 @@
 //! Integration tests of karpenter-fake: catalogs, the fake provider and the provisioning harness.
 
 mod catalog;
+mod conformance;
 mod defaults;
 mod harness;
 mod instance_selection;
