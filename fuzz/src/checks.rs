@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use karpenter_aws::interruption::{self, ClaimRef};
+use karpenter_aws::interruption::{self, ClaimRef, Kind};
 use karpenter_aws::nodeclass::EC2NodeClass;
 use karpenter_aws::userdata::{self, BootstrapOptions, UserDataError};
 use karpenter_cli::catalog::{CatalogSpec, aws_label_policy, typed_nodeclass};
@@ -378,8 +378,10 @@ pub fn ec2nodeclass(data: &[u8]) {
 }
 
 /// SQS interruption messages: `karpenter_aws::interruption::parse_message`, then `decide` with
-/// the event's instances known and unknown. Properties: a parsed event names at least one
-/// instance, every one non-empty; an error has a metric label and a message.
+/// the event's instances known and unknown. Properties: instance ids are non-empty; an event
+/// about one instance (spot or capacity-reservation interruption, rebalance, state change)
+/// names exactly one; an error has a metric label and a message; instances without a NodeClaim
+/// get no action; every message is deleted.
 pub fn interruption(data: &[u8]) {
     let Some(text) = text(data) else { return };
     let parsed = interruption::parse_message(text);
@@ -387,7 +389,17 @@ pub fn interruption(data: &[u8]) {
     let mut claims = BTreeMap::new();
     match &parsed {
         Ok(event) => {
-            assert!(!event.instance_ids.is_empty(), "an event without instances");
+            let single = matches!(
+                event.kind,
+                Kind::SpotInterrupted
+                    | Kind::CapacityReservationInterrupted
+                    | Kind::RebalanceRecommendation
+                    | Kind::InstanceStopped
+                    | Kind::InstanceTerminated
+            );
+            if single {
+                assert_eq!(event.instance_ids.len(), 1, "{:?}", event.kind);
+            }
             for id in &event.instance_ids {
                 assert!(!id.is_empty(), "an empty instance id");
                 claims.insert(id.clone(), claim_ref(id));
@@ -401,6 +413,7 @@ pub fn interruption(data: &[u8]) {
     }
     let unknown = interruption::decide(&parsed, &BTreeMap::new(), now);
     assert!(unknown.delete_message, "every message is deleted");
+    assert!(unknown.actions.is_empty(), "actions without a NodeClaim");
     let known = interruption::decide(&parsed, &claims, now);
     assert!(known.delete_message, "every message is deleted");
 }
