@@ -31,6 +31,9 @@ pub mod launch;
 pub mod nodeclass;
 pub mod pricing;
 pub mod resolve;
+#[cfg(feature = "sdk")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sdk")))]
+pub mod sdk;
 pub mod userdata;
 
 pub use catalog::{
