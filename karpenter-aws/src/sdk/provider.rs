@@ -81,6 +81,9 @@ pub struct ProviderOptions {
     pub vm_memory_overhead_percent: f64,
     /// `RESERVED_ENIS` (default 0).
     pub reserved_enis: i64,
+    /// CreateFleet batching: the window closes after this long without a new identical
+    /// request (default [`FLEET_BATCH_IDLE`], upstream's 35 ms; at most [`FLEET_BATCH_MAX`]).
+    pub fleet_batch_idle: Duration,
 }
 
 impl ProviderOptions {
@@ -93,6 +96,7 @@ impl ProviderOptions {
             cluster_cidr: Some("10.100.0.0/16".into()),
             vm_memory_overhead_percent: crate::catalog::DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
             reserved_enis: 0,
+            fleet_batch_idle: FLEET_BATCH_IDLE,
         }
     }
 }
@@ -169,6 +173,7 @@ pub struct AwsCloudProvider {
     types: Mutex<BTreeMap<String, TypesEntry>>,
     unavailable: Mutex<UnavailableOfferings>,
     launch_templates: Mutex<BTreeMap<String, Instant>>,
+    launch_template_lock: tokio::sync::Mutex<()>,
     fleet_batches: Arc<Mutex<HashMap<String, FleetBucket>>>,
     counters: Arc<ApiCounters>,
 }
@@ -216,6 +221,7 @@ impl AwsCloudProvider {
             types: Mutex::new(BTreeMap::new()),
             unavailable: Mutex::new(UnavailableOfferings::new()),
             launch_templates: Mutex::new(BTreeMap::new()),
+            launch_template_lock: tokio::sync::Mutex::new(()),
             fleet_batches: Arc::new(Mutex::new(HashMap::new())),
             counters: Arc::new(ApiCounters::default()),
         })
@@ -671,6 +677,15 @@ impl AwsCloudProvider {
                 return Ok(name);
             }
         }
+        // One launch at a time looks a template up or creates it; the others wait and then find
+        // it in the cache.
+        let _single = self.launch_template_lock.lock().await;
+        if lock(&self.launch_templates)
+            .get(&name)
+            .is_some_and(|seen| seen.elapsed() < LAUNCH_TEMPLATE_TTL)
+        {
+            return Ok(name);
+        }
         self.counters
             .describe_launch_templates
             .fetch_add(1, Ordering::Relaxed);
@@ -829,15 +844,16 @@ impl AwsCloudProvider {
             let batches = Arc::clone(&self.fleet_batches);
             let ec2c = self.clients.ec2.clone();
             let counters = Arc::clone(&self.counters);
+            let idle_for = self.options.fleet_batch_idle;
             // The window and the call run in their own task, so a caller that gives up does not
             // strand the others.
             tokio::spawn(async move {
                 let opened = Instant::now();
                 loop {
-                    tokio::time::sleep(FLEET_BATCH_IDLE).await;
+                    tokio::time::sleep(idle_for).await;
                     let idle = lock(&batches)
                         .get(&key)
-                        .is_none_or(|b| b.last_join.elapsed() >= FLEET_BATCH_IDLE);
+                        .is_none_or(|b| b.last_join.elapsed() >= idle_for);
                     if idle || opened.elapsed() >= FLEET_BATCH_MAX {
                         break;
                     }
@@ -1109,8 +1125,12 @@ impl CloudProvider for AwsCloudProvider {
             Requirements::from_node_selector_requirements(node_claim.spec.requirements());
         let requests = &node_claim.spec.resources.requests;
         let policy = self.label_policy();
+        // The instance-type requirement first (NodeClaims list their types): a cheap name check
+        // that spares the full compatibility test for the rest of the catalog.
+        let named = requirements.get(karpenter_core::labels::INSTANCE_TYPE);
         let candidates: Vec<&Arc<InstanceType>> = types
             .iter()
+            .filter(|it| named.is_none_or(|r| r.has(it.name())))
             .filter(|it| {
                 requirements.is_compatible(it.requirements(), Some(&policy))
                     && ResourceList::fits(requests, it.allocatable())

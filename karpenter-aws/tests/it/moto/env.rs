@@ -245,13 +245,10 @@ impl Cluster {
                 .map(|c| (c.name().to_string(), c))
                 .collect::<BTreeMap<_, _>>(),
         ));
-        Arc::new(
-            AwsCloudProvider::new(
-                self.clients.clone(),
-                ProviderOptions::new(&self.name, "https://api.example.test"),
-                store,
-            )
-            .unwrap(),
-        )
+        let mut options = ProviderOptions::new(&self.name, "https://api.example.test");
+        // A wider batching window than upstream's 35 ms: a debug build on a loaded machine
+        // may take longer than that between two launches of one round.
+        options.fleet_batch_idle = std::time::Duration::from_millis(250);
+        Arc::new(AwsCloudProvider::new(self.clients.clone(), options, store).unwrap())
     }
 }

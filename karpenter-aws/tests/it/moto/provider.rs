@@ -436,3 +436,42 @@ async fn a_class_that_is_not_ready_or_missing_does_not_launch() {
         "{err}"
     );
 }
+
+/// One provisioning round of 100 NodeClaims in four launch shapes: one CreateFleet per shape,
+/// one launch template, no DescribeInstances on the launch path. Prints the wall time (the
+/// number recorded in docs/performance.md; not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_of_100_claims_makes_one_create_fleet_per_shape() {
+    let Some(clients) = clients(None).await else {
+        return;
+    };
+    let cluster = Cluster::create(&cluster_name("round"), clients).await;
+    let class = cluster.resolved(cluster.node_class("default")).await;
+    let provider = cluster.provider(vec![class.clone()]);
+    // Instance types are described once per provider (the warm-up a running controller has
+    // done long before a round).
+    provider.instance_types_for_class(&class).await.unwrap();
+    let shapes: [&[&str]; 4] = [
+        &["m5.large", "m5a.large"],
+        &["c5.xlarge", "c5a.xlarge"],
+        &["r5.large"],
+        &["m5.2xlarge", "m6i.2xlarge"],
+    ];
+    let claims: Vec<NodeClaim> = (0..100)
+        .map(|i| claim(&format!("c{i}"), "default", shapes[i % 4]))
+        .collect();
+    let started = std::time::Instant::now();
+    let results = futures::future::join_all(claims.iter().map(|c| provider.create(c))).await;
+    let wall = started.elapsed();
+    let ids: std::collections::BTreeSet<String> = results
+        .into_iter()
+        .map(|r| r.unwrap().status.provider_id.unwrap())
+        .collect();
+    assert_eq!(ids.len(), 100);
+    let calls = provider.counters().snapshot();
+    eprintln!("100 NodeClaims, 4 shapes, against moto: {wall:?}, calls {calls:?}");
+    assert_eq!(calls["CreateFleet"], 4);
+    assert_eq!(calls["CreateLaunchTemplate"], 1);
+    assert_eq!(calls["DescribeInstances"], 0);
+    assert_eq!(provider.list().await.unwrap().len(), 100);
+}
