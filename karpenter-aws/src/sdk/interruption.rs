@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
-use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
+use karpenter_core::operator::InterruptionEvent;
 
 use super::{AwsClients, display_chain};
-use crate::interruption::{Event, Kind, MessageError, parse_message};
+use crate::interruption::{Event, MessageError, parse_message};
 
 /// Upstream's receive settings.
 pub const MAX_MESSAGES: i32 = 10;
@@ -18,36 +18,14 @@ pub const VISIBILITY_TIMEOUT: i32 = 20;
 /// Long-polling wait in seconds.
 pub const WAIT_SECONDS: i32 = 20;
 
-/// The operator's kind of an AWS interruption kind (`None` for messages that are no
-/// interruption).
-pub fn operator_kind(kind: Kind) -> Option<InterruptionKind> {
-    Some(match kind {
-        Kind::SpotInterrupted => InterruptionKind::SpotInterrupted,
-        Kind::RebalanceRecommendation => InterruptionKind::RebalanceRecommendation,
-        Kind::InstanceStopped => InterruptionKind::InstanceStopped,
-        Kind::InstanceTerminated => InterruptionKind::InstanceTerminated,
-        Kind::ScheduledChange => InterruptionKind::ScheduledChange,
-        Kind::CapacityReservationInterrupted => InterruptionKind::CapacityReservationInterrupted,
-        Kind::NoOp => return None,
-    })
-}
+pub use crate::interruption::operator_kind;
 
-/// The operator inputs of a parsed message: one per affected instance that `provider_id`
-/// knows (instance id → the provider id of its NodeClaim); unknown instances are ignored, as
-/// upstream ignores them.
+/// The operator inputs of a parsed message ([`Event::operator_events`]).
 pub fn operator_events(
     event: &Event,
     provider_id: impl Fn(&str) -> Option<String>,
 ) -> Vec<InterruptionEvent> {
-    let Some(kind) = operator_kind(event.kind) else {
-        return Vec::new();
-    };
-    event
-        .instance_ids
-        .iter()
-        .filter_map(|id| provider_id(id))
-        .map(|p| InterruptionEvent::new(kind, p))
-        .collect()
+    event.operator_events(provider_id)
 }
 
 /// What one receive did.

@@ -3,3 +3,5 @@
 #[cfg(feature = "sdk")]
 mod moto;
 mod provider_flow;
+#[cfg(feature = "sdk")]
+mod sdk_pricing;
