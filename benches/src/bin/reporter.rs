@@ -201,9 +201,13 @@ fn main() {
             println!("{row} C {text}");
         }
     } else {
-        print_table(&results, args.markdown);
+        if !results.is_empty() {
+            print_table(&results, args.markdown);
+        }
         if !consolidation.is_empty() {
-            println!();
+            if !results.is_empty() {
+                println!();
+            }
             print_consolidation(&consolidation, args.markdown);
         }
     }
