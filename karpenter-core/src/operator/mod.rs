@@ -56,7 +56,7 @@
 //!
 //! # Not modelled yet
 //!
-//! Upstream's "consolidated" memo (every pass runs the methods; only a cost), NodePools with
+//! NodePools with
 //! `spec.replicas` (static provisioning; static drift does run), cloud-provider registration
 //! hooks, DRA, CapacityBuffer pods, default topology-spread constraints and PVC volume
 //! topology in provisioning (the snapshot has no namespaces, volumes or CSI limits), NodeClass
@@ -313,6 +313,11 @@ pub struct Operator {
     marked: BTreeSet<String>,
     nominated: BTreeMap<String, Timestamp>,
     next_command: u64,
+    /// Object events applied so far (upstream's cluster-state "consolidation state").
+    state_changes: u64,
+    /// When a disruption pass last found nothing, and `state_changes` then (upstream's
+    /// "consolidated" memo).
+    consolidated: Option<(u64, Timestamp)>,
     // Garbage collection
     gc_due: Option<Timestamp>,
     gc_in_flight: bool,
@@ -363,6 +368,8 @@ impl Operator {
             marked: BTreeSet::new(),
             nominated: BTreeMap::new(),
             next_command: 0,
+            state_changes: 0,
+            consolidated: None,
             gc_due: None,
             gc_in_flight: false,
             orphans: BTreeMap::new(),
@@ -456,8 +463,8 @@ impl Operator {
         if self.synced {
             self.run(now, &mut out);
         }
-        // Writes go first: a NodeClaim's status is persisted before the cloud calls that
-        // follow from it are made.
+        // Writes go first (Node patches, then NodeClaim updates): a NodeClaim's status is
+        // persisted before the cloud calls that follow from it are made.
         let mut writes = Vec::new();
         self.flush(&mut writes);
         writes.append(&mut out);
@@ -482,6 +489,17 @@ impl Operator {
 
     /// Applies one input to the view and the loops' state.
     fn apply(&mut self, input: Input, now: Timestamp, out: &mut Vec<Action>) {
+        if !matches!(
+            input,
+            Input::Synced
+                | Input::CloudResult { .. }
+                | Input::EvictionResult { .. }
+                | Input::WriteFailed { .. }
+                | Input::Interruption(_)
+                | Input::Tick
+        ) {
+            self.state_changes += 1;
+        }
         match input {
             Input::NodePoolApplied(np) => {
                 let name = np.name().to_string();
@@ -742,12 +760,13 @@ impl Operator {
     /// Emits the staged writes. Node patches are applied to the view at once (a patch carries
     /// whole fields, so a later patch must start from it); NodeClaim updates carry the
     /// `resourceVersion` they were based on and wait for the watch.
+    ///
+    /// Node patches go before NodeClaim updates, as upstream orders them: a NodeClaim's status
+    /// records what was done to its Node (`Registered=True` once the unregistered taint is gone),
+    /// so a controller that dies between the two writes leaves a claim that is still
+    /// unregistered, which the next reconcile finishes, never a registered claim whose Node
+    /// keeps the taint.
     fn flush(&mut self, out: &mut Vec<Action>) {
-        for (name, claim) in std::mem::take(&mut self.staged_claims) {
-            if self.view.claims.get(&name) != Some(&claim) {
-                out.push(Action::UpdateNodeClaim(Box::new(claim)));
-            }
-        }
         for (name, node) in std::mem::take(&mut self.staged_nodes) {
             let Some(before) = self.view.nodes.get(&name) else {
                 continue;
@@ -755,6 +774,11 @@ impl Operator {
             if let Some(update) = crate::lifecycle::NodeUpdate::diff(before, &node) {
                 out.push(Action::PatchNode(update));
                 self.view.nodes.insert(name, node);
+            }
+        }
+        for (name, claim) in std::mem::take(&mut self.staged_claims) {
+            if self.view.claims.get(&name) != Some(&claim) {
+                out.push(Action::UpdateNodeClaim(Box::new(claim)));
             }
         }
     }
