@@ -79,10 +79,8 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        let operator = OperatorConfig {
-            scheduler: crate::harness::suite_options(),
-            ..OperatorConfig::default()
-        };
+        let mut operator = OperatorConfig::default();
+        operator.scheduler = crate::harness::suite_options();
         SimConfig {
             operator,
             start: "2026-01-01T00:00:00Z"

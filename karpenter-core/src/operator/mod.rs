@@ -90,6 +90,7 @@ pub use view::{ClusterView, is_provisionable};
 
 /// Settings of the operator loops (upstream's flags and defaults).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OperatorConfig {
     /// `BATCH_IDLE_DURATION`: a batch closes when no new pending pod arrived for this long
     /// (default 1 s).

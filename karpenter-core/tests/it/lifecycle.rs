@@ -682,12 +682,7 @@ fn pod(name: &str) -> Pod {
 }
 
 fn daemon(mut p: Pod) -> Pod {
-    p.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "DaemonSet".into(),
-        name: "ds".into(),
-        controller: true,
-    });
+    p.owner = Some(OwnerReference::new("apps/v1", "DaemonSet", "ds").with_controller(true));
     p
 }
 
@@ -735,12 +730,7 @@ fn drain_skips_pods_it_does_not_wait_for() {
         ..Toleration::default()
     });
     let mut mirror = pod("mirror");
-    mirror.owner = Some(OwnerReference {
-        api_version: "v1".into(),
-        kind: "Node".into(),
-        name: "n1".into(),
-        controller: true,
-    });
+    mirror.owner = Some(OwnerReference::new("v1", "Node", "n1").with_controller(true));
     let mut done = pod("done");
     done.phase = PodPhase::Succeeded;
     let mut stuck = pod("stuck");

@@ -8,12 +8,7 @@ use karpenter_fake::sim::{Sim, SimConfig, node_pool};
 fn deployment_pod(name: &str, cpu_milli: i64) -> Pod {
     let mut pod = Pod::new("default", name);
     pod.requests.insert("cpu", Quantity::from_milli(cpu_milli));
-    pod.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "app".into(),
-        controller: true,
-    });
+    pod.owner = Some(OwnerReference::new("apps/v1", "ReplicaSet", "app").with_controller(true));
     pod
 }
 
@@ -47,12 +42,10 @@ fn spread_pod(name: &str) -> Pod {
     let mut pod = deployment_pod(name, 1000);
     pod.labels.insert("app".into(), "spread".into());
     pod.pod_anti_affinity = Some(PodAffinity {
-        required: vec![PodAffinityTerm {
-            label_selector: Some(LabelSelector::from_labels([("app", "spread")])),
-            namespaces: Vec::new(),
-            namespace_selector: None,
-            topology_key: labels::HOSTNAME.into(),
-        }],
+        required: vec![PodAffinityTerm::new(
+            LabelSelector::from_labels([("app", "spread")]),
+            labels::HOSTNAME,
+        )],
         preferred: Vec::new(),
     });
     pod
