@@ -92,17 +92,14 @@ impl Deployment {
         if self.min_available.is_none() && self.max_unavailable.is_none() {
             return None;
         }
-        let mut pdb = PodDisruptionBudget::new(NAMESPACE, self.name.clone()).with_selector(
+        let pdb = PodDisruptionBudget::new(NAMESPACE, self.name.clone()).with_selector(
             LabelSelector::from_labels([(APP_LABEL, self.name.as_str())]),
         );
-        // minAvailable wins when both are set.
-        pdb.min_available = self.min_available;
-        pdb.max_unavailable = if self.min_available.is_some() {
-            None
-        } else {
-            self.max_unavailable
-        };
-        Some(pdb)
+        Some(match (self.min_available, self.max_unavailable) {
+            (Some(min), _) => pdb.with_min_available(min),
+            (None, Some(max)) => pdb.with_max_unavailable(max),
+            (None, None) => pdb,
+        })
     }
 
     fn pod(&self, name: String) -> Pod {
@@ -194,18 +191,12 @@ fn workload_pod(
         Quantity::from_bytes(memory_mib.saturating_mul(1 << 20)),
     );
     pod.labels.insert(APP_LABEL.to_string(), app.to_string());
-    pod.owner = Some(
-        OwnerReference::new(
-            if owner_kind == "Job" {
-                "batch/v1"
-            } else {
-                "apps/v1"
-            },
-            owner_kind,
-            app.to_string(),
-        )
-        .with_controller(true),
-    );
+    let api_version = if owner_kind == "Job" {
+        "batch/v1"
+    } else {
+        "apps/v1"
+    };
+    pod.owner = Some(OwnerReference::new(api_version, owner_kind, app).with_controller(true));
     if do_not_disrupt {
         pod.annotations.insert(
             labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
