@@ -7,9 +7,8 @@
 //! therefore use only what both crates depend on: karpenter-core, karpenter-aws, karpenter-cli,
 //! serde_json and jiff.
 
-use std::collections::BTreeMap;
 
-use karpenter_aws::interruption::{self, ClaimRef, Kind};
+use karpenter_aws::interruption::{self, Kind};
 use karpenter_aws::nodeclass::EC2NodeClass;
 use karpenter_aws::userdata::{self, BootstrapOptions, UserDataError};
 use karpenter_cli::catalog::{CatalogSpec, aws_label_policy, typed_nodeclass};
@@ -382,17 +381,16 @@ pub fn ec2nodeclass(data: &[u8]) {
     }
 }
 
-/// SQS interruption messages: `karpenter_aws::interruption::parse_message`, then `decide` with
+/// SQS interruption messages: `karpenter_aws::interruption::parse_message`, then the mapping
+/// into the operator's inputs (`Event::operator_events`, the path the queue consumer takes) with
 /// the event's instances known and unknown. Properties: instance ids are non-empty; an event
 /// about one instance (spot or capacity-reservation interruption, rebalance, state change)
 /// names exactly one; an error has a metric label and a message; instances without a NodeClaim
-/// get no action; every message is deleted.
+/// give no operator input; every known instance of an actionable event gives exactly one, for its
+/// own provider id; the queue delay is never negative.
 pub fn interruption(data: &[u8]) {
     let Some(text) = text(data) else { return };
-    let parsed = interruption::parse_message(text);
-    let now = instants()[2];
-    let mut claims = BTreeMap::new();
-    match &parsed {
+    match interruption::parse_message(text) {
         Ok(event) => {
             let single = matches!(
                 event.kind,
@@ -407,32 +405,30 @@ pub fn interruption(data: &[u8]) {
             }
             for id in &event.instance_ids {
                 assert!(!id.is_empty(), "an empty instance id");
-                claims.insert(id.clone(), claim_ref(id));
             }
-            let _ = (event.kind.as_str(), event.kind.event_reason());
+            let _ = event.kind.as_str();
+            assert!(
+                event.operator_events(|_| None).is_empty(),
+                "operator inputs without a NodeClaim"
+            );
+            let known = event.operator_events(|id| Some(provider_id(id)));
+            if interruption::operator_kind(event.kind).is_some() {
+                assert_eq!(known.len(), event.instance_ids.len(), "{:?}", event.kind);
+            } else {
+                assert!(known.is_empty(), "a no-op event gave operator inputs");
+            }
+            let delay = event.queue_delay_seconds(instants()[2]);
+            assert!(delay.is_finite() && delay >= 0.0, "queue delay {delay}");
         }
         Err(e) => {
             assert!(!e.label().is_empty());
             assert!(!e.to_string().is_empty());
         }
     }
-    let unknown = interruption::decide(&parsed, &BTreeMap::new(), now);
-    assert!(unknown.delete_message, "every message is deleted");
-    assert!(unknown.actions.is_empty(), "actions without a NodeClaim");
-    let known = interruption::decide(&parsed, &claims, now);
-    assert!(known.delete_message, "every message is deleted");
 }
 
-fn claim_ref(instance_id: &str) -> ClaimRef {
-    ClaimRef {
-        name: format!("claim-{instance_id}"),
-        nodepool: "default".into(),
-        capacity_type: "spot".into(),
-        instance_type: "m5.large".into(),
-        zone: "us-east-1a".into(),
-        reservation_id: None,
-        deleting: false,
-    }
+fn provider_id(instance_id: &str) -> String {
+    format!("aws:///us-east-1a/{instance_id}")
 }
 
 /// A whole manifest stream as `karpenter plan -f FILE` reads it: `documents_from_str` (YAML,
