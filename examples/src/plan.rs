@@ -17,8 +17,9 @@ use karpenter_core::labels::{self, LabelPolicy};
 use karpenter_core::model::{DaemonSet, InstanceType, Pod, Timestamp};
 use karpenter_core::requirements::{Operator, Requirement, Requirements};
 use karpenter_core::resources::ResourceList;
+use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
 use karpenter_core::scheduling::{
-    NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput, solve,
+    NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput,
 };
 use karpenter_core::taints::{self, Toleration};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World, WorldError};
@@ -48,6 +49,9 @@ pub struct PlanOptions {
     pub explain: bool,
     /// `--allow RULE`: warnings of these rules are dropped.
     pub allow: Vec<String>,
+    /// `--packing cost|upstream`: the packing policy of every NodePool (`None`: each NodePool's
+    /// `karpenter-rs.io/packing` annotation).
+    pub packing: Option<PackingPolicy>,
 }
 
 impl PlanOptions {
@@ -60,6 +64,7 @@ impl PlanOptions {
             now,
             explain: false,
             allow: Vec::new(),
+            packing: None,
         }
     }
 }
@@ -409,6 +414,60 @@ fn is_controller(p: &SourcedPod) -> bool {
     }
 }
 
+/// Both packing policies' costs, for the summary.
+struct PackingComparison {
+    /// The policy of the printed plan (`cost` when some NodePool is under it).
+    policy: PackingPolicy,
+    upstream_cost: f64,
+    cost_aware_cost: f64,
+}
+
+/// The solve under the packing policy (`--packing`, else the NodePools' annotations) and, when
+/// `--packing` is given or some NodePool carries the annotation, both policies' costs.
+fn solve_with_packing(
+    input: &SchedulingInput,
+    options: &SchedulerOptions,
+    world: &World,
+    flag: Option<PackingPolicy>,
+) -> (Results, Option<PackingComparison>) {
+    let annotated = world.node_pools.iter().any(|p| {
+        p.metadata
+            .annotations
+            .contains_key(packing::PACKING_ANNOTATION)
+    });
+    let options = options
+        .clone()
+        .with_packing(PackingOptions::default().with_policy(flag));
+    let any_cost = packing::pool_policies(input, &options).contains(&PackingPolicy::Cost);
+    if flag.is_none() && !annotated {
+        return (karpenter_core::scheduling::solve(input, &options), None);
+    }
+    if any_cost {
+        let outcome = packing::solve_packed(input, &options);
+        let comparison = PackingComparison {
+            policy: PackingPolicy::Cost,
+            upstream_cost: outcome.faithful_cost,
+            cost_aware_cost: outcome.cost,
+        };
+        return (outcome.results, Some(comparison));
+    }
+    // Upstream: the plan is the faithful one; the cost-aware search prices the alternative.
+    let all_cost = options
+        .clone()
+        .with_packing(PackingOptions::default().with_policy(Some(PackingPolicy::Cost)));
+    let outcome = packing::solve_packed(input, &all_cost);
+    let comparison = PackingComparison {
+        policy: PackingPolicy::Upstream,
+        upstream_cost: outcome.faithful_cost,
+        cost_aware_cost: outcome.cost,
+    };
+    let results = match outcome.faithful {
+        Some(faithful) => faithful,
+        None => outcome.results,
+    };
+    (results, Some(comparison))
+}
+
 /// Runs `karpenter plan` over decoded documents. `progress` is told each phase.
 pub fn plan(
     docs: &[Document],
@@ -442,7 +501,7 @@ pub fn plan(
         );
     }
     progress(&format!("scheduling {} pods", input.pods.len()));
-    let results = solve(&input, &options);
+    let (results, comparison) = solve_with_packing(&input, &options, &world, opts.packing);
 
     let mut node_claims = Vec::new();
     let mut cost = 0.0;
@@ -506,6 +565,10 @@ pub fn plan(
         cost,
         bound,
     );
+    let summary = match comparison {
+        Some(c) => summary.with_packing(c.policy.as_str(), c.upstream_cost, c.cost_aware_cost),
+        None => summary,
+    };
 
     // Advice.
     let contexts: Vec<PoolContext<'_>> = world
