@@ -14,20 +14,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use karpenter_core::labels::{self, LabelPolicy};
-use karpenter_core::model::{DaemonSet, InstanceType, Pod, Timestamp};
-use karpenter_core::requirements::{Operator, Requirement, Requirements};
-use karpenter_core::resources::ResourceList;
+use karpenter_core::model::{InstanceType, Pod, Timestamp};
+use karpenter_core::requirements::Requirements;
 use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
 use karpenter_core::scheduling::{
-    NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput,
+    NewNodeClaim, Results, SchedulerOptions, SchedulingInput,
 };
-use karpenter_core::taints::{self, Toleration};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World, WorldError};
 
 use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
+pub(crate) use karpenter_core::scheduling::bound::{
+    pod_terms, template_requirements, with_prefer_no_schedule,
+};
 use crate::explain::{explain, tidy_reason};
-use crate::lowerbound::{BoundColumn, BoundPod, lower_bound};
 use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, classify};
 use crate::output::{
     ClaimOutput, ExistingNodeOutput, Launch, PlanOutput, Summary, UnschedulableOutput,
@@ -118,206 +118,6 @@ pub struct PlanResult {
     pub output: PlanOutput,
     /// Notices for standard error (skipped documents, ignored fields, unwired features).
     pub notices: Vec<String>,
-}
-
-/// A NodePool's template requirements as the scheduler builds them (requirements, template
-/// labels, the NodePool label and the node-class label).
-pub(crate) fn template_requirements(np: &NodePoolInput) -> Requirements {
-    let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
-    let mut l = np.labels.clone();
-    l.insert(labels::NODEPOOL.to_string(), np.name.clone());
-    if let Some((k, v)) = &np.node_class_label {
-        l.insert(k.clone(), v.clone());
-    }
-    for (k, v) in &l {
-        reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
-    }
-    reqs
-}
-
-pub(crate) fn with_prefer_no_schedule(tolerations: &[Toleration]) -> Vec<Toleration> {
-    let mut t = tolerations.to_vec();
-    t.push(taints::prefer_no_schedule_wildcard());
-    t
-}
-
-/// The pod's node-selector terms: the node selector ANDed with each required node-affinity term
-/// (one term, the selector alone, without node affinity).
-pub(crate) fn pod_terms(pod: &Pod) -> Vec<Requirements> {
-    let selector = Requirements::from_labels(
-        pod.node_selector
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    );
-    match pod
-        .node_affinity
-        .as_ref()
-        .filter(|a| !a.required.is_empty())
-    {
-        None => vec![selector],
-        Some(a) => a
-            .required
-            .iter()
-            .map(|term| {
-                selector.intersection(&Requirements::from_node_selector_requirements(
-                    &term.match_expressions,
-                ))
-            })
-            .collect(),
-    }
-}
-
-/// The lower-bound columns, each column's (pool index, instance type), and each pool's template
-/// requirements.
-type Columns = (
-    Vec<BoundColumn>,
-    Vec<(usize, Arc<InstanceType>)>,
-    Vec<Requirements>,
-);
-
-/// The lower-bound columns: every (NodePool, instance type) a new node can be, priced at the
-/// cheapest offering the pool may launch, with allocatable less the DaemonSets that surely run
-/// on it.
-fn bound_columns(
-    pools: &[NodePoolInput],
-    daemonsets: &[DaemonSet],
-    policy: &LabelPolicy,
-) -> Columns {
-    let mut columns = Vec::new();
-    let mut meta = Vec::new();
-    let mut pool_reqs = Vec::new();
-    for (pi, np) in pools.iter().enumerate() {
-        let reqs = template_requirements(np);
-        // DaemonSets that run on every node of the pool whatever its type.
-        let mut overhead = ResourceList::new();
-        for d in daemonsets {
-            let p = &d.pod;
-            let unconditional = p.node_selector.is_empty()
-                && p.node_affinity
-                    .as_ref()
-                    .is_none_or(|a| a.required.is_empty())
-                && !p.has_resource_claims
-                && taints::tolerates_all(&with_prefer_no_schedule(&p.tolerations), &np.taints)
-                    .is_ok();
-            if unconditional {
-                overhead.add_assign(&p.scheduling_requests());
-            }
-        }
-        for it in &np.instance_types {
-            if it.requirements().intersects(&reqs).is_err() {
-                continue;
-            }
-            let price = it
-                .available_offerings()
-                .filter(|o| reqs.is_compatible(o.requirements(), Some(policy)))
-                .map(|o| o.price)
-                .fold(f64::INFINITY, f64::min);
-            if !price.is_finite() {
-                continue;
-            }
-            let mut allocatable = it.allocatable().sub(&overhead);
-            allocatable.clamp_non_negative();
-            columns.push(BoundColumn {
-                name: format!("{}/{}", np.name, it.name()),
-                price,
-                allocatable,
-            });
-            meta.push((pi, it.clone()));
-        }
-        pool_reqs.push(reqs);
-    }
-    (columns, meta, pool_reqs)
-}
-
-/// A key shared by pods that must be on pairwise different nodes: the pod's namespace and its
-/// first required hostname anti-affinity term that selects the pod itself (so every pod with
-/// the same key selects every other).
-fn exclusive_key(pod: &Pod) -> Option<String> {
-    let anti = pod.pod_anti_affinity.as_ref()?;
-    anti.required
-        .iter()
-        .find(|term| {
-            term.topology_key == labels::HOSTNAME
-                && term.namespace_selector.is_none()
-                && (term.namespaces.is_empty() || term.namespaces.contains(&pod.namespace))
-                && term
-                    .label_selector
-                    .as_ref()
-                    .is_some_and(|s| s.matches(&pod.labels))
-        })
-        .and_then(|term| serde_json::to_string(term).ok())
-        .map(|term| format!("{}/{term}", pod.namespace))
-}
-
-/// The lower bound for the pods placed on new NodeClaims.
-fn compute_lower_bound(
-    input: &SchedulingInput,
-    results: &Results,
-    policy: &LabelPolicy,
-) -> Result<f64, PlanError> {
-    let placed: BTreeSet<&str> = results
-        .new_node_claims
-        .iter()
-        .flat_map(|c| c.pods.iter().map(String::as_str))
-        .collect();
-    if placed.is_empty() {
-        return Ok(0.0);
-    }
-    let (columns, meta, pool_reqs) = bound_columns(&input.node_pools, &input.daemonsets, policy);
-    // Compatibility per scheduling signature (replicas share one).
-    let mut cache: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    let mut groups: BTreeMap<String, usize> = BTreeMap::new();
-    let mut pods = Vec::new();
-    for pod in input
-        .pods
-        .iter()
-        .filter(|p| placed.contains(p.key().as_str()))
-    {
-        let requests = pod.scheduling_requests();
-        let signature = serde_json::to_string(&(
-            &pod.node_selector,
-            &pod.node_affinity,
-            &pod.tolerations,
-            &requests,
-        ))
-        .map_err(|e| PlanError::Internal(e.to_string()))?;
-        let compatible = cache
-            .entry(signature)
-            .or_insert_with(|| {
-                let terms = pod_terms(pod);
-                let tolerations = with_prefer_no_schedule(&pod.tolerations);
-                let tolerated: Vec<bool> = input
-                    .node_pools
-                    .iter()
-                    .map(|np| taints::tolerates_all(&tolerations, &np.taints).is_ok())
-                    .collect();
-                (0..columns.len())
-                    .filter(|&k| {
-                        let (pi, it) = &meta[k];
-                        tolerated[*pi]
-                            && ResourceList::fits(&requests, &columns[k].allocatable)
-                            && terms.iter().any(|t| {
-                                t.intersects(&pool_reqs[*pi]).is_ok()
-                                    && t.intersects(it.requirements()).is_ok()
-                            })
-                    })
-                    .collect()
-            })
-            .clone();
-        let exclusive_group = match exclusive_key(pod) {
-            Some(key) => {
-                let next = groups.len();
-                Some(*groups.entry(key).or_insert(next))
-            }
-            None => None,
-        };
-        pods.push(BoundPod {
-            requests,
-            compatible,
-            exclusive_group,
-        });
-    }
-    Ok(lower_bound(&columns, &pods))
 }
 
 /// The cheapest available offering compatible with the claim among its instance types (the
@@ -547,7 +347,7 @@ pub fn plan(
     }
 
     progress("computing the cost lower bound");
-    let bound = compute_lower_bound(&input, &results, &policy)?;
+    let bound = karpenter_core::scheduling::bound::plan_lower_bound(&input, &results, &policy);
     let scheduled = results
         .new_node_claims
         .iter()

@@ -35,6 +35,12 @@ const DEFAULT_ROWS: &[&str] = &[
     "consolidation:400",
     "consolidation:1000",
     "consolidation:5000",
+    // The cost rows (karpenter_bench::cost).
+    "cost:50",
+    "cost:200",
+    "cost:1000",
+    "cost:5000",
+    "cost-diverse:1000",
 ];
 
 struct Row {
@@ -80,11 +86,16 @@ fn main() {
     };
     let mut results = Vec::new();
     let mut consolidation: Vec<(String, String)> = Vec::new();
+    let mut cost: Vec<(String, String)> = Vec::new();
     for row in &rows {
         let out = Command::new(&exe).arg("--child").arg(row).output();
         match out {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
+                if let Some(rest) = text.trim().strip_prefix("K ") {
+                    cost.push((row.clone(), rest.to_string()));
+                    continue;
+                }
                 if let Some(rest) = text.trim().strip_prefix("C ") {
                     consolidation.push((row.clone(), rest.to_string()));
                     continue;
@@ -102,6 +113,10 @@ fn main() {
     if !consolidation.is_empty() {
         println!();
         print_consolidation(&consolidation, markdown);
+    }
+    if !cost.is_empty() {
+        println!();
+        karpenter_bench::cost::print_table(&cost, markdown);
     }
 }
 
@@ -164,6 +179,9 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
 }
 
 fn run_row(row: &str) -> Result<String, String> {
+    if row.starts_with("cost") {
+        return karpenter_bench::cost::run_row(row);
+    }
     let (kind, n) = row
         .split_once(':')
         .ok_or_else(|| format!("row {row:?} is not KIND:N"))?;

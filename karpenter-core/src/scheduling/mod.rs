@@ -591,6 +591,7 @@ pub struct Results {
     pub metrics: SolveMetrics,
 }
 
+pub mod bound;
 pub mod defaults;
 mod dense;
 mod gosort;

@@ -19,6 +19,11 @@
 //!   [`spot_min_instance_types`](PackingOptions::spot_min_instance_types) instance types
 //!   (offering diversity for spot).
 //!
+//! On *free-form* batches (no topology spread, no pod affinity, no reserved offering, not a
+//! consolidation simulation) the search first re-packs the cost pools' pods with a
+//! multi-resource bin packer and solves each proposed node's pods on their own (see
+//! `improve.rs`): the cap sweep runs when that finds nothing cheaper, and on every other batch.
+//!
 //! The policy is chosen per NodePool with the annotation [`PACKING_ANNOTATION`]
 //! (`karpenter-rs.io/packing: cost|upstream`, see [`NodePoolInput::packing`]) and overridden
 //! globally by [`PackingOptions::policy`]. Without any pool under `cost`, [`solve_packed`]
@@ -39,6 +44,7 @@ use crate::resources::names;
 
 use super::{NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput, solve};
 
+mod binpack;
 mod improve;
 
 /// The NodePool annotation choosing its packing policy: `cost` or `upstream` (the default).
@@ -123,8 +129,12 @@ pub struct PackingOptions {
     /// this many instance types to choose from (default 5), or as many as the faithful plan's
     /// least flexible spot claim if that is fewer. `minValues` is always honoured on top.
     pub spot_min_instance_types: usize,
-    /// The most candidate solves the search runs beyond the faithful one (default 12).
+    /// The most candidate solves the cap sweep runs beyond the faithful one (default 12).
     pub max_candidate_solves: usize,
+    /// Guard rail: a NodeClaim of a re-packed free-form plan offers at most this many instance
+    /// types, the cheapest that hold its pods (default 30, never fewer than
+    /// [`spot_min_instance_types`](Self::spot_min_instance_types)).
+    pub instance_types_per_claim: usize,
 }
 
 impl Default for PackingOptions {
@@ -135,6 +145,7 @@ impl Default for PackingOptions {
             max_new_nodes: 500,
             spot_min_instance_types: 5,
             max_candidate_solves: 12,
+            instance_types_per_claim: 30,
         }
     }
 }
@@ -161,6 +172,12 @@ impl PackingOptions {
     /// The options with this minimum number of instance types per spot-capable claim.
     pub fn with_spot_min_instance_types(mut self, min: usize) -> Self {
         self.spot_min_instance_types = min;
+        self
+    }
+
+    /// The options with this many instance types per re-packed NodeClaim.
+    pub fn with_instance_types_per_claim(mut self, n: usize) -> Self {
+        self.instance_types_per_claim = n;
         self
     }
 
@@ -373,7 +390,7 @@ fn domain_values(pool: &Requirements, it: &InstanceType, key: &str) -> BTreeSet<
     values
 }
 
-/// The cap sweep and the local improvement after it.
+/// The free-form re-pack and the cap sweep.
 struct Search<'a> {
     input: &'a SchedulingInput,
     options: &'a SchedulerOptions,
@@ -485,10 +502,52 @@ impl<'a> Search<'a> {
     }
 
     fn run(self, outcome: &mut PackingOutcome) {
+        let faithful = outcome.results.clone();
+        // Free-form batches are re-packed first; the cap sweep runs when that found nothing
+        // cheaper (or the batch is not free-form).
+        if improve::free_form(&self) {
+            improve::improve(&self, outcome);
+        }
+        if outcome.cost >= outcome.faithful_cost * (1.0 - 1e-9) {
+            let mut solves = 0;
+            let base = std::mem::take(&mut outcome.results);
+            let (best, cost) = self.sweep(
+                self.input,
+                base,
+                outcome.cost,
+                &|r| self.guard.accepts(r),
+                &mut solves,
+            );
+            outcome.results = best;
+            outcome.candidate_solves += solves;
+            outcome.cost = outcome.cost.min(cost);
+        }
+        if outcome.cost < outcome.faithful_cost * (1.0 - 1e-9) {
+            outcome.improved = true;
+            outcome.faithful = Some(faithful);
+        } else {
+            outcome.results = faithful;
+            outcome.cost = outcome.faithful_cost;
+        }
+    }
+
+    /// The cap sweep over `input` (the search's input or a sub-solve's, with the same NodePools
+    /// in the same order): starting from `base` at `base_cost`, the cheapest accepted candidate.
+    fn sweep(
+        &self,
+        input: &SchedulingInput,
+        base: Results,
+        base_cost: f64,
+        accept: &dyn Fn(&Results) -> bool,
+        solves: &mut usize,
+    ) -> (Results, f64) {
         let policy = &self.options.label_policy;
-        let mut work = self.input.clone();
+        let mut work = input.clone();
+        let mut best = base;
+        let mut best_cost = base_cost;
         let mut best_cap: Option<i64> = None;
         let mut worse_in_a_row = 0;
+        let base_errors = best.pod_errors.len();
         for cap in self.caps() {
             let Some(pools) = self.capped_pools(cap) else {
                 continue;
@@ -496,29 +555,22 @@ impl<'a> Search<'a> {
             if pools.is_empty() {
                 continue;
             }
-            for (i, np) in work.node_pools.iter_mut().enumerate() {
-                np.instance_types = match pools.iter().find(|(p, _)| *p == i) {
-                    Some((_, kept)) => kept.clone(),
-                    None => self.input.node_pools[i].instance_types.clone(),
-                };
+            for (i, kept) in &pools {
+                work.node_pools[*i].instance_types = kept.clone();
             }
             let candidate = solve(&work, self.options);
-            outcome.candidate_solves += 1;
-            if !self.guard.accepts(&candidate) {
+            *solves += 1;
+            if !accept(&candidate) {
                 // Smaller caps only leave more pods out.
-                if candidate.pod_errors.len() > self.guard.faithful_errors.len() {
+                if candidate.pod_errors.len() > base_errors {
                     break;
                 }
                 continue;
             }
             let cost = plan_cost(&candidate, policy);
-            if cost < outcome.cost * (1.0 - 1e-9) {
-                let replaced = std::mem::replace(&mut outcome.results, candidate);
-                if outcome.faithful.is_none() {
-                    outcome.faithful = Some(replaced);
-                }
-                outcome.cost = cost;
-                outcome.improved = true;
+            if cost < best_cost * (1.0 - 1e-9) {
+                best = candidate;
+                best_cost = cost;
                 best_cap = Some(cap);
                 worse_in_a_row = 0;
             } else {
@@ -530,8 +582,9 @@ impl<'a> Search<'a> {
                 }
             }
         }
-        if outcome.improved {
-            improve::improve(&self, outcome);
-        }
+        (best, best_cost)
     }
 }
+
+#[cfg(test)]
+mod tests;
