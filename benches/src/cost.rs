@@ -19,9 +19,7 @@ use karpenter_core::model::{InstanceType, Pod};
 use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
 use karpenter_core::resources::Quantity;
 use karpenter_core::scheduling::bound::plan_lower_bound;
-use karpenter_core::scheduling::packing::{
-    PackingOptions, PackingPolicy, plan_cost, solve_packed,
-};
+use karpenter_core::scheduling::packing::{PackingOptions, PackingPolicy, plan_cost, solve_packed};
 use karpenter_core::scheduling::{
     NodePoolInput, PreferencePolicy, SchedulerOptions, SchedulingInput, solve,
 };
@@ -66,11 +64,16 @@ pub fn generic_pods(n: usize, seed: u64) -> Vec<Pod> {
 /// The embedded AWS catalog's instance types (default EC2NodeClass) and the AWS label policy.
 pub fn aws_instance_types() -> Result<(Vec<Arc<InstanceType>>, LabelPolicy), String> {
     let sources = CatalogSources::embedded().map_err(|e| e.to_string())?;
-    let report = build_catalog(&sources, &AwsCatalogOptions::default()).map_err(|e| e.to_string())?;
+    let report =
+        build_catalog(&sources, &AwsCatalogOptions::default()).map_err(|e| e.to_string())?;
     let types = report
         .instance_types
         .iter()
-        .map(|it| it.to_instance_type().map(Arc::new).map_err(|e| e.to_string()))
+        .map(|it| {
+            it.to_instance_type()
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let policy = LabelPolicy::core()
         .with_well_known(aws::WELL_KNOWN)
@@ -80,11 +83,7 @@ pub fn aws_instance_types() -> Result<(Vec<Arc<InstanceType>>, LabelPolicy), Str
 
 /// The generic mix's input: one NodePool over the AWS catalog restricted to categories c, m
 /// and r, generation > 2, on-demand; `n` pods drawn with `seed`.
-pub fn generic_input(
-    n: usize,
-    seed: u64,
-    types: Vec<Arc<InstanceType>>,
-) -> SchedulingInput {
+pub fn generic_input(n: usize, seed: u64, types: Vec<Arc<InstanceType>>) -> SchedulingInput {
     let pool = NodePoolInput::new("default", types)
         .with_requirements(vec![
             NodeSelectorRequirement::new(aws::INSTANCE_CATEGORY, Operator::In, ["c", "m", "r"]),

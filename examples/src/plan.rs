@@ -17,22 +17,20 @@ use karpenter_core::labels::{self, LabelPolicy};
 use karpenter_core::model::{InstanceType, Pod, Timestamp};
 use karpenter_core::requirements::Requirements;
 use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
-use karpenter_core::scheduling::{
-    NewNodeClaim, Results, SchedulerOptions, SchedulingInput,
-};
+use karpenter_core::scheduling::{NewNodeClaim, Results, SchedulerOptions, SchedulingInput};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World, WorldError};
 
 use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
-pub(crate) use karpenter_core::scheduling::bound::{
-    pod_terms, template_requirements, with_prefer_no_schedule,
-};
 use crate::explain::{explain, tidy_reason};
 use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, classify};
 use crate::output::{
     ClaimOutput, ExistingNodeOutput, Launch, PlanOutput, Summary, UnschedulableOutput,
 };
 use crate::warnings::{self, PoolContext, RULES, Warning};
+pub(crate) use karpenter_core::scheduling::bound::{
+    pod_terms, template_requirements, with_prefer_no_schedule,
+};
 
 /// What `karpenter plan` was asked.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,6 +12,7 @@ mod errors;
 mod examples;
 mod fidelity;
 mod options;
+mod packing;
 mod perf;
 mod robustness;
 mod volumes;

@@ -520,7 +520,6 @@ pub fn plan_lower_bound(input: &SchedulingInput, results: &Results, policy: &Lab
     lower_bound(&columns, &pods)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

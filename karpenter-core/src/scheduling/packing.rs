@@ -326,7 +326,9 @@ fn may_launch_spot(claim: &NewNodeClaim, policy: &LabelPolicy) -> bool {
     claim.instance_types.iter().any(|it| {
         it.available_offerings().any(|o| {
             o.capacity_type() == labels::CAPACITY_TYPE_SPOT
-                && claim.requirements.is_compatible(o.requirements(), Some(policy))
+                && claim
+                    .requirements
+                    .is_compatible(o.requirements(), Some(policy))
         })
     })
 }

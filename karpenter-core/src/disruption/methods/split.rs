@@ -37,7 +37,11 @@ use crate::state::ClusterSnapshot;
 const MAX_SET: usize = 10;
 
 /// The packing policy of a NodePool of the snapshot under these options.
-fn pool_policy(snapshot: &ClusterSnapshot, pool: &str, options: &DisruptionOptions) -> PackingPolicy {
+fn pool_policy(
+    snapshot: &ClusterSnapshot,
+    pool: &str,
+    options: &DisruptionOptions,
+) -> PackingPolicy {
     options.scheduler.packing.policy.unwrap_or_else(|| {
         snapshot
             .node_pool(pool)

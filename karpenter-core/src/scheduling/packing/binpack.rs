@@ -133,7 +133,11 @@ fn fill(pods: &[(usize, Vec<i64>)], kind: &Kind, kinds: &[Kind]) -> Option<Propo
 
 /// The best proposal over the `tries` node kinds whose whole-batch estimate (nodes needed for
 /// the busiest resource times price) is lowest.
-pub(super) fn propose(pods: &[(usize, Vec<i64>)], kinds: &[Kind], tries: usize) -> Option<Proposal> {
+pub(super) fn propose(
+    pods: &[(usize, Vec<i64>)],
+    kinds: &[Kind],
+    tries: usize,
+) -> Option<Proposal> {
     if pods.is_empty() {
         return Some(Proposal::default());
     }

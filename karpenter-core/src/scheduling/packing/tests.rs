@@ -73,7 +73,10 @@ fn shape(r: &Results) -> Vec<(String, Vec<String>, Vec<String>)> {
             (
                 c.node_pool.clone(),
                 c.pods.clone(),
-                c.instance_types.iter().map(|t| t.name().to_string()).collect(),
+                c.instance_types
+                    .iter()
+                    .map(|t| t.name().to_string())
+                    .collect(),
             )
         })
         .collect()
@@ -135,9 +138,8 @@ fn the_cost_policy_finds_the_cheaper_plan_and_schedules_every_pod() {
 fn the_global_option_overrides_the_annotation() {
     let pool = NodePoolInput::new("default", catalog()).with_packing(Some(PackingPolicy::Cost));
     let i = input(pool, pods(10, "1500m"));
-    let upstream = SchedulerOptions::default().with_packing(
-        PackingOptions::default().with_policy(Some(PackingPolicy::Upstream)),
-    );
+    let upstream = SchedulerOptions::default()
+        .with_packing(PackingOptions::default().with_policy(Some(PackingPolicy::Upstream)));
     let outcome = solve_packed(&i, &upstream);
     assert!(!outcome.searched);
     assert_eq!(shape(&outcome.results), shape(&solve(&i, &upstream)));
@@ -185,7 +187,10 @@ fn the_minimum_node_size_guard_rail_keeps_small_types_out() {
         assert!(
             c.instance_types.iter().all(|t| cpu_millis(t) >= 4000),
             "{:?}",
-            c.instance_types.iter().map(|t| t.name()).collect::<Vec<_>>()
+            c.instance_types
+                .iter()
+                .map(|t| t.name())
+                .collect::<Vec<_>>()
         );
     }
 }
