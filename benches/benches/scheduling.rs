@@ -26,10 +26,8 @@ fn scheduling(c: &mut Criterion) {
 
 fn consolidation_eval(c: &mut Criterion) {
     let now = consolidation::now();
-    let options = DisruptionOptions {
-        scheduler: scenario::options(PreferencePolicy::Respect),
-        ..DisruptionOptions::default()
-    };
+    let options =
+        DisruptionOptions::default().with_scheduler(scenario::options(PreferencePolicy::Respect));
     let mut group = c.benchmark_group("consolidation");
     group.sample_size(10);
     for n in [100usize, 1000] {

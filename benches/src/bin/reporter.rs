@@ -232,10 +232,8 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
     };
     let snapshot = consolidation::cluster(n);
     let now = consolidation::now();
-    let options = DisruptionOptions {
-        scheduler: scenario::options(PreferencePolicy::Respect),
-        ..DisruptionOptions::default()
-    };
+    let options =
+        DisruptionOptions::default().with_scheduler(scenario::options(PreferencePolicy::Respect));
     let candidates = consolidation_candidates_of(&snapshot, now);
     // Single-node: evaluate candidates one by one (every candidate up to 200, spread evenly).
     let step = (candidates.len() / 200).max(1);

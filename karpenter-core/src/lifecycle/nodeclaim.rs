@@ -377,10 +377,11 @@ pub fn registration_decision(
     hooks: &[RegistrationHook],
     now: Timestamp,
 ) -> LifecycleStep {
-    if !conditions::is_unknown(&claim.status.conditions, REGISTERED)
-        || !conditions::is_true(&claim.status.conditions, LAUNCHED)
-    {
+    if !conditions::is_true(&claim.status.conditions, LAUNCHED) {
         return LifecycleStep::unchanged(claim);
+    }
+    if !conditions::is_unknown(&claim.status.conditions, REGISTERED) {
+        return finish_interrupted_registration(claim, nodes);
     }
     let mut next = claim.clone();
     let node = match nodes {
@@ -485,6 +486,33 @@ pub fn registration_decision(
     }
     step.node_update = NodeUpdate::diff(node, &synced);
     step.events = events;
+    step
+}
+
+/// A registered NodeClaim whose one Node still carries the `karpenter.sh/unregistered` taint:
+/// the Node patch of its registration was lost (a controller that recorded `Registered=True`
+/// before patching the Node and died in between). Upstream never looks at a registered claim's
+/// Node again, so such a Node would stay tainted, and its pods pending, for good; the
+/// registration's Node sync (finalizer, owner reference, labels, taint removal) is redone,
+/// without counting the node again.
+fn finish_interrupted_registration(claim: &NodeClaim, nodes: &[Node]) -> LifecycleStep {
+    let unchanged = LifecycleStep::unchanged(claim);
+    let [node] = nodes else {
+        return unchanged;
+    };
+    let unregistered = unregistered_taint();
+    if !conditions::is_true(&claim.status.conditions, REGISTERED)
+        || !node.taints.iter().any(|t| t.matches(&unregistered))
+    {
+        return unchanged;
+    }
+    let mut synced = sync_node(claim, node);
+    synced.taints.retain(|t| !t.matches(&unregistered));
+    synced
+        .labels
+        .insert(labels::REGISTERED.to_string(), "true".to_string());
+    let mut step = unchanged;
+    step.node_update = NodeUpdate::diff(node, &synced);
     step
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::disruption_scenarios::{ZONE, itype, node, now, opts, pool_with, snapshot};
 use karpenter_core::api::ConsolidationPolicy;
-use karpenter_core::disruption::{DisruptionOptions, Method, Reason, run_pass, split_pass};
+use karpenter_core::disruption::{Method, Reason, run_pass, split_pass};
 use karpenter_core::labels;
 use karpenter_core::model::{InstanceType, Offering};
 use karpenter_core::scheduling::packing::{PACKING_ANNOTATION, PackingOptions, PackingPolicy};
@@ -81,24 +81,22 @@ fn split_is_off_under_the_upstream_policy() {
     let p = run_pass(&oversized("100%", false), now(), &opts(), &|_| false);
     assert!(p.commands.is_empty());
     // The global override turns it off for an annotated pool too.
-    let o = DisruptionOptions {
-        scheduler: opts()
+    let o = opts().with_scheduler(
+        opts()
             .scheduler
             .with_packing(PackingOptions::default().with_policy(Some(PackingPolicy::Upstream))),
-        ..opts()
-    };
+    );
     assert!(
         run_pass(&oversized("100%", true), now(), &o, &|_| false)
             .commands
             .is_empty()
     );
     // ... and on for a pool without the annotation.
-    let o = DisruptionOptions {
-        scheduler: opts()
+    let o = opts().with_scheduler(
+        opts()
             .scheduler
             .with_packing(PackingOptions::default().with_policy(Some(PackingPolicy::Cost))),
-        ..opts()
-    };
+    );
     let p = run_pass(&oversized("100%", false), now(), &o, &|_| false);
     assert_eq!(p.commands.first().map(|c| c.method), Some(Method::Split));
 }
@@ -113,10 +111,7 @@ fn split_respects_a_zero_budget() {
 #[test]
 fn split_needs_the_saving_to_pass_the_threshold() {
     // The split saves 37.5% of the node's price: under a 50% threshold it does not act.
-    let o = DisruptionOptions {
-        split_savings_threshold: 0.5,
-        ..opts()
-    };
+    let o = opts().with_split_savings_threshold(0.5);
     let p = split_pass(&oversized("100%", true), now(), &o);
     assert!(p.commands.is_empty());
     let reason = p
