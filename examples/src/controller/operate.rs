@@ -55,6 +55,10 @@ pub fn operator_config(settings: &ControllerArgs) -> OperatorConfig {
     config.node_repair = settings.feature_gates.enabled("NodeRepair");
     config.name_seed = seed;
     config.repair_policies = Vec::new();
+    let packing = settings.packing.as_deref().and_then(|p| p.parse().ok());
+    config.scheduler = config.scheduler.clone().with_packing(
+        karpenter_core::scheduling::packing::PackingOptions::default().with_policy(packing),
+    );
     config
 }
 

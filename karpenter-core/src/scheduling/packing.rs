@@ -383,13 +383,12 @@ fn pool_key_requirements(np: &NodePoolInput) -> Requirements {
 /// The values of `key` that instance type `it` contributes to the pool's topology domains
 /// (the pool's requirement intersected with the type's, or whichever side defines the key).
 fn domain_values(pool: &Requirements, it: &InstanceType, key: &str) -> BTreeSet<String> {
-    let values = match (pool.get(key), it.requirements().get(key)) {
+    match (pool.get(key), it.requirements().get(key)) {
         (Some(p), Some(t)) => p.intersection(t).values().map(str::to_string).collect(),
         (Some(p), None) => p.values().map(str::to_string).collect(),
         (None, Some(t)) => t.values().map(str::to_string).collect(),
         (None, None) => BTreeSet::new(),
-    };
-    values
+    }
 }
 
 /// The free-form re-pack and the cap sweep.
