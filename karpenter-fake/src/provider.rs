@@ -299,6 +299,23 @@ impl FakeCloudProvider {
             .insert(UnavailableOffering::new(instance_type, zone, capacity_type));
     }
 
+    /// Ends an insufficient-capacity failure injected with
+    /// [`fail_offering`](Self::fail_offering): the offering launches again.
+    pub fn recover_offering(&self, instance_type: &str, zone: &str, capacity_type: &str) {
+        self.state()
+            .failed_offerings
+            .remove(&UnavailableOffering::new(
+                instance_type,
+                zone,
+                capacity_type,
+            ));
+    }
+
+    /// The offerings currently failing with insufficient capacity.
+    pub fn failed_offerings(&self) -> Vec<UnavailableOffering> {
+        self.state().failed_offerings.iter().cloned().collect()
+    }
+
     /// Makes the next `n` calls that can fail (every method but `repair_policies` and `name`)
     /// return an error made by `error` (called `n` times now: errors carry their source and are
     /// not `Clone`). Queued after errors already injected.
@@ -312,6 +329,17 @@ impl FakeCloudProvider {
     /// fails.
     pub fn fail_creates_after(&self, k: usize) {
         self.state().creates_left = Some(k);
+    }
+
+    /// Lifts the limit set with [`fail_creates_after`](Self::fail_creates_after): creates
+    /// succeed again (when capacity allows).
+    pub fn allow_all_creates(&self) {
+        self.state().creates_left = None;
+    }
+
+    /// Forgets the errors queued with [`fail_next`](Self::fail_next) that were not returned yet.
+    pub fn clear_next_errors(&self) {
+        self.state().next_errors.clear();
     }
 
     /// Marks the instance with `provider_id` drifted for `reason`.

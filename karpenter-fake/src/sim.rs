@@ -44,7 +44,12 @@ use karpenter_core::taints::TaintEffect;
 use crate::FakeCloudProvider;
 
 mod api;
+pub mod chaos;
+mod invariants;
+pub mod workload;
+mod world;
 pub use self::api::{ApiError, ClusterApi};
+pub use self::world::{EvictionRecord, Observations, RUN_FOR_ANNOTATION};
 
 /// A NodePool named `name` with the fake node class, no requirements and the default
 /// disruption settings (consolidate when empty or underutilized after 0 s, budget 10 %).
@@ -119,6 +124,8 @@ enum WorldEvent {
     Register(Box<NodeClaim>),
     /// The Node becomes Ready; startup taints are removed.
     Ready(String),
+    /// A pod that ran for its `RUN_FOR_ANNOTATION` completes (by key, with its UID).
+    Complete(String, String),
 }
 
 /// A counter of what the operator asked for, for assertions.
@@ -151,6 +158,11 @@ pub struct Sim {
     replacement_seq: u64,
     restarts: u64,
     inputs_at_instant: usize,
+    faults: world::FaultState,
+    pdb_rv: u64,
+    workloads: workload::Workloads,
+    /// What the world saw the operator do, for invariants.
+    pub observed: Observations,
     /// Kubernetes events the operator published, in order.
     pub events: Vec<lifecycle::Event>,
     /// Metric updates the operator made, in order.
@@ -196,6 +208,10 @@ impl Sim {
             replacement_seq: 0,
             restarts: 0,
             inputs_at_instant: 0,
+            faults: world::FaultState::default(),
+            pdb_rv: 0,
+            workloads: workload::Workloads::default(),
+            observed: Observations::default(),
             events: Vec::new(),
             metrics: Vec::new(),
             counts: ActionCounts::default(),
@@ -409,16 +425,19 @@ impl Sim {
                 Ok(())
             }
             Action::Cloud { id, call } => {
-                if matches!(call, CloudCall::Create(_)) {
+                if let CloudCall::Create(claim) = &call {
                     self.counts.launches += 1;
+                    self.observe_create(claim);
                 }
                 let response = block_on(call.execute(self.provider.as_ref()));
-                if let CloudResponse::Create(Ok(launched)) = &response
-                    && self.config.register_nodes
-                {
-                    let at = lifecycle_add(now, self.config.register_delay);
-                    self.schedule(at, WorldEvent::Register(launched.clone()));
+                if let CloudResponse::Create(Ok(launched)) = &response {
+                    self.observe_launched(launched);
+                    if self.config.register_nodes && !self.faults.take_lost_launch(launched) {
+                        let at = lifecycle_add(now, self.config.register_delay);
+                        self.schedule(at, WorldEvent::Register(launched.clone()));
+                    }
                 }
+                let response = self.faults.maybe_time_out(response);
                 self.drain_api_events();
                 self.inbox.push_back(Input::CloudResult { id, response });
                 Ok(())
@@ -448,13 +467,16 @@ impl Sim {
         if !uid.is_empty() && pod.uid != uid {
             return EvictionResponse::Conflict;
         }
+        let pod = pod.clone();
         let pdbs: Vec<PodDisruptionBudget> = self.api.pdbs.values().cloned().collect();
-        if let Err(e) = PdbLimits::new(&pdbs).can_evict_pods(std::slice::from_ref(pod), self.now) {
+        if let Err(e) = PdbLimits::new(&pdbs).can_evict_pods(std::slice::from_ref(&pod), self.now) {
             return EvictionResponse::TooManyRequests {
                 message: e.to_string(),
             };
         }
+        self.observe_eviction(&pod);
         self.remove_pod(key);
+        self.consume_pdb_disruption(&pod);
         EvictionResponse::Evicted
     }
 
@@ -527,7 +549,8 @@ impl Sim {
                 node.creation_timestamp = now;
                 node.conditions
                     .push(NodeCondition::new("Ready", ConditionStatus::False, now));
-                self.api.put_node(node);
+                self.api.put_node(node.clone());
+                self.start_daemon_pods(&node);
                 let at = lifecycle_add(now, self.config.ready_delay);
                 self.schedule(at, WorldEvent::Ready(name));
             }
@@ -556,6 +579,7 @@ impl Sim {
                     .retain(|t| !startup.iter().any(|s| s.matches(t)));
                 self.api.put_node(node);
             }
+            WorldEvent::Complete(key, uid) => self.complete_pod(&key, &uid),
         }
     }
 
@@ -621,6 +645,10 @@ impl Sim {
                 pod.phase = PodPhase::Running;
                 pod.start_time = Some(self.now);
                 self.nominations.remove(&pod.key());
+                if let Some(run_for) = world::run_for(&pod) {
+                    let at = lifecycle_add(self.now, run_for);
+                    self.schedule(at, WorldEvent::Complete(pod.key(), pod.uid.clone()));
+                }
                 self.api.put_pod(pod);
                 bound = true;
             }
@@ -633,6 +661,7 @@ impl Sim {
     /// due (firing world events and waking the operator). Returns `Ok(false)` when nothing is
     /// left to do before `deadline`.
     pub fn step(&mut self, deadline: Timestamp) -> Result<bool, SimError> {
+        self.refresh_pdbs();
         if let Some(input) = self.inbox.pop_front() {
             self.inputs_at_instant += 1;
             if self.inputs_at_instant > self.config.max_inputs_per_instant {
@@ -691,6 +720,16 @@ impl Sim {
         }
         self.deliver(Input::Tick);
         Ok(true)
+    }
+
+    /// Moves the clock to `t` (when it is later than now) and wakes the operator there; run
+    /// [`Sim::step`] afterwards to handle what follows.
+    pub fn advance_to(&mut self, t: Timestamp) {
+        if t > self.now {
+            self.now = t;
+            self.inputs_at_instant = 0;
+            self.deliver(Input::Tick);
+        }
     }
 
     /// Runs until nothing is due before `now + d`, then sets the clock to `now + d`.

@@ -222,6 +222,7 @@ pub fn input_for(change: Change, caches: &Caches) -> Option<Input> {
             }
         },
         Change::PdbDeleted(p) => Some(Input::PdbDeleted(key(&p.metadata))),
+        Change::Interruption(e) => Some(Input::Interruption(e)),
         Change::Other(_) | Change::Synced(_) => None,
     }
 }

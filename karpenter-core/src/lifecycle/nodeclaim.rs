@@ -377,11 +377,13 @@ pub fn registration_decision(
     hooks: &[RegistrationHook],
     now: Timestamp,
 ) -> LifecycleStep {
-    if !conditions::is_true(&claim.status.conditions, LAUNCHED) {
-        return LifecycleStep::unchanged(claim);
+    if conditions::is_true(&claim.status.conditions, REGISTERED) {
+        return reregistration(claim, nodes);
     }
-    if !conditions::is_unknown(&claim.status.conditions, REGISTERED) {
-        return finish_interrupted_registration(claim, nodes);
+    if !conditions::is_unknown(&claim.status.conditions, REGISTERED)
+        || !conditions::is_true(&claim.status.conditions, LAUNCHED)
+    {
+        return LifecycleStep::unchanged(claim);
     }
     let mut next = claim.clone();
     let node = match nodes {
@@ -489,29 +491,36 @@ pub fn registration_decision(
     step
 }
 
-/// A registered NodeClaim whose one Node still carries the `karpenter.sh/unregistered` taint:
-/// the Node patch of its registration was lost (a controller that recorded `Registered=True`
-/// before patching the Node and died in between). Upstream never looks at a registered claim's
-/// Node again, so such a Node would stay tainted, and its pods pending, for good; the
-/// registration's Node sync (finalizer, owner reference, labels, taint removal) is redone,
-/// without counting the node again.
-fn finish_interrupted_registration(claim: &NodeClaim, nodes: &[Node]) -> LifecycleStep {
-    let unchanged = LifecycleStep::unchanged(claim);
-    let [node] = nodes else {
-        return unchanged;
-    };
+/// A registered claim whose Node carries the unregistered taint without Karpenter's labels: either
+/// the Node object was removed behind Karpenter's back (its finalizer bypassed) and created again
+/// by the kubelet, or the registration's Node patch was lost (a controller that recorded
+/// `Registered=True` before patching the Node and died in between). The Node is synced as at
+/// registration, without counting the node again (and marked initialized when the
+/// claim is), else it would keep the taint and hold its pods off for good. Upstream skips
+/// registered claims; this is a stated deviation (a stuck node is never what a user wants).
+fn reregistration(claim: &NodeClaim, nodes: &[Node]) -> LifecycleStep {
     let unregistered = unregistered_taint();
-    if !conditions::is_true(&claim.status.conditions, REGISTERED)
+    let [node] = nodes else {
+        return LifecycleStep::unchanged(claim);
+    };
+    if node.labels.contains_key(labels::REGISTERED)
         || !node.taints.iter().any(|t| t.matches(&unregistered))
     {
-        return unchanged;
+        return LifecycleStep::unchanged(claim);
     }
     let mut synced = sync_node(claim, node);
     synced.taints.retain(|t| !t.matches(&unregistered));
     synced
         .labels
         .insert(labels::REGISTERED.to_string(), "true".to_string());
-    let mut step = unchanged;
+    if conditions::is_true(&claim.status.conditions, INITIALIZED) {
+        synced
+            .labels
+            .insert(labels::INITIALIZED.to_string(), "true".to_string());
+    }
+    let mut next = claim.clone();
+    next.status.node_name = Some(node.name.clone());
+    let mut step = LifecycleStep::with_claim(claim, next);
     step.node_update = NodeUpdate::diff(node, &synced);
     step
 }

@@ -19,6 +19,9 @@ pub const FAILED_VALIDATIONS_TOTAL: &str =
     "karpenter_voluntary_disruption_failed_validations_total";
 /// Event reason of a command rejected by validation.
 pub const DISRUPTION_BLOCKED: &str = "DisruptionBlocked";
+/// How long a pass that found nothing is trusted while the cluster does not change (upstream
+/// re-evaluates consolidation at least every five minutes).
+pub const CONSOLIDATION_MEMO_TTL: SignedDuration = SignedDuration::from_mins(5);
 /// How long the loop waits while NodeClaims are still launching.
 const NOT_SYNCED_REQUEUE: SignedDuration = SignedDuration::from_secs(1);
 
@@ -30,6 +33,26 @@ impl Operator {
             &self.nominated,
             &self.unavailable.keys().cloned().collect(),
         )
+    }
+
+    /// Upstream's "consolidated" memo: the consolidation methods (emptiness, multi-node,
+    /// single-node) skip a pass when no object changed since a pass found nothing, for at most
+    /// [`CONSOLIDATION_MEMO_TTL`]. Drift is not memoised upstream: a pass runs while a drifted
+    /// NodeClaim or a static NodePool exists.
+    fn is_consolidated(&self, now: Timestamp) -> bool {
+        let Some((changes, at)) = self.consolidated else {
+            return false;
+        };
+        if changes != self.state_changes
+            || crate::lifecycle::since(now, at) >= CONSOLIDATION_MEMO_TTL
+        {
+            return false;
+        }
+        let drifted = self.view.claims.values().any(|c| {
+            crate::api::find_condition(&c.status.conditions, crate::api::condition_types::DRIFTED)
+                .is_some_and(|c| c.status == ConditionStatus::True)
+        });
+        !drifted && !self.view.node_pools.values().any(|p| p.is_static())
     }
 
     fn disruption_options(&self) -> disruption::DisruptionOptions {
@@ -58,6 +81,10 @@ impl Operator {
             self.disruption_due = Some(add(now, NOT_SYNCED_REQUEUE));
             return;
         }
+        if self.is_consolidated(now) {
+            self.disruption_due = Some(add(now, self.config.disruption_poll));
+            return;
+        }
         let snapshot = self.disruption_snapshot();
         let queued = self.queue.queued_provider_ids();
         for step in queue::stale_mark_cleanup(&snapshot, &queued) {
@@ -72,9 +99,11 @@ impl Operator {
             .filter(|c| !c.candidates.is_empty())
             .collect();
         if commands.is_empty() {
+            self.consolidated = Some((self.state_changes, now));
             self.disruption_due = Some(add(now, self.config.disruption_poll));
             return;
         }
+        self.consolidated = None;
         let validated = commands.iter().any(|c| {
             matches!(
                 c.method,

@@ -56,7 +56,7 @@
 //!
 //! # Not modelled yet
 //!
-//! Upstream's "consolidated" memo (every pass runs the methods; only a cost), NodePools with
+//! NodePools with
 //! `spec.replicas` (static provisioning; static drift does run), cloud-provider registration
 //! hooks, DRA, CapacityBuffer pods, default topology-spread constraints and PVC volume
 //! topology in provisioning (the snapshot has no namespaces, volumes or CSI limits), NodeClass
@@ -313,6 +313,11 @@ pub struct Operator {
     marked: BTreeSet<String>,
     nominated: BTreeMap<String, Timestamp>,
     next_command: u64,
+    /// Object events applied so far (upstream's cluster-state "consolidation state").
+    state_changes: u64,
+    /// When a disruption pass last found nothing, and `state_changes` then (upstream's
+    /// "consolidated" memo).
+    consolidated: Option<(u64, Timestamp)>,
     // Garbage collection
     gc_due: Option<Timestamp>,
     gc_in_flight: bool,
@@ -363,6 +368,8 @@ impl Operator {
             marked: BTreeSet::new(),
             nominated: BTreeMap::new(),
             next_command: 0,
+            state_changes: 0,
+            consolidated: None,
             gc_due: None,
             gc_in_flight: false,
             orphans: BTreeMap::new(),
@@ -482,6 +489,17 @@ impl Operator {
 
     /// Applies one input to the view and the loops' state.
     fn apply(&mut self, input: Input, now: Timestamp, out: &mut Vec<Action>) {
+        if !matches!(
+            input,
+            Input::Synced
+                | Input::CloudResult { .. }
+                | Input::EvictionResult { .. }
+                | Input::WriteFailed { .. }
+                | Input::Interruption(_)
+                | Input::Tick
+        ) {
+            self.state_changes += 1;
+        }
         match input {
             Input::NodePoolApplied(np) => {
                 let name = np.name().to_string();

@@ -60,6 +60,11 @@ pub struct ClusterApi {
 }
 
 impl ClusterApi {
+    /// The latest `resourceVersion` handed out (it grows with every write).
+    pub fn rv(&self) -> u64 {
+        self.rv
+    }
+
     fn next_rv(&mut self) -> String {
         self.rv += 1;
         self.rv.to_string()
@@ -189,6 +194,7 @@ impl ClusterApi {
         }
         if next.metadata.deletion_timestamp.is_some() && next.metadata.finalizers.is_empty() {
             self.node_claims.remove(&name);
+            self.rv += 1;
             self.events.push_back(Input::NodeClaimDeleted(name));
             return Ok(());
         }
@@ -209,6 +215,7 @@ impl ClusterApi {
         };
         if claim.metadata.finalizers.is_empty() {
             self.node_claims.remove(name);
+            self.rv += 1;
             self.events
                 .push_back(Input::NodeClaimDeleted(name.to_string()));
             return Ok(());
@@ -247,6 +254,7 @@ impl ClusterApi {
         }
         if next.is_deleting() && next.finalizers.is_empty() {
             self.nodes.remove(&update.node_name);
+            self.rv += 1;
             self.events
                 .push_back(Input::NodeDeleted(update.node_name.clone()));
             return Ok(());
@@ -265,6 +273,7 @@ impl ClusterApi {
         };
         if node.finalizers.is_empty() {
             self.nodes.remove(name);
+            self.rv += 1;
             self.events.push_back(Input::NodeDeleted(name.to_string()));
             return Ok(());
         }
@@ -287,12 +296,14 @@ impl ClusterApi {
     /// Deletes a Pod at once.
     pub fn delete_pod(&mut self, key: &str) -> Option<Pod> {
         let pod = self.pods.remove(key)?;
+        self.rv += 1;
         self.events.push_back(Input::PodDeleted(key.to_string()));
         Some(pod)
     }
 
     /// Creates or replaces a DaemonSet.
     pub fn put_daemonset(&mut self, ds: DaemonSet) {
+        self.rv += 1;
         self.events
             .push_back(Input::DaemonSetApplied(Box::new(ds.clone())));
         self.daemonsets
@@ -301,6 +312,7 @@ impl ClusterApi {
 
     /// Creates or replaces a PodDisruptionBudget.
     pub fn put_pdb(&mut self, pdb: PodDisruptionBudget) {
+        self.rv += 1;
         self.events
             .push_back(Input::PdbApplied(Box::new(pdb.clone())));
         self.pdbs

@@ -8,6 +8,7 @@ mod metrics;
 mod overrides;
 mod provider;
 mod sim;
+mod sim_chaos;
 mod suite_binpacking;
 mod suite_custom_constraints;
 mod suite_deleting_nodes;

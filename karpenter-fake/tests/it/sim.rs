@@ -421,3 +421,62 @@ fn spot_interruption_replaces_the_node() {
     assert!(sim.events.iter().any(|e| e.reason == "SpotInterrupted"));
     assert!(sim.leaked_instances().is_empty());
 }
+
+/// A Node object removed behind the operator's back (finalizer bypassed) is created again by
+/// its kubelet with the unregistered taint; the operator syncs it as at registration, so its
+/// pods come back instead of waiting for good.
+#[test]
+fn a_node_removed_behind_our_back_registers_again_and_takes_pods() {
+    let mut sim = spread_cluster(2, "100%");
+    let node = sim.api().pods["default/spread-0"]
+        .node_name
+        .clone()
+        .unwrap();
+    assert!(sim.remove_node_behind_back(&node));
+    assert!(!sim.api().nodes.contains_key(&node));
+    let done = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.pending_pods().is_empty()
+                && s.api().nodes.get(&node).is_some_and(|n| {
+                    n.is_ready()
+                        && !n
+                            .taints
+                            .iter()
+                            .any(|t| t.key == "karpenter.sh/unregistered")
+                })
+        })
+        .unwrap();
+    if !done {
+        dump(&sim);
+    }
+    assert!(done, "the node registered again and its pods are bound");
+    assert_eq!(
+        sim.api().nodes[&node]
+            .labels
+            .get(labels::INITIALIZED)
+            .map(String::as_str),
+        Some("true")
+    );
+}
+
+/// Upstream's "consolidated" memo skips disruption passes while nothing changes; a change
+/// after a quiet spell (a pod deleted, emptying its node) is still acted on within a pass.
+#[test]
+fn a_change_after_a_quiet_spell_is_acted_on() {
+    let mut sim = spread_cluster(3, "100%");
+    sim.run_for(SignedDuration::from_mins(4)).unwrap();
+    let nodes = sim.api().nodes.len();
+    sim.delete_pod("default/spread-2");
+    let start = sim.now();
+    let removed = sim
+        .run_until(SignedDuration::from_mins(3), |s| {
+            disrupting(s) > 0 || s.api().nodes.len() < nodes
+        })
+        .unwrap();
+    assert!(removed, "a change ends the memo");
+    let waited = sim.now().duration_since(start);
+    assert!(
+        waited <= SignedDuration::from_secs(40),
+        "acted on within a poll and the validation wait, not after the memo's 5 minutes: {waited}"
+    );
+}
