@@ -25,8 +25,11 @@ use karpenter_core::requirements::{NodeSelectorRequirement, Requirement, Require
 use karpenter_core::resources::Quantity;
 use karpenter_core::world::{self, Located};
 
-/// The targets: name and function, in the order the script runs them.
-pub const TARGETS: [(&str, fn(&[u8])); 9] = [
+/// A target's check: takes the fuzzer's input, panics on a bug.
+pub type Check = fn(&[u8]);
+
+/// The targets: name and check.
+pub const TARGETS: [(&str, Check); 9] = [
     ("quantity", quantity),
     ("duration", duration),
     ("cron", cron),
@@ -361,12 +364,14 @@ pub fn ec2nodeclass(data: &[u8]) {
         let family = spec.resolved_ami_family();
         let family = family.unwrap_or_else(|| panic!("a valid class without an AMI family"));
         let _ = (spec.alias(), spec.resolved_metadata_options());
-        let mut options = BootstrapOptions::default();
-        options.cluster_name = "fuzz".into();
-        options.api_server_endpoint = "https://fuzz.example".into();
-        options.cluster_cidr = Some("10.100.0.0/16".into());
-        options.kubelet = spec.kubelet.clone();
-        options.custom_user_data = spec.user_data.clone();
+        let options = BootstrapOptions {
+            cluster_name: "fuzz".into(),
+            api_server_endpoint: "https://fuzz.example".into(),
+            cluster_cidr: Some("10.100.0.0/16".into()),
+            kubelet: spec.kubelet.clone(),
+            custom_user_data: spec.user_data.clone(),
+            ..BootstrapOptions::default()
+        };
         match userdata::user_data(family, &options) {
             Ok(_) => {}
             Err(e @ (UserDataError::InvalidToml(_) | UserDataError::InvalidMime(_))) => {

@@ -93,6 +93,7 @@ impl Caches {
 fn spawn_watch<K>(
     api: Api<K>,
     kind: &'static str,
+    trim: fn(&mut K),
     wrap: fn(Event<K>) -> Option<Change>,
     changes: mpsc::UnboundedSender<Change>,
     synced: Arc<watch::Sender<usize>>,
@@ -106,6 +107,10 @@ where
     let reader = writer.as_reader();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(move |o| {
+            strip(o);
+            trim(o);
+        })
         .reflect(writer);
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -135,6 +140,92 @@ where
         }
     });
     reader
+}
+
+/// What no loop reads is dropped before an object enters a cache: `managedFields` (often a
+/// third of an object's size) and the `kubectl.kubernetes.io/last-applied-configuration`
+/// annotation (a second copy of the object's spec).
+fn strip<K: Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+    if let Some(a) = o.meta_mut().annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+}
+
+/// `kubectl apply`'s copy of the applied object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Keeps everything of a kind.
+fn keep<K>(_: &mut K) {}
+
+/// What of a Pod no loop, conversion or metric reads, dropped before it enters the cache (pods
+/// are most of a cluster's objects): per container the command, arguments, environment,
+/// probes, lifecycle hooks, mounts and security context (kept: name, image, resources, ports,
+/// restart and resize policies), per container status everything but the allocated and
+/// current resources, and the contents of projected, ConfigMap, Secret and downward-API
+/// volumes (kept: their names and kinds; the scheduler reads only claims and ephemeral
+/// volumes).
+pub fn trim_pod(pod: &mut Pod) {
+    use k8s_openapi::api::core::v1 as core;
+    fn container(c: &mut core::Container) {
+        c.command = None;
+        c.args = None;
+        c.env = None;
+        c.env_from = None;
+        c.liveness_probe = None;
+        c.readiness_probe = None;
+        c.startup_probe = None;
+        c.lifecycle = None;
+        c.volume_mounts = None;
+        c.volume_devices = None;
+        c.security_context = None;
+        c.working_dir = None;
+        c.termination_message_path = None;
+        c.termination_message_policy = None;
+    }
+    fn status(s: &mut core::ContainerStatus) {
+        s.state = None;
+        s.last_state = None;
+        s.container_id = None;
+        s.image_id = String::new();
+        s.volume_mounts = None;
+        s.user = None;
+        s.allocated_resources_status = None;
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.iter_mut().for_each(container);
+        spec.init_containers
+            .iter_mut()
+            .flatten()
+            .for_each(container);
+        spec.ephemeral_containers = None;
+        for v in spec.volumes.iter_mut().flatten() {
+            if v.projected.is_some() {
+                v.projected = Some(core::ProjectedVolumeSource::default());
+            }
+            if v.config_map.is_some() {
+                v.config_map = Some(core::ConfigMapVolumeSource::default());
+            }
+            if v.secret.is_some() {
+                v.secret = Some(core::SecretVolumeSource::default());
+            }
+            if v.downward_api.is_some() {
+                v.downward_api = Some(core::DownwardAPIVolumeSource::default());
+            }
+        }
+    }
+    if let Some(st) = pod.status.as_mut() {
+        for s in [
+            st.container_statuses.as_mut(),
+            st.init_container_statuses.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            s.iter_mut().for_each(status);
+        }
+        st.ephemeral_container_statuses = None;
+    }
 }
 
 macro_rules! wrapper {
@@ -173,9 +264,13 @@ pub fn start(
     let synced = Arc::new(synced_tx);
     macro_rules! w {
         ($k:ty, $kind:literal, $wrap:expr) => {
+            w!($k, $kind, keep, $wrap)
+        };
+        ($k:ty, $kind:literal, $trim:expr, $wrap:expr) => {
             spawn_watch::<$k>(
                 Api::all(client.clone()),
                 $kind,
+                $trim,
                 $wrap,
                 tx.clone(),
                 synced.clone(),
@@ -197,7 +292,7 @@ pub fn start(
         other("CSINode")(e)
     }
     let caches = Caches {
-        pods: w!(Pod, "Pod", pod_change),
+        pods: w!(Pod, "Pod", trim_pod, pod_change),
         nodes: w!(Node, "Node", node_change),
         nodeclaims: w!(KubeNodeClaim, "NodeClaim", nodeclaim_change),
         nodepools: w!(KubeNodePool, "NodePool", nodepool_change),
@@ -219,4 +314,86 @@ where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
     store.state()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Trimming drops only what the operator does not read: the converted pod is the same
+    /// (stripping removes managedFields and kubectl's last-applied copy).
+    #[test]
+    fn a_trimmed_pod_converts_to_the_same_operator_pod() {
+        let probe = json!({"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 5});
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "u1",
+                         "labels": {"app": "web"},
+                         "annotations": {"karpenter.sh/do-not-disrupt": "true",
+                                         LAST_APPLIED: "{\"big\": true}"},
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}],
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": "web", "uid": "rs", "controller": true}]},
+            "spec": {
+                "nodeName": "n1",
+                "nodeSelector": {"disk": "ssd"},
+                "tolerations": [{"key": "team", "operator": "Exists"}],
+                "initContainers": [{"name": "sidecar", "image": "s", "restartPolicy": "Always",
+                                    "env": [{"name": "A", "value": "1"}],
+                                    "resources": {"requests": {"cpu": "100m"}}}],
+                "containers": [{
+                    "name": "app", "image": "web:1",
+                    "command": ["/bin/web"], "args": ["--port", "8080"],
+                    "env": [{"name": "B", "value": "2"}],
+                    "ports": [{"containerPort": 8080, "hostPort": 8080}],
+                    "livenessProbe": probe, "readinessProbe": probe,
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "securityContext": {"runAsUser": 1000},
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}
+                }],
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-web-1"}},
+                    {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}},
+                    {"name": "conf", "configMap": {"name": "web"}},
+                    {"name": "tmp", "emptyDir": {}}
+                ]
+            },
+            "status": {
+                "phase": "Running",
+                "startTime": "2026-01-01T00:00:00Z",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "app", "image": "web:1", "imageID": "sha",
+                                       "ready": true, "restartCount": 0,
+                                       "allocatedResources": {"cpu": "1", "memory": "1Gi"},
+                                       "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]
+            }
+        }))
+        .unwrap();
+        strip(&mut pod);
+        let before = karpenter_core::convert::pod_from_k8s(&pod).unwrap();
+        trim_pod(&mut pod);
+        let after = karpenter_core::convert::pod_from_k8s(&pod).unwrap();
+        assert_eq!(format!("{before:?}"), format!("{after:?}"));
+        assert!(pod.metadata.managed_fields.is_none());
+        let annotations = pod.metadata.annotations.as_ref().unwrap();
+        assert!(!annotations.contains_key(LAST_APPLIED));
+        assert!(annotations.contains_key("karpenter.sh/do-not-disrupt"));
+        let spec = pod.spec.as_ref().unwrap();
+        let app = &spec.containers[0];
+        assert!(app.env.is_none() && app.liveness_probe.is_none() && app.command.is_none());
+        assert!(app.ports.is_some() && app.resources.is_some());
+        let token = spec.volumes.as_ref().unwrap()[1]
+            .projected
+            .as_ref()
+            .unwrap();
+        assert!(token.sources.is_none());
+        let status = &pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .as_ref()
+            .unwrap()[0];
+        assert!(status.state.is_none() && status.allocated_resources.is_some());
+    }
 }

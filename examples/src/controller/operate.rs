@@ -41,8 +41,9 @@ pub struct Context {
     pub settings: ControllerArgs,
 }
 
-/// The operator's configuration from the settings.
-pub fn operator_config(settings: &ControllerArgs) -> OperatorConfig {
+/// The operator's configuration from the settings, with the provider's repair policies (read
+/// only when the `NodeRepair` feature gate is on).
+pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) -> OperatorConfig {
     let to_signed = |d: Duration| jiff::SignedDuration::try_from(d).unwrap_or_default();
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -54,7 +55,11 @@ pub fn operator_config(settings: &ControllerArgs) -> OperatorConfig {
     config.batch_max_duration = to_signed(settings.batch_max_duration);
     config.node_repair = settings.feature_gates.enabled("NodeRepair");
     config.name_seed = seed;
-    config.repair_policies = Vec::new();
+    config.repair_policies = if config.node_repair {
+        provider.repair_policies()
+    } else {
+        Vec::new()
+    };
     let packing = settings.packing.as_deref().and_then(|p| p.parse().ok());
     config.scheduler = config.scheduler.clone().with_packing(
         karpenter_core::scheduling::packing::PackingOptions::default().with_policy(packing),
@@ -279,7 +284,7 @@ async fn lead(
     leading: &mut watch::Receiver<bool>,
     shutdown: &mut watch::Receiver<bool>,
 ) {
-    let mut op = Operator::new(operator_config(&ctx.settings));
+    let mut op = Operator::new(operator_config(&ctx.settings, ctx.provider.as_ref()));
     let started = now();
     for input in initial_inputs(&ctx.caches) {
         op.handle(input, started);
@@ -701,6 +706,32 @@ mod tests {
             json!({"a": null, "b": "3", "c": "4"})
         );
         assert_eq!(map_patch(None, &new), json!({"b": "3", "c": "4"}));
+    }
+
+    #[test]
+    fn the_node_repair_gate_brings_the_providers_repair_policies() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ControllerArgs,
+        }
+        let provider = karpenter_fake::FakeCloudProvider::new();
+        let off = Cli::parse_from(["karpenter", "--cloud-provider", "fake"]).args;
+        let config = operator_config(&off, &provider);
+        assert!(!config.node_repair && config.repair_policies.is_empty());
+        let on = Cli::parse_from([
+            "karpenter",
+            "--cloud-provider",
+            "fake",
+            "--feature-gates",
+            "NodeRepair=true",
+        ])
+        .args;
+        let config = operator_config(&on, &provider);
+        assert!(config.node_repair);
+        assert_eq!(config.repair_policies, provider.repair_policies());
+        assert!(!config.repair_policies.is_empty());
     }
 
     #[test]

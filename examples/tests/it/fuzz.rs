@@ -31,7 +31,7 @@ fn inputs(kind: &str, target: &str) -> Vec<PathBuf> {
 }
 
 /// Runs `target`'s check on one input file, naming the file when it panics.
-fn run(target: &str, check: fn(&[u8]), file: &Path) {
+fn run(target: &str, check: checks::Check, file: &Path) {
     let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let outcome = std::panic::catch_unwind(|| check(&data));
     if outcome.is_err() {

@@ -13,4 +13,5 @@
 //! tests create pods directly).
 
 mod harness;
+mod memory;
 mod scenarios;

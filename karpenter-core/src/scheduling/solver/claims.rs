@@ -1,6 +1,7 @@
 //! The solver's NodeClaims: fitting a pod on an in-flight claim, instance-type filtering,
 //! opening new claims, reservations and finalising the results.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -101,10 +102,12 @@ impl<'a> Solver<'a> {
                 format!("incompatible requirements, {e}")
             }));
         }
-        let mut reqs = if st.reqs.requirements.is_empty() {
-            claim_reqs.clone()
+        // Borrowed while the attempt leaves the claim's requirements as they are (most failed
+        // attempts): copied only when they change or the attempt succeeds.
+        let mut reqs: Cow<'_, Requirements> = if st.reqs.requirements.is_empty() {
+            Cow::Borrowed(claim_reqs)
         } else {
-            claim_reqs.intersection(&st.reqs.requirements)
+            Cow::Owned(claim_reqs.intersection(&st.reqs.requirements))
         };
         // Spec 3.8 step 3a: the volume alternative constrains the NodeClaim only.
         if let Some(volume) = volume {
@@ -113,7 +116,7 @@ impl<'a> Solver<'a> {
                     format!("incompatible volume requirements, {e}")
                 }));
             }
-            reqs.add_all(volume);
+            reqs.to_mut().add_all(volume);
         }
         if st.constrained {
             let topo = self
@@ -125,10 +128,10 @@ impl<'a> Solver<'a> {
                     format!("unsatisfiable topology constraint, {e}")
                 }));
             }
-            reqs = topo;
+            reqs = Cow::Owned(topo);
         }
         let total = dense::add(requests, &st.requests);
-        let unchanged = reqs == *claim_reqs;
+        let unchanged = matches!(reqs, Cow::Borrowed(_)) || *reqs == *claim_reqs;
         let (survivors, stats, min_values) =
             self.filter(t, options, &reqs, unchanged, st, &total, relax_min_values);
         if survivors.is_empty() {
@@ -146,7 +149,7 @@ impl<'a> Solver<'a> {
             && relax_min_values
         {
             for (key, count) in achieved {
-                if let Some(r) = reqs.get_mut(key) {
+                if let Some(r) = reqs.to_mut().get_mut(key) {
                     r.set_min_values(Some(*count as i64));
                     relaxed = true;
                 }
@@ -154,7 +157,7 @@ impl<'a> Solver<'a> {
         }
         let reservations = self.reservations_for(t, &reqs, &survivors, held)?;
         Ok(ClaimUpdate {
-            requirements: reqs,
+            requirements: reqs.into_owned(),
             options: survivors,
             min_values_relaxed: relaxed,
             reservations,
