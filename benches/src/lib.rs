@@ -1,6 +1,7 @@
 //! Benchmark workloads shared by the criterion benches and the benchmark reporter.
 
 pub mod consolidation;
+pub mod cost;
 pub mod gorand;
 pub mod scenario;
 pub mod workload;

@@ -95,6 +95,12 @@ pub struct PlanArgs {
     /// Silence the warnings of RULE. Repeatable.
     #[arg(long = "allow", value_name = "RULE")]
     pub allow: Vec<String>,
+    /// The packing policy of every NodePool: upstream (upstream Karpenter's packing) or cost
+    /// (the cheapest plan found that honours the same constraints). Default: each NodePool's
+    /// karpenter-rs.io/packing annotation, else upstream. Given either way, the summary shows
+    /// both policies' costs.
+    #[arg(long, value_name = "POLICY")]
+    pub packing: Option<String>,
 }
 
 fn rules_help() -> String {
@@ -270,7 +276,13 @@ fn run_plan(
             }
         },
     };
+    let packing = match args.packing.as_deref().map(str::parse) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return fail(stderr, PlanError::Input(format!("--packing: {e}"))),
+    };
     let opts = PlanOptions {
+        packing,
         catalog,
         spot_price_factor: args.spot_price_factor,
         disruption: args.disruption,

@@ -6,7 +6,7 @@
 //! - [`plan`]: the catalog's instance types per NodePool, the world
 //!   ([`karpenter_core::world`]), the solve, pricing;
 //! - [`explain`]: why pods were left out (`--explain`);
-//! - [`lowerbound`]: the proven cost lower bound;
+//! - [`lowerbound`]: the proven cost lower bound (karpenter-core's `scheduling::bound`);
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
@@ -22,8 +22,10 @@ pub mod crds;
 pub mod disruption;
 pub mod explain;
 pub mod live;
-pub mod lowerbound;
 pub mod manifests;
 pub mod output;
 pub mod plan;
 pub mod warnings;
+
+/// The proven cost lower bound of `karpenter plan` (moved to karpenter-core).
+pub use karpenter_core::scheduling::bound as lowerbound;

@@ -125,6 +125,16 @@ pub struct Summary {
     /// `costPerHour / lowerBoundPerHour − 1` (0 when both are 0; absent when only the bound is).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<f64>,
+    /// The packing policy of the plan (`upstream` or `cost`); present only when `--packing` is
+    /// given or a NodePool carries the packing annotation, like the two costs below.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packing: Option<String>,
+    /// The hourly cost of the upstream-faithful plan of the same input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_cost_per_hour: Option<f64>,
+    /// The hourly cost of the cost-aware plan of the same input (never above the upstream one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_aware_cost_per_hour: Option<f64>,
 }
 
 /// Rounds to `digits` decimals (prices have at most six).
@@ -170,7 +180,19 @@ impl Summary {
             cost_per_month: round_to(cost_per_hour * HOURS_PER_MONTH, 2),
             lower_bound_per_hour,
             gap,
+            packing: None,
+            upstream_cost_per_hour: None,
+            cost_aware_cost_per_hour: None,
         }
+    }
+
+    /// The summary with the packing comparison: the plan's policy and both policies' costs
+    /// (rounded to 6 decimals).
+    pub fn with_packing(mut self, policy: &str, upstream_cost: f64, cost_aware_cost: f64) -> Self {
+        self.packing = Some(policy.to_string());
+        self.upstream_cost_per_hour = Some(round_to(upstream_cost, 6));
+        self.cost_aware_cost_per_hour = Some(round_to(cost_aware_cost, 6));
+        self
     }
 }
 
@@ -318,6 +340,18 @@ pub fn to_table(plan: &PlanOutput) -> String {
         "  lower bound:     {}/hour ({gap})",
         money(s.lower_bound_per_hour)
     );
+    if let (Some(p), Some(u), Some(c)) = (
+        &s.packing,
+        s.upstream_cost_per_hour,
+        s.cost_aware_cost_per_hour,
+    ) {
+        let _ = writeln!(
+            out,
+            "  packing:         {p} (upstream {}/hour, cost-aware {}/hour)",
+            money(u),
+            money(c)
+        );
+    }
 
     if let Some(d) = &plan.disruption {
         let _ = writeln!(out, "\nDisruption: {} command(s)", d.commands.len());

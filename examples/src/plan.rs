@@ -14,24 +14,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use karpenter_core::labels::{self, LabelPolicy};
-use karpenter_core::model::{DaemonSet, InstanceType, Pod, Timestamp};
-use karpenter_core::requirements::{Operator, Requirement, Requirements};
-use karpenter_core::resources::ResourceList;
-use karpenter_core::scheduling::{
-    NewNodeClaim, NodePoolInput, Results, SchedulerOptions, SchedulingInput, solve,
-};
-use karpenter_core::taints::{self, Toleration};
+use karpenter_core::model::{InstanceType, Pod, Timestamp};
+use karpenter_core::requirements::Requirements;
+use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
+use karpenter_core::scheduling::{NewNodeClaim, Results, SchedulerOptions, SchedulingInput};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World, WorldError};
 
 use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
 use crate::explain::{explain, tidy_reason};
-use crate::lowerbound::{BoundColumn, BoundPod, lower_bound};
 use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, classify};
 use crate::output::{
     ClaimOutput, ExistingNodeOutput, Launch, PlanOutput, Summary, UnschedulableOutput,
 };
 use crate::warnings::{self, PoolContext, RULES, Warning};
+pub(crate) use karpenter_core::scheduling::bound::{
+    pod_terms, template_requirements, with_prefer_no_schedule,
+};
 
 /// What `karpenter plan` was asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +47,9 @@ pub struct PlanOptions {
     pub explain: bool,
     /// `--allow RULE`: warnings of these rules are dropped.
     pub allow: Vec<String>,
+    /// `--packing cost|upstream`: the packing policy of every NodePool (`None`: each NodePool's
+    /// `karpenter-rs.io/packing` annotation).
+    pub packing: Option<PackingPolicy>,
 }
 
 impl PlanOptions {
@@ -60,6 +62,7 @@ impl PlanOptions {
             now,
             explain: false,
             allow: Vec::new(),
+            packing: None,
         }
     }
 }
@@ -113,206 +116,6 @@ pub struct PlanResult {
     pub output: PlanOutput,
     /// Notices for standard error (skipped documents, ignored fields, unwired features).
     pub notices: Vec<String>,
-}
-
-/// A NodePool's template requirements as the scheduler builds them (requirements, template
-/// labels, the NodePool label and the node-class label).
-pub(crate) fn template_requirements(np: &NodePoolInput) -> Requirements {
-    let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
-    let mut l = np.labels.clone();
-    l.insert(labels::NODEPOOL.to_string(), np.name.clone());
-    if let Some((k, v)) = &np.node_class_label {
-        l.insert(k.clone(), v.clone());
-    }
-    for (k, v) in &l {
-        reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
-    }
-    reqs
-}
-
-pub(crate) fn with_prefer_no_schedule(tolerations: &[Toleration]) -> Vec<Toleration> {
-    let mut t = tolerations.to_vec();
-    t.push(taints::prefer_no_schedule_wildcard());
-    t
-}
-
-/// The pod's node-selector terms: the node selector ANDed with each required node-affinity term
-/// (one term, the selector alone, without node affinity).
-pub(crate) fn pod_terms(pod: &Pod) -> Vec<Requirements> {
-    let selector = Requirements::from_labels(
-        pod.node_selector
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    );
-    match pod
-        .node_affinity
-        .as_ref()
-        .filter(|a| !a.required.is_empty())
-    {
-        None => vec![selector],
-        Some(a) => a
-            .required
-            .iter()
-            .map(|term| {
-                selector.intersection(&Requirements::from_node_selector_requirements(
-                    &term.match_expressions,
-                ))
-            })
-            .collect(),
-    }
-}
-
-/// The lower-bound columns, each column's (pool index, instance type), and each pool's template
-/// requirements.
-type Columns = (
-    Vec<BoundColumn>,
-    Vec<(usize, Arc<InstanceType>)>,
-    Vec<Requirements>,
-);
-
-/// The lower-bound columns: every (NodePool, instance type) a new node can be, priced at the
-/// cheapest offering the pool may launch, with allocatable less the DaemonSets that surely run
-/// on it.
-fn bound_columns(
-    pools: &[NodePoolInput],
-    daemonsets: &[DaemonSet],
-    policy: &LabelPolicy,
-) -> Columns {
-    let mut columns = Vec::new();
-    let mut meta = Vec::new();
-    let mut pool_reqs = Vec::new();
-    for (pi, np) in pools.iter().enumerate() {
-        let reqs = template_requirements(np);
-        // DaemonSets that run on every node of the pool whatever its type.
-        let mut overhead = ResourceList::new();
-        for d in daemonsets {
-            let p = &d.pod;
-            let unconditional = p.node_selector.is_empty()
-                && p.node_affinity
-                    .as_ref()
-                    .is_none_or(|a| a.required.is_empty())
-                && !p.has_resource_claims
-                && taints::tolerates_all(&with_prefer_no_schedule(&p.tolerations), &np.taints)
-                    .is_ok();
-            if unconditional {
-                overhead.add_assign(&p.scheduling_requests());
-            }
-        }
-        for it in &np.instance_types {
-            if it.requirements().intersects(&reqs).is_err() {
-                continue;
-            }
-            let price = it
-                .available_offerings()
-                .filter(|o| reqs.is_compatible(o.requirements(), Some(policy)))
-                .map(|o| o.price)
-                .fold(f64::INFINITY, f64::min);
-            if !price.is_finite() {
-                continue;
-            }
-            let mut allocatable = it.allocatable().sub(&overhead);
-            allocatable.clamp_non_negative();
-            columns.push(BoundColumn {
-                name: format!("{}/{}", np.name, it.name()),
-                price,
-                allocatable,
-            });
-            meta.push((pi, it.clone()));
-        }
-        pool_reqs.push(reqs);
-    }
-    (columns, meta, pool_reqs)
-}
-
-/// A key shared by pods that must be on pairwise different nodes: the pod's namespace and its
-/// first required hostname anti-affinity term that selects the pod itself (so every pod with
-/// the same key selects every other).
-fn exclusive_key(pod: &Pod) -> Option<String> {
-    let anti = pod.pod_anti_affinity.as_ref()?;
-    anti.required
-        .iter()
-        .find(|term| {
-            term.topology_key == labels::HOSTNAME
-                && term.namespace_selector.is_none()
-                && (term.namespaces.is_empty() || term.namespaces.contains(&pod.namespace))
-                && term
-                    .label_selector
-                    .as_ref()
-                    .is_some_and(|s| s.matches(&pod.labels))
-        })
-        .and_then(|term| serde_json::to_string(term).ok())
-        .map(|term| format!("{}/{term}", pod.namespace))
-}
-
-/// The lower bound for the pods placed on new NodeClaims.
-fn compute_lower_bound(
-    input: &SchedulingInput,
-    results: &Results,
-    policy: &LabelPolicy,
-) -> Result<f64, PlanError> {
-    let placed: BTreeSet<&str> = results
-        .new_node_claims
-        .iter()
-        .flat_map(|c| c.pods.iter().map(String::as_str))
-        .collect();
-    if placed.is_empty() {
-        return Ok(0.0);
-    }
-    let (columns, meta, pool_reqs) = bound_columns(&input.node_pools, &input.daemonsets, policy);
-    // Compatibility per scheduling signature (replicas share one).
-    let mut cache: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    let mut groups: BTreeMap<String, usize> = BTreeMap::new();
-    let mut pods = Vec::new();
-    for pod in input
-        .pods
-        .iter()
-        .filter(|p| placed.contains(p.key().as_str()))
-    {
-        let requests = pod.scheduling_requests();
-        let signature = serde_json::to_string(&(
-            &pod.node_selector,
-            &pod.node_affinity,
-            &pod.tolerations,
-            &requests,
-        ))
-        .map_err(|e| PlanError::Internal(e.to_string()))?;
-        let compatible = cache
-            .entry(signature)
-            .or_insert_with(|| {
-                let terms = pod_terms(pod);
-                let tolerations = with_prefer_no_schedule(&pod.tolerations);
-                let tolerated: Vec<bool> = input
-                    .node_pools
-                    .iter()
-                    .map(|np| taints::tolerates_all(&tolerations, &np.taints).is_ok())
-                    .collect();
-                (0..columns.len())
-                    .filter(|&k| {
-                        let (pi, it) = &meta[k];
-                        tolerated[*pi]
-                            && ResourceList::fits(&requests, &columns[k].allocatable)
-                            && terms.iter().any(|t| {
-                                t.intersects(&pool_reqs[*pi]).is_ok()
-                                    && t.intersects(it.requirements()).is_ok()
-                            })
-                    })
-                    .collect()
-            })
-            .clone();
-        let exclusive_group = match exclusive_key(pod) {
-            Some(key) => {
-                let next = groups.len();
-                Some(*groups.entry(key).or_insert(next))
-            }
-            None => None,
-        };
-        pods.push(BoundPod {
-            requests,
-            compatible,
-            exclusive_group,
-        });
-    }
-    Ok(lower_bound(&columns, &pods))
 }
 
 /// The cheapest available offering compatible with the claim among its instance types (the
@@ -409,6 +212,60 @@ fn is_controller(p: &SourcedPod) -> bool {
     }
 }
 
+/// Both packing policies' costs, for the summary.
+struct PackingComparison {
+    /// The policy of the printed plan (`cost` when some NodePool is under it).
+    policy: PackingPolicy,
+    upstream_cost: f64,
+    cost_aware_cost: f64,
+}
+
+/// The solve under the packing policy (`--packing`, else the NodePools' annotations) and, when
+/// `--packing` is given or some NodePool carries the annotation, both policies' costs.
+fn solve_with_packing(
+    input: &SchedulingInput,
+    options: &SchedulerOptions,
+    world: &World,
+    flag: Option<PackingPolicy>,
+) -> (Results, Option<PackingComparison>) {
+    let annotated = world.node_pools.iter().any(|p| {
+        p.metadata
+            .annotations
+            .contains_key(packing::PACKING_ANNOTATION)
+    });
+    let options = options
+        .clone()
+        .with_packing(PackingOptions::default().with_policy(flag));
+    let any_cost = packing::pool_policies(input, &options).contains(&PackingPolicy::Cost);
+    if flag.is_none() && !annotated {
+        return (karpenter_core::scheduling::solve(input, &options), None);
+    }
+    if any_cost {
+        let outcome = packing::solve_packed(input, &options);
+        let comparison = PackingComparison {
+            policy: PackingPolicy::Cost,
+            upstream_cost: outcome.faithful_cost,
+            cost_aware_cost: outcome.cost,
+        };
+        return (outcome.results, Some(comparison));
+    }
+    // Upstream: the plan is the faithful one; the cost-aware search prices the alternative.
+    let all_cost = options
+        .clone()
+        .with_packing(PackingOptions::default().with_policy(Some(PackingPolicy::Cost)));
+    let outcome = packing::solve_packed(input, &all_cost);
+    let comparison = PackingComparison {
+        policy: PackingPolicy::Upstream,
+        upstream_cost: outcome.faithful_cost,
+        cost_aware_cost: outcome.cost,
+    };
+    let results = match outcome.faithful {
+        Some(faithful) => faithful,
+        None => outcome.results,
+    };
+    (results, Some(comparison))
+}
+
 /// Runs `karpenter plan` over decoded documents. `progress` is told each phase.
 pub fn plan(
     docs: &[Document],
@@ -442,7 +299,7 @@ pub fn plan(
         );
     }
     progress(&format!("scheduling {} pods", input.pods.len()));
-    let results = solve(&input, &options);
+    let (results, comparison) = solve_with_packing(&input, &options, &world, opts.packing);
 
     let mut node_claims = Vec::new();
     let mut cost = 0.0;
@@ -488,7 +345,7 @@ pub fn plan(
     }
 
     progress("computing the cost lower bound");
-    let bound = compute_lower_bound(&input, &results, &policy)?;
+    let bound = karpenter_core::scheduling::bound::plan_lower_bound(&input, &results, &policy);
     let scheduled = results
         .new_node_claims
         .iter()
@@ -506,6 +363,10 @@ pub fn plan(
         cost,
         bound,
     );
+    let summary = match comparison {
+        Some(c) => summary.with_packing(c.policy.as_str(), c.upstream_cost, c.cost_aware_cost),
+        None => summary,
+    };
 
     // Advice.
     let contexts: Vec<PoolContext<'_>> = world

@@ -182,14 +182,30 @@ impl Round {
     }
 }
 
+/// The environment variable that runs every [`Cluster`] under a packing policy: `cost` or
+/// `upstream` (the suites run under both: `KARPENTER_FAKE_PACKING=cost cargo test -p
+/// karpenter-fake --test it topology`). Unset or unknown: the options' default (per NodePool,
+/// `upstream` without the annotation).
+pub const PACKING_ENV: &str = "KARPENTER_FAKE_PACKING";
+
+/// The packing policy [`PACKING_ENV`] asks for.
+fn packing_from_env() -> Option<karpenter_core::scheduling::packing::PackingPolicy> {
+    std::env::var(PACKING_ENV).ok()?.parse().ok()
+}
+
 impl Cluster {
-    /// An empty cluster with [`suite_options`].
+    /// An empty cluster with [`suite_options`] (and the packing policy of [`PACKING_ENV`], if
+    /// set).
     pub fn new() -> Self {
+        let options = suite_options().with_packing(
+            karpenter_core::scheduling::packing::PackingOptions::default()
+                .with_policy(packing_from_env()),
+        );
         Cluster {
             node_pools: Vec::new(),
             daemonsets: Vec::new(),
             namespace_labels: BTreeMap::new(),
-            options: suite_options(),
+            options,
             volumes: VolumeCatalog::default(),
             volume_limits: BTreeMap::new(),
             default_constraints: Vec::new(),
@@ -405,7 +421,8 @@ impl Cluster {
             passed.insert(key, pod);
         }
 
-        let results = scheduling::solve(&self.scheduling_input(), &self.options);
+        let results =
+            scheduling::packing::solve_with_policy(&self.scheduling_input(), &self.options);
 
         let mut launched = Vec::new();
         let mut launch_failures = Vec::new();

@@ -37,6 +37,12 @@ const DEFAULT_ROWS: &[&str] = &[
     "consolidation:400",
     "consolidation:1000",
     "consolidation:5000",
+    // The cost rows (karpenter_bench::cost).
+    "cost:50",
+    "cost:200",
+    "cost:1000",
+    "cost:5000",
+    "cost-diverse:1000",
 ];
 
 struct Row {
@@ -152,6 +158,7 @@ fn main() {
     };
     let mut results = Vec::new();
     let mut consolidation: Vec<(String, String)> = Vec::new();
+    let mut cost: Vec<(String, String)> = Vec::new();
     let mut failed = false;
     for row in &args.rows {
         let mut command = Command::new(&exe);
@@ -162,6 +169,10 @@ fn main() {
         match command.output() {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
+                if let Some(rest) = text.trim().strip_prefix("K ") {
+                    cost.push((row.clone(), rest.to_string()));
+                    continue;
+                }
                 if let Some(rest) = text.trim().strip_prefix("C ") {
                     consolidation.push((row.clone(), rest.to_string()));
                     continue;
@@ -210,6 +221,10 @@ fn main() {
             }
             print_consolidation(&consolidation, args.markdown);
         }
+    }
+    if !cost.is_empty() {
+        println!();
+        karpenter_bench::cost::print_table(&cost, args.markdown);
     }
     if failed {
         std::process::exit(1);
@@ -275,6 +290,9 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
 }
 
 fn run_row(row: &str, once: bool) -> Result<String, String> {
+    if row.starts_with("cost") {
+        return karpenter_bench::cost::run_row(row);
+    }
     let (kind, n) = row
         .split_once(':')
         .ok_or_else(|| format!("row {row:?} is not KIND:N"))?;

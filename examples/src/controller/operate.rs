@@ -60,6 +60,10 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     } else {
         Vec::new()
     };
+    let packing = settings.packing.as_deref().and_then(|p| p.parse().ok());
+    config.scheduler = config.scheduler.clone().with_packing(
+        karpenter_core::scheduling::packing::PackingOptions::default().with_policy(packing),
+    );
     config
 }
 

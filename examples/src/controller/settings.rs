@@ -87,6 +87,10 @@ pub struct ControllerArgs {
     /// minValues: Strict or BestEffort.
     #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = ["Strict", "BestEffort"])]
     pub min_values_policy: String,
+    /// The packing policy of every NodePool (karpenter-rs, not upstream): `upstream` or `cost`.
+    /// Unset: each NodePool's `karpenter-rs.io/packing` annotation decides (absent: upstream).
+    #[arg(long, env = "PACKING", value_parser = ["upstream", "cost"])]
+    pub packing: Option<String>,
     /// Log level.
     #[arg(long, env = "LOG_LEVEL", value_enum, default_value = "info")]
     pub log_level: LogLevel,

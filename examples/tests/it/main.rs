@@ -13,6 +13,7 @@ mod examples;
 mod fidelity;
 mod fuzz;
 mod options;
+mod packing;
 mod perf;
 mod robustness;
 mod volumes;

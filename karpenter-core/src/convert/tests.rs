@@ -1006,6 +1006,7 @@ fn daemonset_running_only_on_amd64_adds_no_overhead_to_an_arm64_claim() {
                 node_class_label: None,
                 limits: ResourceList::new(),
                 instance_types: vec![it("x86", "amd64"), it("arm", "arm64")],
+                packing: None,
             }],
             pods: vec![arm_pod.clone()],
             daemonsets: vec![ds.clone()],

@@ -20,6 +20,9 @@
 //! - a replacement that upstream `disruption/consolidation.go` narrows to spot while none of its
 //!   options offers spot is not issued (upstream issues it, the launch fails and the node stays:
 //!   the same end state);
+//! - split consolidation ([`Method::Split`], not upstream) runs last, and only for NodePools under
+//!   the `cost` packing policy: it replaces one node by several cheaper ones, or several by
+//!   several, when that saves at least [`DisruptionOptions::split_savings_threshold`];
 //! - a NodeClaim without a `Consolidatable` condition (a hand-written or offline snapshot) is
 //!   judged by the rule the condition controller applies (upstream
 //!   `nodeclaim/disruption/consolidation.go`): initialized and outside `consolidateAfter`.
@@ -29,6 +32,7 @@ mod consolidation;
 mod drift;
 mod emptiness;
 mod replay;
+mod split;
 
 use self::consolidation::{
     compute_consolidation, consolidation_candidates, multi_node, savings, single_node,
@@ -79,7 +83,7 @@ pub const BALANCED_K: f64 = 2.0;
 /// Options of the disruption planner. Start from [`DisruptionOptions::default`] (upstream's
 /// defaults) and change what differs with the `with_*` methods (the struct is
 /// `#[non_exhaustive]`: options will be added).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct DisruptionOptions {
     /// The scheduler's options (label policy, minValues and preference policies).
@@ -105,6 +109,24 @@ pub struct DisruptionOptions {
     /// budget ran out (upstream's `PreviouslyUnseenNodePools`): their candidates are evaluated
     /// first. The caller keeps this between passes from [`PassOutcome::unseen_node_pools`].
     pub previously_unseen_node_pools: BTreeSet<String>,
+    /// Split consolidation ([`Method::Split`], NodePools under the `cost` packing policy only)
+    /// acts only when it saves at least this fraction of the candidates' price (default 0.2).
+    pub split_savings_threshold: f64,
+}
+
+impl Default for DisruptionOptions {
+    fn default() -> Self {
+        DisruptionOptions {
+            scheduler: SchedulerOptions::default(),
+            spot_to_spot_consolidation: false,
+            multi_node_candidate_limit: None,
+            capacity_buffer: false,
+            single_node_time_budget: TimeBudget::default(),
+            multi_node_time_budget: TimeBudget::default(),
+            previously_unseen_node_pools: BTreeSet::new(),
+            split_savings_threshold: 0.2,
+        }
+    }
 }
 
 impl DisruptionOptions {
@@ -148,6 +170,13 @@ impl DisruptionOptions {
     /// The options with these NodePools' single-node candidates evaluated first.
     pub fn with_previously_unseen_node_pools(mut self, pools: BTreeSet<String>) -> Self {
         self.previously_unseen_node_pools = pools;
+        self
+    }
+
+    /// The options with this split consolidation savings threshold (a fraction of the
+    /// candidates' price).
+    pub fn with_split_savings_threshold(mut self, threshold: f64) -> Self {
+        self.split_savings_threshold = threshold;
         self
     }
 }
@@ -222,10 +251,14 @@ pub enum Method {
     SingleNode,
     /// An expired NodeClaim is deleted (not a method upstream; listed for completeness).
     Expiration,
+    /// One node is replaced by several cheaper ones, or several by several (not upstream: the
+    /// `cost` packing policy's split consolidation).
+    Split,
 }
 
 impl Method {
-    /// The contract's name: `emptiness`, `drift`, `multi-node`, `single-node`, `expiration`.
+    /// The contract's name: `emptiness`, `drift`, `multi-node`, `single-node`, `expiration`,
+    /// `split`.
     pub fn as_str(self) -> &'static str {
         match self {
             Method::Emptiness => "emptiness",
@@ -233,6 +266,7 @@ impl Method {
             Method::MultiNode => "multi-node",
             Method::SingleNode => "single-node",
             Method::Expiration => "expiration",
+            Method::Split => "split",
         }
     }
 }
@@ -591,5 +625,32 @@ pub fn run_pass(
         return out;
     }
     single_node(&sims, snapshot, &graceful, now, &mut out, options);
+    if !out.commands.is_empty() {
+        return out;
+    }
+    split::split(&sims, snapshot, &graceful, now, &mut out, options);
     out
+}
+
+/// Whether splitting `candidates` still passes on `snapshot` (command re-validation).
+pub(crate) fn revalidate_split(
+    snapshot: &ClusterSnapshot,
+    candidates: Vec<Candidate>,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> Result<(), String> {
+    let context = SimulationContext::new(snapshot, &options.scheduler, now);
+    match split::split_command(&Sims::new(&context), snapshot, candidates, options)? {
+        Some(_) => Ok(()),
+        None => Err("the candidates no longer need new nodes".into()),
+    }
+}
+
+/// Split consolidation alone (see [`Method::Split`]) over every candidate of the snapshot.
+pub fn split_pass(
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> PassOutcome {
+    one_method_pass(snapshot, now, options, split::split)
 }

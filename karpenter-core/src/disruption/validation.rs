@@ -112,6 +112,19 @@ pub fn validate_counted(
                 failed_validations,
             }
         }
+        Method::Split => {
+            let outcome = validate_split(command, snapshot, now, options);
+            let failed_validations = match &outcome {
+                Err(RevalidationError::Churn { .. } | RevalidationError::Budget(_)) => {
+                    command.candidates.len()
+                }
+                Err(RevalidationError::Scheduling(_)) | Ok(_) => 0,
+            };
+            Validation {
+                outcome,
+                failed_validations,
+            }
+        }
         Method::Drift | Method::StaticDrift | Method::Expiration => Validation {
             outcome: Ok(command.clone()),
             failed_validations: 0,
@@ -215,6 +228,21 @@ fn validate_candidates(
         *b -= 1;
     }
     Ok(current)
+}
+
+/// A split is still valid when its candidates still are, and splitting them on the newer
+/// snapshot still passes the savings threshold.
+fn validate_split(
+    command: &Command,
+    snapshot: &ClusterSnapshot,
+    now: Timestamp,
+    options: &DisruptionOptions,
+) -> Result<Command, RevalidationError> {
+    let current = validate_candidates(command, snapshot, now)?;
+    super::methods::revalidate_split(snapshot, current, now, options)
+        .map_err(RevalidationError::Scheduling)?;
+    validate_candidates(command, snapshot, now)?;
+    Ok(command.clone())
 }
 
 fn validate_consolidation(

@@ -165,6 +165,7 @@ impl QueuedCommand {
             Method::Emptiness => "empty",
             Method::MultiNode => "multi",
             Method::SingleNode => "single",
+            Method::Split => "split",
             Method::Drift | Method::StaticDrift => "",
             Method::Expiration => return None,
         };

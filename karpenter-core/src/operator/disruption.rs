@@ -107,7 +107,7 @@ impl Operator {
         let validated = commands.iter().any(|c| {
             matches!(
                 c.method,
-                Method::Emptiness | Method::SingleNode | Method::MultiNode
+                Method::Emptiness | Method::SingleNode | Method::MultiNode | Method::Split
             )
         });
         if validated {
@@ -365,6 +365,7 @@ fn consolidation_type(method: Method) -> String {
         Method::Emptiness => "empty",
         Method::SingleNode => "single",
         Method::MultiNode => "multi",
+        Method::Split => "split",
         Method::Drift | Method::StaticDrift | Method::Expiration => "",
     }
     .to_string()

@@ -141,7 +141,7 @@ impl Operator {
             volumes: snapshot.volumes.clone(),
             consolidation: None,
         };
-        let results = scheduling::solve(&input, &self.config.scheduler);
+        let results = scheduling::packing::solve_with_policy(&input, &self.config.scheduler);
         let until = add(now, self.config.nomination_ttl);
         for node in &results.existing_nodes {
             self.nominated.insert(node.name.clone(), until);

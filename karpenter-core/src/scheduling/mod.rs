@@ -75,6 +75,9 @@ pub struct SchedulerOptions {
     pub ignore_dra_requests: bool,
     /// The provider's reservation-id label key (fake: `karpenter.test.sh/reservation-id`).
     pub reservation_id_label: Option<String>,
+    /// The packing policy and its guard rails (read by [`packing::solve_packed`]; [`solve`]
+    /// always packs as upstream).
+    pub packing: packing::PackingOptions,
 }
 
 impl Default for SchedulerOptions {
@@ -87,6 +90,7 @@ impl Default for SchedulerOptions {
             max_instance_types: 600,
             ignore_dra_requests: true,
             reservation_id_label: None,
+            packing: packing::PackingOptions::default(),
         }
     }
 }
@@ -134,6 +138,12 @@ impl SchedulerOptions {
         self
     }
 
+    /// The options with these packing options (policy override and guard rails).
+    pub fn with_packing(mut self, packing: packing::PackingOptions) -> Self {
+        self.packing = packing;
+        self
+    }
+
     /// The default options with the provider's label policy
     /// ([`CloudProvider::label_policy`](crate::cloud::CloudProvider::label_policy)) and
     /// reservation-id label, so that pods selecting the provider's labels schedule.
@@ -171,6 +181,9 @@ pub struct NodePoolInput {
     pub limits: ResourceList,
     /// The instance types the cloud provider offers for this pool.
     pub instance_types: Vec<Arc<InstanceType>>,
+    /// The pool's packing policy (annotation [`packing::PACKING_ANNOTATION`]); `None` is
+    /// `upstream`. [`PackingOptions::policy`](packing::PackingOptions::policy) overrides it.
+    pub packing: Option<packing::PackingPolicy>,
 }
 
 impl NodePoolInput {
@@ -187,6 +200,7 @@ impl NodePoolInput {
             node_class_label: None,
             limits: ResourceList::new(),
             instance_types,
+            packing: None,
         }
     }
 
@@ -232,8 +246,17 @@ impl NodePoolInput {
         self
     }
 
+    /// The input with this packing policy (`None`: `upstream`).
+    pub fn with_packing(mut self, packing: Option<packing::PackingPolicy>) -> Self {
+        self.packing = packing;
+        self
+    }
+
     /// The scheduler's view of a `karpenter.sh/v1` NodePool with the instance types its cloud
-    /// provider offers. Limits absent from the pool are unlimited.
+    /// provider offers. Limits absent from the pool are unlimited. The packing policy comes from
+    /// the annotation [`packing::PACKING_ANNOTATION`]; an unknown value counts as absent
+    /// (`upstream`): callers that report it check it with
+    /// [`PackingPolicy::from_annotations`](packing::PackingPolicy::from_annotations).
     ///
     /// ```
     /// use karpenter_core::api::{
@@ -274,6 +297,9 @@ impl NodePoolInput {
             node_class_label,
             limits: pool.spec.limits.clone().unwrap_or_default(),
             instance_types,
+            packing: packing::PackingPolicy::from_annotations(&pool.metadata.annotations)
+                .ok()
+                .flatten(),
         }
     }
 }
@@ -565,10 +591,12 @@ pub struct Results {
     pub metrics: SolveMetrics,
 }
 
+pub mod bound;
 pub mod defaults;
 mod dense;
 mod gosort;
 mod metrics;
+pub mod packing;
 mod podreqs;
 pub(crate) mod solver;
 pub(crate) mod topology;

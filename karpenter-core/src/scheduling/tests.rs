@@ -66,6 +66,7 @@ pub(super) fn pool(name: &str) -> NodePoolInput {
         node_class_label: None,
         limits: ResourceList::new(),
         instance_types: catalog(),
+        packing: None,
     }
 }
 

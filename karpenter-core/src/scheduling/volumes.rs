@@ -207,6 +207,7 @@ mod tests {
             node_class_label: None,
             limits: ResourceList::new(),
             instance_types: vec![Arc::new(it)],
+            packing: None,
         }
     }
 

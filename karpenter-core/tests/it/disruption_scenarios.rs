@@ -2673,7 +2673,9 @@ mod budget_property {
         match method {
             Method::Emptiness => Some(DisruptionReason::Empty),
             Method::Drift => Some(DisruptionReason::Drifted),
-            Method::MultiNode | Method::SingleNode => Some(DisruptionReason::Underutilized),
+            Method::MultiNode | Method::SingleNode | Method::Split => {
+                Some(DisruptionReason::Underutilized)
+            }
             Method::StaticDrift | Method::Expiration => None,
         }
     }

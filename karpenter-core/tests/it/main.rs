@@ -7,6 +7,7 @@ mod disruption_candidates;
 mod disruption_methods;
 mod disruption_remaining_scenarios;
 mod disruption_scenarios;
+mod disruption_split;
 mod disruption_validation_scenarios;
 mod house;
 mod lifecycle;

@@ -1,6 +1,6 @@
 //! A proven lower bound on the hourly cost of any set of new nodes that holds a set of pods
-//! (`summary.lowerBoundPerHour`). The method and its proof are in `docs/lower-bound.md`; in
-//! short:
+//! (`karpenter plan`'s `summary.lowerBoundPerHour`). The method and its proof are in
+//! `docs/lower-bound.md`; in short:
 //!
 //! - **Columns** are the node kinds a new node can be: a NodePool and one of its instance types,
 //!   with the cheapest price the pool may launch it at and the allocatable resources left after
@@ -27,7 +27,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use good_lp::{Expression, Solution, SolverModel, Variable, microlp, variable, variables};
-use karpenter_core::resources::ResourceList;
+use std::sync::Arc;
+
+use crate::labels::{self, LabelPolicy};
+use crate::model::{DaemonSet, InstanceType, Pod};
+use crate::requirements::{Operator, Requirement, Requirements};
+use crate::resources::ResourceList;
+use crate::scheduling::{NodePoolInput, Results, SchedulingInput};
+use crate::taints::{self, Toleration};
 
 /// A node kind a new node can be: a NodePool's instance type.
 #[derive(Debug, Clone, PartialEq)]
@@ -311,10 +318,212 @@ fn lp_bound(columns: &[BoundColumn], rows: &[Row]) -> Option<f64> {
     value.is_finite().then_some(value * (1.0 - SAFETY))
 }
 
+/// A NodePool's template requirements as the scheduler builds them (requirements, template
+/// labels, the NodePool label and the node-class label).
+pub fn template_requirements(np: &NodePoolInput) -> Requirements {
+    let mut reqs = Requirements::from_node_selector_requirements(&np.requirements);
+    let mut l = np.labels.clone();
+    l.insert(labels::NODEPOOL.to_string(), np.name.clone());
+    if let Some((k, v)) = &np.node_class_label {
+        l.insert(k.clone(), v.clone());
+    }
+    for (k, v) in &l {
+        reqs.add(Requirement::new(k, Operator::In, [v.as_str()]));
+    }
+    reqs
+}
+
+/// The tolerations with a wildcard `PreferNoSchedule` toleration added (a soft taint never
+/// keeps a pod off a node).
+pub fn with_prefer_no_schedule(tolerations: &[Toleration]) -> Vec<Toleration> {
+    let mut t = tolerations.to_vec();
+    t.push(taints::prefer_no_schedule_wildcard());
+    t
+}
+
+/// The pod's node-selector terms: the node selector ANDed with each required node-affinity term
+/// (one term, the selector alone, without node affinity).
+pub fn pod_terms(pod: &Pod) -> Vec<Requirements> {
+    let selector = Requirements::from_labels(
+        pod.node_selector
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    match pod
+        .node_affinity
+        .as_ref()
+        .filter(|a| !a.required.is_empty())
+    {
+        None => vec![selector],
+        Some(a) => a
+            .required
+            .iter()
+            .map(|term| {
+                selector.intersection(&Requirements::from_node_selector_requirements(
+                    &term.match_expressions,
+                ))
+            })
+            .collect(),
+    }
+}
+
+/// The lower-bound columns, each column's (pool index, instance type), and each pool's template
+/// requirements.
+type Columns = (
+    Vec<BoundColumn>,
+    Vec<(usize, Arc<InstanceType>)>,
+    Vec<Requirements>,
+);
+
+/// The lower-bound columns: every (NodePool, instance type) a new node can be, priced at the
+/// cheapest offering the pool may launch, with allocatable less the DaemonSets that surely run
+/// on it.
+fn bound_columns(
+    pools: &[NodePoolInput],
+    daemonsets: &[DaemonSet],
+    policy: &LabelPolicy,
+) -> Columns {
+    let mut columns = Vec::new();
+    let mut meta = Vec::new();
+    let mut pool_reqs = Vec::new();
+    for (pi, np) in pools.iter().enumerate() {
+        let reqs = template_requirements(np);
+        // DaemonSets that run on every node of the pool whatever its type.
+        let mut overhead = ResourceList::new();
+        for d in daemonsets {
+            let p = &d.pod;
+            let unconditional = p.node_selector.is_empty()
+                && p.node_affinity
+                    .as_ref()
+                    .is_none_or(|a| a.required.is_empty())
+                && !p.has_resource_claims
+                && taints::tolerates_all(&with_prefer_no_schedule(&p.tolerations), &np.taints)
+                    .is_ok();
+            if unconditional {
+                overhead.add_assign(&p.scheduling_requests());
+            }
+        }
+        for it in &np.instance_types {
+            if it.requirements().intersects(&reqs).is_err() {
+                continue;
+            }
+            let price = it
+                .available_offerings()
+                .filter(|o| reqs.is_compatible(o.requirements(), Some(policy)))
+                .map(|o| o.price)
+                .fold(f64::INFINITY, f64::min);
+            if !price.is_finite() {
+                continue;
+            }
+            let mut allocatable = it.allocatable().sub(&overhead);
+            allocatable.clamp_non_negative();
+            columns.push(BoundColumn {
+                name: format!("{}/{}", np.name, it.name()),
+                price,
+                allocatable,
+            });
+            meta.push((pi, it.clone()));
+        }
+        pool_reqs.push(reqs);
+    }
+    (columns, meta, pool_reqs)
+}
+
+/// A key shared by pods that must be on pairwise different nodes: the pod's namespace and its
+/// first required hostname anti-affinity term that selects the pod itself (so every pod with
+/// the same key selects every other).
+fn exclusive_key(pod: &Pod) -> Option<String> {
+    let anti = pod.pod_anti_affinity.as_ref()?;
+    anti.required
+        .iter()
+        .find(|term| {
+            term.topology_key == labels::HOSTNAME
+                && term.namespace_selector.is_none()
+                && (term.namespaces.is_empty() || term.namespaces.contains(&pod.namespace))
+                && term
+                    .label_selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(&pod.labels))
+        })
+        .map(|term| format!("{term:?}"))
+        .map(|term| format!("{}/{term}", pod.namespace))
+}
+
+/// The lower bound for the pods a solve placed on new NodeClaims: every set of new nodes of
+/// `input`'s NodePools that holds those pods costs at least this much per hour (see the
+/// [module documentation](self)). 0 when the solve placed no pod on a new NodeClaim.
+pub fn plan_lower_bound(input: &SchedulingInput, results: &Results, policy: &LabelPolicy) -> f64 {
+    let placed: BTreeSet<&str> = results
+        .new_node_claims
+        .iter()
+        .flat_map(|c| c.pods.iter().map(String::as_str))
+        .collect();
+    if placed.is_empty() {
+        return 0.0;
+    }
+    let (columns, meta, pool_reqs) = bound_columns(&input.node_pools, &input.daemonsets, policy);
+    // Compatibility per scheduling signature (replicas share one).
+    let mut cache: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, usize> = BTreeMap::new();
+    let mut pods = Vec::new();
+    for pod in input
+        .pods
+        .iter()
+        .filter(|p| placed.contains(p.key().as_str()))
+    {
+        let requests = pod.scheduling_requests();
+        let signature = format!(
+            "{:?}",
+            (
+                &pod.node_selector,
+                &pod.node_affinity,
+                &pod.tolerations,
+                &requests,
+            )
+        );
+        let compatible = cache
+            .entry(signature)
+            .or_insert_with(|| {
+                let terms = pod_terms(pod);
+                let tolerations = with_prefer_no_schedule(&pod.tolerations);
+                let tolerated: Vec<bool> = input
+                    .node_pools
+                    .iter()
+                    .map(|np| taints::tolerates_all(&tolerations, &np.taints).is_ok())
+                    .collect();
+                (0..columns.len())
+                    .filter(|&k| {
+                        let (pi, it) = &meta[k];
+                        tolerated[*pi]
+                            && ResourceList::fits(&requests, &columns[k].allocatable)
+                            && terms.iter().any(|t| {
+                                t.intersects(&pool_reqs[*pi]).is_ok()
+                                    && t.intersects(it.requirements()).is_ok()
+                            })
+                    })
+                    .collect()
+            })
+            .clone();
+        let exclusive_group = match exclusive_key(pod) {
+            Some(key) => {
+                let next = groups.len();
+                Some(*groups.entry(key).or_insert(next))
+            }
+            None => None,
+        };
+        pods.push(BoundPod {
+            requests,
+            compatible,
+            exclusive_group,
+        });
+    }
+    lower_bound(&columns, &pods)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use karpenter_core::resources::Quantity;
+    use crate::resources::Quantity;
     use proptest::prelude::*;
 
     fn rl(cpu: i64, mem: i64) -> ResourceList {
