@@ -7,7 +7,6 @@
 //! therefore use only what both crates depend on: karpenter-core, karpenter-aws, karpenter-cli,
 //! serde_json and jiff.
 
-
 use karpenter_aws::interruption::{self, Kind};
 use karpenter_aws::nodeclass::EC2NodeClass;
 use karpenter_aws::userdata::{self, BootstrapOptions, UserDataError};
