@@ -13,7 +13,8 @@ use karpenter_core::scheduling::{PreferencePolicy, solve};
 fn scheduling(c: &mut Criterion) {
     let mut group = c.benchmark_group("solve/diverse");
     group.sample_size(10);
-    for n in [100usize, 1000, 5000] {
+    // Every scheduling row of the performance targets (1,000 to 20,000 pods).
+    for n in [100usize, 1000, 5000, 10000, 20000] {
         let input = scenario::input(scenario::to_pods(&Workload::new().diverse_pods(n)));
         let options = scenario::options(PreferencePolicy::Respect);
         group.throughput(Throughput::Elements(n as u64));
@@ -26,13 +27,12 @@ fn scheduling(c: &mut Criterion) {
 
 fn consolidation_eval(c: &mut Criterion) {
     let now = consolidation::now();
-    let options = DisruptionOptions {
-        scheduler: scenario::options(PreferencePolicy::Respect),
-        ..DisruptionOptions::default()
-    };
+    let options =
+        DisruptionOptions::default().with_scheduler(scenario::options(PreferencePolicy::Respect));
     let mut group = c.benchmark_group("consolidation");
     group.sample_size(10);
-    for n in [100usize, 1000] {
+    // The consolidation targets' rows: 1,000 and 5,000 nodes.
+    for n in [100usize, 1000, 5000] {
         let snapshot = consolidation::cluster(n);
         let candidates = consolidation_candidates_of(&snapshot, now);
         // Preparing the scheduler over the snapshot: once per disruption pass.

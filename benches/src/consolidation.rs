@@ -4,7 +4,6 @@
 //! consolidation has real work. Deterministic (Go's `math/rand` seeded with 42).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use karpenter_core::api::{
     Budget, Condition, ConditionStatus, ConsolidationPolicy, NillableDuration, NodeClaim,
@@ -66,11 +65,7 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
         duration: None,
         reasons: None,
     }]);
-    let pool = NodePoolState {
-        node_pool: NodePool::new("default", spec),
-        instance_types: instance_types.clone(),
-        ready: true,
-    };
+    let pool = NodePoolState::new(NodePool::new("default", spec), instance_types.clone());
 
     let mut rng = GoRand::new(42);
     let sizes = [3usize, 7, 15, 31];
@@ -124,12 +119,8 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
             p.creation_timestamp = now();
             p.node_name = Some(name.clone());
             p.phase = PodPhase::Running;
-            p.owner = Some(OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "ReplicaSet".into(),
-                name: "app".into(),
-                controller: true,
-            });
+            p.owner =
+                Some(OwnerReference::new("apps/v1", "ReplicaSet", "app").with_controller(true));
             let app = format!("app-{}", rng.intn(20));
             p.labels.insert("app".to_string(), app.clone());
             let mut requests = ResourceList::new();
@@ -138,29 +129,23 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
             p.requests = requests;
             match rng.intn(10) {
                 0 => {
-                    p.topology_spread_constraints = vec![TopologySpreadConstraint {
-                        max_skew: 50,
-                        topology_key: labels::ZONE.to_string(),
-                        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                        label_selector: Some(LabelSelector::from_labels([("app", app.as_str())])),
-                        min_domains: None,
-                        node_affinity_policy: None,
-                        node_taints_policy: None,
-                        match_label_keys: Vec::new(),
-                    }];
+                    p.topology_spread_constraints = vec![
+                        TopologySpreadConstraint::new(
+                            50,
+                            labels::ZONE,
+                            WhenUnsatisfiable::DoNotSchedule,
+                        )
+                        .with_label_selector(LabelSelector::from_labels([("app", app.as_str())])),
+                    ];
                 }
                 1 => {
                     let unique = format!("solo-{name}-{i}");
                     p.labels.insert("solo".to_string(), unique.clone());
                     p.pod_anti_affinity = Some(PodAffinity {
-                        required: vec![PodAffinityTerm {
-                            label_selector: Some(LabelSelector::from_labels([(
-                                "solo",
-                                unique.as_str(),
-                            )])),
-                            topology_key: labels::HOSTNAME.to_string(),
-                            ..PodAffinityTerm::default()
-                        }],
+                        required: vec![PodAffinityTerm::new(
+                            LabelSelector::from_labels([("solo", unique.as_str())]),
+                            labels::HOSTNAME,
+                        )],
                         preferred: Vec::new(),
                     });
                 }
@@ -173,19 +158,7 @@ pub fn cluster(nodes: usize) -> ClusterSnapshot {
             used += cpu;
             pods.push(p);
         }
-        state_nodes.push(Arc::new(StateNode {
-            node: Some(node),
-            node_claim: Some(claim),
-            pods,
-            marked_for_deletion: false,
-            nominated_until: None,
-            ready: true,
-            volume_limits: Default::default(),
-        }));
+        state_nodes.push(StateNode::new(Some(node), Some(claim), pods));
     }
-    ClusterSnapshot {
-        node_pools: vec![pool],
-        nodes: state_nodes,
-        ..ClusterSnapshot::default()
-    }
+    ClusterSnapshot::new(vec![pool], state_nodes)
 }

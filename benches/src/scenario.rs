@@ -31,8 +31,8 @@ pub fn to_pods(draws: &[PodDraw]) -> Vec<Pod> {
         .collect()
 }
 
-fn selector(key: &str, value: &str) -> Option<LabelSelector> {
-    Some(LabelSelector::from_labels([(key, value)]))
+fn selector(key: &str, value: &str) -> LabelSelector {
+    LabelSelector::from_labels([(key, value)])
 }
 
 fn to_pod(i: usize, d: &PodDraw) -> Pod {
@@ -50,18 +50,13 @@ fn to_pod(i: usize, d: &PodDraw) -> Pod {
         Quantity::from_bytes(d.memory_mi * 1024 * 1024),
     );
     pod.requests = requests;
-    let spread = |key: &str| TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: key.to_string(),
-        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-        label_selector: selector(
-            crate::workload::LABEL_KEY,
-            d.spread_selector_value.as_deref().unwrap_or_default(),
-        ),
-        min_domains: None,
-        node_affinity_policy: None,
-        node_taints_policy: None,
-        match_label_keys: Vec::new(),
+    let spread = |key: &str| {
+        TopologySpreadConstraint::new(1, key, WhenUnsatisfiable::DoNotSchedule).with_label_selector(
+            selector(
+                crate::workload::LABEL_KEY,
+                d.spread_selector_value.as_deref().unwrap_or_default(),
+            ),
+        )
     };
     match d.kind {
         PodKind::Generic => {}
@@ -76,24 +71,22 @@ fn to_pod(i: usize, d: &PodDraw) -> Pod {
                 .cloned()
                 .unwrap_or_default();
             pod.pod_affinity = Some(PodAffinity {
-                required: vec![PodAffinityTerm {
-                    label_selector: selector(crate::workload::AFFINITY_LABEL_KEY, &value),
-                    topology_key: labels::ZONE.to_string(),
-                    ..PodAffinityTerm::default()
-                }],
+                required: vec![PodAffinityTerm::new(
+                    selector(crate::workload::AFFINITY_LABEL_KEY, &value),
+                    labels::ZONE,
+                )],
                 preferred: Vec::new(),
             });
         }
         PodKind::HostnameAntiAffinity => {
             pod.pod_anti_affinity = Some(PodAffinity {
-                required: vec![PodAffinityTerm {
-                    label_selector: selector(
+                required: vec![PodAffinityTerm::new(
+                    selector(
                         crate::workload::APP_LABEL_KEY,
                         crate::workload::APP_LABEL_VALUE,
                     ),
-                    topology_key: labels::HOSTNAME.to_string(),
-                    ..PodAffinityTerm::default()
-                }],
+                    labels::HOSTNAME,
+                )],
                 preferred: Vec::new(),
             });
         }
@@ -113,14 +106,13 @@ fn to_pod(i: usize, d: &PodDraw) -> Pod {
             });
             let term = |weight: i32, key: &str| WeightedPodAffinityTerm {
                 weight,
-                pod_affinity_term: PodAffinityTerm {
-                    label_selector: selector(
+                pod_affinity_term: PodAffinityTerm::new(
+                    selector(
                         crate::workload::APP_LABEL_KEY,
                         crate::workload::APP_LABEL_VALUE,
                     ),
-                    topology_key: key.to_string(),
-                    ..PodAffinityTerm::default()
-                },
+                    key,
+                ),
             };
             pod.pod_anti_affinity = Some(PodAffinity {
                 required: Vec::new(),

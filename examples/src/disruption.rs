@@ -97,15 +97,15 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
     // Drift as the controllers would evaluate it before the pass (hash, requirements,
     // instance types; no cloud provider offline).
     let drift = SnapshotDriftInput {
-        options: DriftOptions {
-            policy: input.scheduler_options.label_policy.clone(),
-            reserved_capacity_labels: input
-                .scheduler_options
-                .reservation_id_label
-                .iter()
-                .cloned()
-                .collect(),
-        },
+        options: DriftOptions::new(input.scheduler_options.label_policy.clone())
+            .with_reserved_capacity_labels(
+                input
+                    .scheduler_options
+                    .reservation_id_label
+                    .iter()
+                    .cloned()
+                    .collect(),
+            ),
         // Provider reasons the input already records, then what the provider's own checks
         // find now (those win).
         cloud_drift: {
@@ -121,10 +121,7 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
         ..SnapshotDriftInput::default()
     };
     evaluate_snapshot_drift(&mut snapshot, input.now, &drift);
-    let options = DisruptionOptions {
-        scheduler: input.scheduler_options.clone(),
-        ..DisruptionOptions::default()
-    };
+    let options = DisruptionOptions::default().with_scheduler(input.scheduler_options.clone());
     let plan = karpenter_core::disruption::plan(&snapshot, input.now, &options);
     let policy = &input.scheduler_options.label_policy;
     let commands = plan
@@ -163,11 +160,7 @@ fn snapshot(input: &DisruptionInput<'_>) -> ClusterSnapshot {
         .nodepools
         .iter()
         .zip(input.node_pool_inputs)
-        .map(|(pool, pi)| NodePoolState {
-            node_pool: pool.clone(),
-            instance_types: pi.instance_types.clone(),
-            ready: true,
-        })
+        .map(|(pool, pi)| NodePoolState::new(pool.clone(), pi.instance_types.clone()))
         .collect();
     let mut nodes = Vec::new();
     for n in input.nodes {
@@ -184,27 +177,15 @@ fn snapshot(input: &DisruptionInput<'_>) -> ClusterSnapshot {
         if claim.is_some() {
             node.managed = true;
         }
-        nodes.push(Arc::new(StateNode {
-            node: (!in_flight).then_some(node),
-            node_claim: claim,
-            pods: n.pods.clone(),
-            marked_for_deletion: n.node.marked_for_deletion,
-            nominated_until: None,
-            ready: true,
-            volume_limits: n.volume_limits.clone(),
-        }));
+        nodes.push(
+            StateNode::new((!in_flight).then_some(node), claim, n.pods.clone())
+                .with_marked_for_deletion(n.node.marked_for_deletion)
+                .with_volume_limits(n.volume_limits.clone()),
+        );
     }
-    ClusterSnapshot {
-        node_pools,
-        nodes,
-        pending_pods: Vec::new(),
-        daemonsets: input.daemonsets.to_vec(),
-        pdbs: input.pdbs.to_vec(),
-        namespace_labels: Default::default(),
-        volumes: Default::default(),
-        buffer_pod_counts: Default::default(),
-        buffer_pods: Vec::new(),
-    }
+    ClusterSnapshot::new(node_pools, nodes)
+        .with_daemonsets(input.daemonsets.iter().cloned())
+        .with_pdbs(input.pdbs.iter().cloned())
 }
 
 /// A NodeClaim for a managed Node that has none in the input: its labels, capacity and

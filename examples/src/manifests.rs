@@ -548,6 +548,8 @@ impl From<WorldError> for ManifestError {
                 field,
                 message,
             },
+            // A kind of world error this binary does not know yet: still an input error.
+            other => ManifestError::invalid("-", "-", "-", other.to_string()),
         }
     }
 }

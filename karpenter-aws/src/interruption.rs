@@ -1,15 +1,17 @@
-//! Interruption handling as pure functions: parsing the EventBridge messages the interruption
-//! queue receives into typed events, and deciding what each one does (which NodeClaims are
-//! deleted, which offerings are marked unavailable, what is counted).
+//! Interruption messages as typed events: parsing the EventBridge messages the interruption
+//! queue receives, and mapping each event onto karpenter-core's operator input
+//! ([`Event::operator_events`]), where the one interruption decision is made (which NodeClaims
+//! are deleted, which offerings are marked unavailable, what is recorded).
 //!
-//! The SQS shell receives messages (`MaxNumberOfMessages=10`, `VisibilityTimeout=20`,
-//! `WaitTimeSeconds=20`), calls [`parse_message`] and [`decide`] with the NodeClaims it finds by
-//! instance id, carries out the [`Action`]s, records the [`Decision::metrics`] and deletes the
-//! message. A malformed or foreign message is an error ([`MessageError`]): it is counted
-//! ([`RECEIVED_MESSAGES`] with `message_type="no_op"` plus [`MESSAGE_ERRORS`] by kind) and
-//! deleted, never retried and never a panic.
+//! The SQS shell (`sdk::interruption`, feature `sdk`) receives messages
+//! (`MaxNumberOfMessages=10`, `VisibilityTimeout=20`, `WaitTimeSeconds=20`), calls
+//! [`parse_message`], hands the operator events on, and deletes the message. A malformed or
+//! foreign message is an error ([`MessageError`]): it is counted ([`MESSAGE_ERRORS`] by
+//! [`MessageError::label`]) and deleted, never retried and never a panic.
 
 use std::collections::BTreeMap;
+
+use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -57,24 +59,6 @@ impl Kind {
             Kind::CapacityReservationInterrupted => "capacity_reservation_interrupted",
             Kind::NoOp => "no_op",
         }
-    }
-
-    /// The Kubernetes event reason upstream records on the NodeClaim.
-    pub fn event_reason(self) -> Option<&'static str> {
-        Some(match self {
-            Kind::SpotInterrupted => "SpotInterrupted",
-            Kind::RebalanceRecommendation => "RebalanceRecommendation",
-            Kind::InstanceStopped => "Stopping",
-            Kind::InstanceTerminated => "Terminating",
-            Kind::ScheduledChange => "Unhealthy",
-            Kind::CapacityReservationInterrupted => "CapacityReservationInstanceInterrupted",
-            Kind::NoOp => return None,
-        })
-    }
-
-    /// Whether the NodeClaims of the affected instances are deleted.
-    pub fn deletes_nodeclaim(self) -> bool {
-        !matches!(self, Kind::RebalanceRecommendation | Kind::NoOp)
     }
 }
 
@@ -259,175 +243,44 @@ pub fn parse_message(body: &str) -> Result<Event, MessageError> {
     })
 }
 
-/// A NodeClaim found for an instance (through the `status.instanceID` index).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimRef {
-    /// The NodeClaim name.
-    pub name: String,
-    /// Its NodePool (`karpenter.sh/nodepool`).
-    pub nodepool: String,
-    /// `karpenter.sh/capacity-type`.
-    pub capacity_type: String,
-    /// `node.kubernetes.io/instance-type`.
-    pub instance_type: String,
-    /// `topology.kubernetes.io/zone`.
-    pub zone: String,
-    /// `karpenter.sh/capacity-reservation-id`, if any.
-    pub reservation_id: Option<String>,
-    /// Whether it is already being deleted.
-    pub deleting: bool,
+/// The operator's kind of an AWS event kind (`None` for [`Kind::NoOp`]). karpenter-core's
+/// operator makes every interruption decision (which NodeClaim is deleted, which offering is
+/// marked unavailable, which events and metrics are recorded); this crate only types the
+/// messages.
+pub fn operator_kind(kind: Kind) -> Option<InterruptionKind> {
+    Some(match kind {
+        Kind::SpotInterrupted => InterruptionKind::SpotInterrupted,
+        Kind::RebalanceRecommendation => InterruptionKind::RebalanceRecommendation,
+        Kind::InstanceStopped => InterruptionKind::InstanceStopped,
+        Kind::InstanceTerminated => InterruptionKind::InstanceTerminated,
+        Kind::ScheduledChange => InterruptionKind::ScheduledChange,
+        Kind::CapacityReservationInterrupted => InterruptionKind::CapacityReservationInterrupted,
+        Kind::NoOp => return None,
+    })
 }
 
-/// What to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Mark an offering unavailable for the unavailable-offerings TTL (3 minutes).
-    MarkOfferingUnavailable {
-        /// `spot`.
-        capacity_type: String,
-        /// The instance type.
-        instance_type: String,
-        /// The zone.
-        zone: String,
-    },
-    /// Mark a capacity reservation unavailable.
-    MarkReservationUnavailable {
-        /// The reservation id.
-        reservation_id: String,
-    },
-    /// Record a Kubernetes event on the NodeClaim.
-    RecordEvent {
-        /// The NodeClaim.
-        nodeclaim: String,
-        /// The event reason.
-        reason: &'static str,
-    },
-    /// Delete the NodeClaim (core's termination cordons and drains).
-    DeleteNodeClaim {
-        /// The NodeClaim.
-        nodeclaim: String,
-    },
-}
-
-/// One metric increment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MetricSample {
-    /// The metric name.
-    pub name: &'static str,
-    /// Label pairs.
-    pub labels: Vec<(&'static str, String)>,
-    /// The counter increment or histogram observation.
-    pub value: f64,
-}
-
-/// What one message leads to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
-    /// The actions, in order.
-    pub actions: Vec<Action>,
-    /// The metrics to record.
-    pub metrics: Vec<MetricSample>,
-    /// Whether to delete the message from the queue once the actions succeeded (always, as
-    /// upstream: handled, no-op and unparseable messages are all deleted).
-    pub delete_message: bool,
-}
-
-/// Decides what a parsed (or failed) message does. `claims` maps instance ids to their
-/// NodeClaims; unknown instances are ignored. `now` measures the queue delay.
-pub fn decide(
-    message: &Result<Event, MessageError>,
-    claims: &BTreeMap<String, ClaimRef>,
-    now: jiff::Timestamp,
-) -> Decision {
-    let deleted = MetricSample {
-        name: DELETED_MESSAGES,
-        labels: Vec::new(),
-        value: 1.0,
-    };
-    let event = match message {
-        Ok(e) => e,
-        Err(err) => {
-            return Decision {
-                actions: Vec::new(),
-                metrics: vec![
-                    MetricSample {
-                        name: RECEIVED_MESSAGES,
-                        labels: vec![("message_type", Kind::NoOp.as_str().into())],
-                        value: 1.0,
-                    },
-                    MetricSample {
-                        name: MESSAGE_ERRORS,
-                        labels: vec![("error", err.label().into())],
-                        value: 1.0,
-                    },
-                    deleted,
-                ],
-                delete_message: true,
-            };
-        }
-    };
-    let mut actions = Vec::new();
-    let mut metrics = vec![
-        MetricSample {
-            name: RECEIVED_MESSAGES,
-            labels: vec![("message_type", event.kind.as_str().into())],
-            value: 1.0,
-        },
-        MetricSample {
-            name: MESSAGE_QUEUE_DURATION,
-            labels: Vec::new(),
-            value: (now.as_millisecond() - event.time.as_millisecond()).max(0) as f64 / 1000.0,
-        },
-    ];
-    for id in &event.instance_ids {
-        let Some(claim) = claims.get(id) else {
-            continue;
+impl Event {
+    /// The operator inputs of this event: one [`InterruptionEvent`] per affected instance that
+    /// `provider_id` knows (instance id → the provider id of its NodeClaim, as upstream finds
+    /// NodeClaims through the `status.instanceID` index); unknown instances are ignored, as
+    /// upstream ignores them.
+    pub fn operator_events(
+        &self,
+        provider_id: impl Fn(&str) -> Option<String>,
+    ) -> Vec<InterruptionEvent> {
+        let Some(kind) = operator_kind(self.kind) else {
+            return Vec::new();
         };
-        match event.kind {
-            Kind::SpotInterrupted => actions.push(Action::MarkOfferingUnavailable {
-                capacity_type: "spot".into(),
-                instance_type: claim.instance_type.clone(),
-                zone: claim.zone.clone(),
-            }),
-            Kind::CapacityReservationInterrupted => {
-                if let Some(r) = &claim.reservation_id {
-                    actions.push(Action::MarkReservationUnavailable {
-                        reservation_id: r.clone(),
-                    });
-                }
-            }
-            _ => {}
-        }
-        if let Some(reason) = event.kind.event_reason() {
-            actions.push(Action::RecordEvent {
-                nodeclaim: claim.name.clone(),
-                reason,
-            });
-        }
-        if event.kind.deletes_nodeclaim() && !claim.deleting {
-            actions.push(Action::RecordEvent {
-                nodeclaim: claim.name.clone(),
-                reason: "TerminatingOnInterruption",
-            });
-            actions.push(Action::DeleteNodeClaim {
-                nodeclaim: claim.name.clone(),
-            });
-            metrics.push(MetricSample {
-                name: NODECLAIMS_DISRUPTED,
-                labels: vec![
-                    ("reason", event.kind.as_str().into()),
-                    ("nodepool", claim.nodepool.clone()),
-                    ("capacity_type", claim.capacity_type.clone()),
-                ],
-                value: 1.0,
-            });
-        }
+        self.instance_ids
+            .iter()
+            .filter_map(|id| provider_id(id))
+            .map(|p| InterruptionEvent::new(kind, p))
+            .collect()
     }
-    metrics.push(deleted);
-    Decision {
-        actions,
-        metrics,
-        delete_message: true,
+
+    /// Seconds between the event and `now` (`karpenter_interruption_message_queue_duration_seconds`).
+    pub fn queue_delay_seconds(&self, now: jiff::Timestamp) -> f64 {
+        (now.as_millisecond() - self.time.as_millisecond()).max(0) as f64 / 1000.0
     }
 }
 
@@ -442,25 +295,8 @@ mod tests {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    fn claims() -> BTreeMap<String, ClaimRef> {
-        let mut m = BTreeMap::new();
-        m.insert(
-            "i-0b2c3d4e5f6a7b8c9".to_string(),
-            ClaimRef {
-                name: "default-abc12".into(),
-                nodepool: "default".into(),
-                capacity_type: "spot".into(),
-                instance_type: "m5.large".into(),
-                zone: "us-east-1b".into(),
-                reservation_id: Some("cr-0123".into()),
-                deleting: false,
-            },
-        );
-        m
-    }
-
-    fn now() -> jiff::Timestamp {
-        "2026-01-01T00:00:02Z".parse().unwrap()
+    fn known(id: &str) -> Option<String> {
+        (id == "i-0b2c3d4e5f6a7b8c9").then(|| format!("aws:///us-east-1b/{id}"))
     }
 
     #[test]
@@ -496,129 +332,41 @@ mod tests {
     }
 
     #[test]
-    fn spot_interruption_marks_the_offering_and_deletes_the_claim() {
-        let d = decide(
-            &parse_message(&fixture("spot-interruption.json")),
-            &claims(),
-            now(),
-        );
-        assert_eq!(
-            d.actions,
-            vec![
-                Action::MarkOfferingUnavailable {
-                    capacity_type: "spot".into(),
-                    instance_type: "m5.large".into(),
-                    zone: "us-east-1b".into()
-                },
-                Action::RecordEvent {
-                    nodeclaim: "default-abc12".into(),
-                    reason: "SpotInterrupted"
-                },
-                Action::RecordEvent {
-                    nodeclaim: "default-abc12".into(),
-                    reason: "TerminatingOnInterruption"
-                },
-                Action::DeleteNodeClaim {
-                    nodeclaim: "default-abc12".into()
-                },
-            ]
-        );
-        assert!(d.delete_message);
-        let names: Vec<&str> = d.metrics.iter().map(|m| m.name).collect();
-        assert_eq!(
-            names,
-            [
-                RECEIVED_MESSAGES,
-                MESSAGE_QUEUE_DURATION,
-                NODECLAIMS_DISRUPTED,
-                DELETED_MESSAGES
-            ]
-        );
-        assert_eq!(
-            d.metrics[0].labels,
-            vec![("message_type", "spot_interrupted".to_string())]
-        );
-        assert_eq!(d.metrics[1].value, 2.0);
-        assert_eq!(
-            d.metrics[2].labels[0],
-            ("reason", "spot_interrupted".to_string())
-        );
-    }
-
-    #[test]
-    fn rebalance_only_records_an_event_and_reservations_are_marked() {
-        let d = decide(
-            &parse_message(&fixture("rebalance-recommendation.json")),
-            &claims(),
-            now(),
-        );
-        assert_eq!(
-            d.actions,
-            vec![Action::RecordEvent {
-                nodeclaim: "default-abc12".into(),
-                reason: "RebalanceRecommendation"
-            }]
-        );
-        let d = decide(
-            &parse_message(&fixture("capacity-reservation-interruption.json")),
-            &claims(),
-            now(),
-        );
-        assert_eq!(
-            d.actions[0],
-            Action::MarkReservationUnavailable {
-                reservation_id: "cr-0123".into()
-            }
-        );
-        assert!(d.actions.contains(&Action::DeleteNodeClaim {
-            nodeclaim: "default-abc12".into()
-        }));
-    }
-
-    #[test]
-    fn state_changes_and_health_events_delete_known_claims_only() {
-        for file in [
-            "state-change-stopping.json",
-            "state-change-terminated.json",
-            "scheduled-change.json",
+    fn events_map_onto_the_operator_kinds_for_known_instances_only() {
+        for (file, kind) in [
+            ("spot-interruption.json", InterruptionKind::SpotInterrupted),
+            (
+                "rebalance-recommendation.json",
+                InterruptionKind::RebalanceRecommendation,
+            ),
         ] {
-            let d = decide(&parse_message(&fixture(file)), &claims(), now());
-            let deletes: Vec<_> = d
-                .actions
-                .iter()
-                .filter(|a| matches!(a, Action::DeleteNodeClaim { .. }))
-                .collect();
+            let e = parse_message(&fixture(file)).unwrap();
+            let events = e.operator_events(known);
             assert_eq!(
-                deletes.len(),
-                1,
-                "{file}: the second health entity has no NodeClaim"
-            );
-            assert!(
-                !d.actions
-                    .iter()
-                    .any(|a| matches!(a, Action::MarkOfferingUnavailable { .. })),
+                events,
+                [InterruptionEvent::new(
+                    kind,
+                    "aws:///us-east-1b/i-0b2c3d4e5f6a7b8c9"
+                )],
                 "{file}"
             );
+            assert!(e.operator_events(|_| None).is_empty());
+            let later = e
+                .time
+                .checked_add(jiff::SignedDuration::from_secs(2))
+                .unwrap();
+            assert_eq!(e.queue_delay_seconds(later), 2.0);
+            assert_eq!(e.queue_delay_seconds(jiff::Timestamp::UNIX_EPOCH), 0.0);
         }
-        let mut deleting = claims();
-        deleting.values_mut().for_each(|c| c.deleting = true);
-        let d = decide(
-            &parse_message(&fixture("state-change-stopped.json")),
-            &deleting,
-            now(),
+        assert_eq!(operator_kind(Kind::NoOp), None);
+        assert_eq!(
+            operator_kind(Kind::InstanceStopped),
+            Some(InterruptionKind::InstanceStopped)
         );
-        assert!(
-            !d.actions
-                .iter()
-                .any(|a| matches!(a, Action::DeleteNodeClaim { .. }))
+        assert_eq!(
+            operator_kind(Kind::CapacityReservationInterrupted),
+            Some(InterruptionKind::CapacityReservationInterrupted)
         );
-        let d = decide(
-            &parse_message(&fixture("state-change-running.json")),
-            &claims(),
-            now(),
-        );
-        assert!(d.actions.is_empty());
-        assert_eq!(d.metrics[0].labels[0].1, "no_op");
     }
 
     #[test]
@@ -638,14 +386,6 @@ mod tests {
             let parsed = parse_message(&body);
             let err = parsed.as_ref().expect_err(&body);
             assert_eq!(err.label(), label, "{body}");
-            let d = decide(&parsed, &claims(), now());
-            assert!(d.actions.is_empty());
-            assert!(d.delete_message);
-            assert!(
-                d.metrics
-                    .iter()
-                    .any(|m| m.name == MESSAGE_ERRORS && m.labels[0].1 == label)
-            );
         }
     }
 
@@ -662,8 +402,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn arbitrary_bodies_never_panic(body in ".{0,200}") {
-            let parsed = parse_message(&body);
-            let _ = decide(&parsed, &BTreeMap::new(), jiff::Timestamp::UNIX_EPOCH);
+            if let Ok(e) = parse_message(&body) {
+                let _ = e.operator_events(|id| Some(id.to_string()));
+            }
         }
     }
 }

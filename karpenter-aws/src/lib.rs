@@ -1,8 +1,10 @@
 //! # karpenter-aws
 //!
-//! The decisions of upstream Karpenter's AWS provider as pure functions over plain data, for
-//! `karpenter-core`. Nothing here calls AWS: an SDK shell translates requests and responses and
-//! calls these functions.
+//! The AWS provider for `karpenter-core`: the decisions of upstream Karpenter's AWS provider as
+//! pure functions over plain data, and (feature `sdk`) the shell on the AWS SDK for Rust that
+//! translates requests and responses and calls them ([`sdk`]: `AwsCloudProvider` on EC2,
+//! node-class resolution through EC2, SSM and IAM, the Price List client, the SQS interruption
+//! consumer). Without the feature nothing here calls AWS.
 //!
 //! - [`nodeclass`]: the `EC2NodeClass` types (upstream YAML unchanged), validation equal to the
 //!   CRD's rules, defaults, how a class shapes instance types, its static hash, and the
@@ -16,6 +18,7 @@
 //! - [`pricing`]: on-demand (Price List API behind a trait) and spot prices, with the embedded
 //!   snapshot as fallback. [`catalog`]: instance types from EC2 data with upstream's capacity,
 //!   overhead and label rules, and the offline us-east-1 catalog.
+//! - `sdk` (feature `sdk`): the I/O shell described above.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -31,6 +34,9 @@ pub mod launch;
 pub mod nodeclass;
 pub mod pricing;
 pub mod resolve;
+#[cfg(feature = "sdk")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sdk")))]
+pub mod sdk;
 pub mod userdata;
 
 pub use catalog::{

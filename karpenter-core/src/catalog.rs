@@ -54,6 +54,7 @@ use crate::resources::ResourceList;
 
 /// Why a catalog (or one of its instance types) is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CatalogError {
     /// A value breaks a rule of the format; `path` names the field
     /// (`instanceTypes[3].offerings[0].price`, or relative to the instance type when the error

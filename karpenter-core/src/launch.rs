@@ -287,6 +287,7 @@ pub fn drop_zeros(resources: &ResourceList) -> ResourceList {
 /// A resolved launch: the instance type and offering a NodeClaim launches as, and the labels
 /// the node gets. Built by [`resolve_launch`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Launch {
     choice: LaunchChoice,
     instance_type: Arc<InstanceType>,

@@ -258,7 +258,7 @@ impl Requirements {
     }
 
     /// The requirements, sorted by key.
-    pub fn iter(&self) -> impl Iterator<Item = &Requirement> {
+    pub fn iter(&self) -> impl Iterator<Item = &Requirement> + Clone {
         self.map.values()
     }
 

@@ -12,8 +12,10 @@ use crate::api::{self, ConditionStatus, NodeClaim, NodePool};
 use crate::labels;
 use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod, PodDisruptionBudget, Timestamp};
 
-/// A NodePool with the instance types its cloud provider offers for it.
+/// A NodePool with the instance types its cloud provider offers for it. Build it with
+/// [`NodePoolState::new`] (the struct is `#[non_exhaustive]`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct NodePoolState {
     /// The NodePool.
     pub node_pool: NodePool,
@@ -23,10 +25,29 @@ pub struct NodePoolState {
     pub ready: bool,
 }
 
+impl NodePoolState {
+    /// A ready NodePool offering these instance types.
+    pub fn new(node_pool: NodePool, instance_types: Vec<Arc<InstanceType>>) -> NodePoolState {
+        NodePoolState {
+            node_pool,
+            instance_types,
+            ready: true,
+        }
+    }
+
+    /// The pool with its `Ready` condition true or not.
+    pub fn with_ready(mut self, ready: bool) -> NodePoolState {
+        self.ready = ready;
+        self
+    }
+}
+
 /// One node of the cluster as Karpenter tracks it: a NodeClaim, its Node, or both, with the pods
 /// bound to it. The Node is held in its scheduling view, [`ClusterNode`] (see there for how the
-/// three node types relate).
+/// three node types relate). Build it with [`StateNode::new`] and the `with_*` methods (the
+/// struct is `#[non_exhaustive]`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StateNode {
     /// The Node, once registered.
     pub node: Option<ClusterNode>,
@@ -45,6 +66,44 @@ pub struct StateNode {
 }
 
 impl StateNode {
+    /// A ready node from its Node (once registered) and its NodeClaim (for managed nodes), with
+    /// these bound pods; not marked for deletion, not nominated, without volume limits.
+    pub fn new(node: Option<ClusterNode>, node_claim: Option<NodeClaim>, pods: Vec<Pod>) -> Self {
+        StateNode {
+            node,
+            node_claim,
+            pods,
+            marked_for_deletion: false,
+            nominated_until: None,
+            ready: true,
+            volume_limits: crate::volumes::CsiNodeLimits::new(),
+        }
+    }
+
+    /// The node with its `Ready` condition true or not.
+    pub fn with_ready(mut self, ready: bool) -> Self {
+        self.ready = ready;
+        self
+    }
+
+    /// The node marked (or not) for deletion.
+    pub fn with_marked_for_deletion(mut self, marked: bool) -> Self {
+        self.marked_for_deletion = marked;
+        self
+    }
+
+    /// The node nominated for pending pods until `until`.
+    pub fn with_nominated_until(mut self, until: Timestamp) -> Self {
+        self.nominated_until = Some(until);
+        self
+    }
+
+    /// The node with these per-CSI-driver volume limits.
+    pub fn with_volume_limits(mut self, limits: crate::volumes::CsiNodeLimits) -> Self {
+        self.volume_limits = limits;
+        self
+    }
+
     /// The node's name: the Node's, else the NodeClaim's.
     pub fn name(&self) -> &str {
         match (&self.node, &self.node_claim) {
@@ -162,8 +221,11 @@ impl StateNode {
     }
 }
 
-/// Everything the disruption planner (and a provisioning round) reads about the cluster.
+/// Everything the disruption planner (and a provisioning round) reads about the cluster. Build
+/// it with [`ClusterSnapshot::new`] and the `with_*` methods (the struct is
+/// `#[non_exhaustive]`: what the planner reads will grow).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct ClusterSnapshot {
     /// NodePools with their instance types.
     pub node_pools: Vec<NodePoolState>,
@@ -194,6 +256,64 @@ pub struct ClusterSnapshot {
 }
 
 impl ClusterSnapshot {
+    /// A snapshot of these NodePools and nodes, with nothing else (no pending pods, DaemonSets,
+    /// budgets, namespace labels, volumes or buffer pods).
+    pub fn new(
+        node_pools: Vec<NodePoolState>,
+        nodes: impl IntoIterator<Item = StateNode>,
+    ) -> ClusterSnapshot {
+        ClusterSnapshot {
+            node_pools,
+            nodes: nodes.into_iter().map(Arc::new).collect(),
+            ..ClusterSnapshot::default()
+        }
+    }
+
+    /// The snapshot with these pending pods added.
+    pub fn with_pending_pods(mut self, pods: impl IntoIterator<Item = Pod>) -> Self {
+        self.pending_pods.extend(pods);
+        self
+    }
+
+    /// The snapshot with these DaemonSets added.
+    pub fn with_daemonsets(mut self, daemonsets: impl IntoIterator<Item = DaemonSet>) -> Self {
+        self.daemonsets.extend(daemonsets);
+        self
+    }
+
+    /// The snapshot with these PodDisruptionBudgets added.
+    pub fn with_pdbs(mut self, pdbs: impl IntoIterator<Item = PodDisruptionBudget>) -> Self {
+        self.pdbs.extend(pdbs);
+        self
+    }
+
+    /// The snapshot with these namespace labels (by namespace name).
+    pub fn with_namespace_labels(
+        mut self,
+        namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Self {
+        self.namespace_labels = namespace_labels;
+        self
+    }
+
+    /// The snapshot with these PersistentVolumeClaims, PersistentVolumes and StorageClasses.
+    pub fn with_volumes(mut self, volumes: crate::volumes::VolumeCatalog) -> Self {
+        self.volumes = volumes;
+        self
+    }
+
+    /// The snapshot with these CapacityBuffer virtual pods added.
+    pub fn with_buffer_pods(mut self, pods: impl IntoIterator<Item = Pod>) -> Self {
+        self.buffer_pods.extend(pods);
+        self
+    }
+
+    /// The snapshot with these CapacityBuffer virtual pod counts (by node name).
+    pub fn with_buffer_pod_counts(mut self, counts: BTreeMap<String, usize>) -> Self {
+        self.buffer_pod_counts = counts;
+        self
+    }
+
     /// The NodePool named `name`.
     pub fn node_pool(&self, name: &str) -> Option<&NodePoolState> {
         self.node_pools.iter().find(|p| p.node_pool.name() == name)

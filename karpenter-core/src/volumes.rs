@@ -101,6 +101,7 @@ pub fn csi_driver_for_provisioner(provisioner: &str) -> &str {
 /// `volumeusage.go` validation). Such pods are left out of the solve; they become schedulable once
 /// the storage objects change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum VolumeError {
     /// The claim a volume refers to does not exist.
     #[error("volume {volume:?}: persistentvolumeclaim {claim} not found")]

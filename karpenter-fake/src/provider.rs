@@ -304,7 +304,11 @@ impl FakeCloudProvider {
     pub fn recover_offering(&self, instance_type: &str, zone: &str, capacity_type: &str) {
         self.state()
             .failed_offerings
-            .remove(&UnavailableOffering::new(instance_type, zone, capacity_type));
+            .remove(&UnavailableOffering::new(
+                instance_type,
+                zone,
+                capacity_type,
+            ));
     }
 
     /// The offerings currently failing with insufficient capacity.

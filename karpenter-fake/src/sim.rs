@@ -84,10 +84,8 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        let operator = OperatorConfig {
-            scheduler: crate::harness::suite_options(),
-            ..OperatorConfig::default()
-        };
+        let mut operator = OperatorConfig::default();
+        operator.scheduler = crate::harness::suite_options();
         SimConfig {
             operator,
             start: "2026-01-01T00:00:00Z"
@@ -175,6 +173,16 @@ pub struct Sim {
     pub write_errors: Vec<ApiError>,
     /// How many inputs the operator was handed.
     pub inputs_delivered: u64,
+    crash: Option<CrashPoint>,
+}
+
+/// An armed crash of the controller (see [`Sim::crash_before`]).
+struct CrashPoint(Box<dyn FnMut(&Action) -> bool + Send>);
+
+impl std::fmt::Debug for CrashPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CrashPoint")
+    }
 }
 
 impl Sim {
@@ -209,6 +217,7 @@ impl Sim {
             counts: ActionCounts::default(),
             write_errors: Vec::new(),
             inputs_delivered: 0,
+            crash: None,
         }
     }
 
@@ -309,6 +318,24 @@ impl Sim {
         self.start();
     }
 
+    /// Arms a crash: the next time the operator asks for an action `at` accepts, that action
+    /// and every later action of the same batch are dropped (the process died between two API
+    /// calls) and the operator is restarted from the cluster's state alone, as
+    /// [`Sim::restart_operator`] does. One crash per call.
+    pub fn crash_before(&mut self, at: impl FnMut(&Action) -> bool + Send + 'static) {
+        self.crash = Some(CrashPoint(Box::new(at)));
+    }
+
+    /// Whether a crash armed by [`Sim::crash_before`] is still waiting for its action.
+    pub fn crash_armed(&self) -> bool {
+        self.crash.is_some()
+    }
+
+    /// How many times the operator was restarted.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
     fn drain_api_events(&mut self) {
         while let Some(e) = self.api.events.pop_front() {
             self.inbox.push_back(e);
@@ -322,10 +349,21 @@ impl Sim {
             eprintln!("{} <- {}", self.now, input_summary(&input));
         }
         let actions = self.operator.handle(input, self.now);
+        let mut crashed = false;
         for action in actions {
+            if let Some(CrashPoint(at)) = &mut self.crash
+                && at(&action)
+            {
+                self.crash = None;
+                crashed = true;
+                break;
+            }
             self.execute(action);
         }
         self.drain_api_events();
+        if crashed {
+            self.restart_operator();
+        }
     }
 
     fn write_failed(&mut self, error: ApiError) {
@@ -431,8 +469,7 @@ impl Sim {
         }
         let pod = pod.clone();
         let pdbs: Vec<PodDisruptionBudget> = self.api.pdbs.values().cloned().collect();
-        if let Err(e) = PdbLimits::new(&pdbs).can_evict_pods(std::slice::from_ref(&pod), self.now)
-        {
+        if let Err(e) = PdbLimits::new(&pdbs).can_evict_pods(std::slice::from_ref(&pod), self.now) {
             return EvictionResponse::TooManyRequests {
                 message: e.to_string(),
             };

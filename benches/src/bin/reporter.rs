@@ -6,6 +6,8 @@
 //! cargo run --release -p karpenter-bench --bin reporter            # every row, a table
 //! cargo run --release -p karpenter-bench --bin reporter -- --markdown
 //! cargo run --release -p karpenter-bench --bin reporter -- --rows diverse:1000,diverse:20000
+//! cargo run --release -p karpenter-bench --bin reporter -- --once --raw --rows diverse:5000
+//! cargo run --release -p karpenter-bench --bin reporter -- --help
 //! ```
 //!
 //! Each row runs in a child process (this binary with `--child ROW`), so the peak resident
@@ -47,14 +49,92 @@ struct Row {
     peak_kib: u64,
 }
 
+const HELP: &str = "\
+reporter: upstream's BenchmarkScheduling* workloads (and consolidation) solved by karpenter-core
+
+USAGE:
+    reporter [--rows ROW,ROW,...] [--once] [--markdown | --raw]
+    reporter --help
+
+ROWS (default: every row below):
+    diverse:N        makeDiversePods(N) over fake.InstanceTypes(400), PreferencePolicy Respect
+    respect:N        makePreferencePods(N), PreferencePolicy Respect
+    ignore:N         makePreferencePods(N), PreferencePolicy Ignore
+    consolidation:N  a cluster of N nodes: prepare, single-node evaluation, multi-node pass
+
+OPTIONS:
+    --rows LIST   comma-separated rows to run, in order
+    --once        time exactly one solve per row, the first of its process (no warm-up, no
+                  averaging): what upstream's `-test.benchtime=1x` measures
+    --markdown    print the tables as Markdown
+    --raw         print one machine-readable line per scheduling row:
+                  ROW PODS SCHEDULED NODES SOLVES NANOS_PER_SOLVE PEAK_RSS_KIB
+    -h, --help    print this help
+
+Each row runs in a child process (this binary with `--child ROW`), so its peak resident memory
+(VmHWM) is that row's alone.
+";
+
+/// Command-line options of the reporter.
+struct Args {
+    rows: Vec<String>,
+    markdown: bool,
+    raw: bool,
+    once: bool,
+    child: Option<String>,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, String> {
+    let mut parsed = Args {
+        rows: DEFAULT_ROWS.iter().map(|s| s.to_string()).collect(),
+        markdown: false,
+        raw: false,
+        once: false,
+        child: None,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--markdown" => parsed.markdown = true,
+            "--raw" => parsed.raw = true,
+            "--once" => parsed.once = true,
+            "--rows" => {
+                let list = it
+                    .next()
+                    .ok_or("--rows needs a list such as diverse:1000")?;
+                parsed.rows = list
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+            }
+            "--child" => {
+                let row = it
+                    .next()
+                    .ok_or("--child needs a row such as diverse:1000")?;
+                parsed.child = Some(row.clone());
+            }
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    Ok(parsed)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(pos) = args.iter().position(|a| a == "--child") {
-        let Some(row) = args.get(pos + 1) else {
-            eprintln!("--child needs a row such as diverse:1000");
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{HELP}");
+        return;
+    }
+    let args = match parse_args(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("reporter: {e}");
             std::process::exit(2);
-        };
-        match run_row(row) {
+        }
+    };
+    if let Some(row) = &args.child {
+        match run_row(row, args.once) {
             Ok(line) => println!("{line}"),
             Err(e) => {
                 eprintln!("{e}");
@@ -63,14 +143,6 @@ fn main() {
         }
         return;
     }
-    let markdown = args.iter().any(|a| a == "--markdown");
-    let rows: Vec<String> = match args.iter().position(|a| a == "--rows") {
-        Some(pos) => args
-            .get(pos + 1)
-            .map(|s| s.split(',').map(str::to_string).collect())
-            .unwrap_or_default(),
-        None => DEFAULT_ROWS.iter().map(|s| s.to_string()).collect(),
-    };
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -80,9 +152,14 @@ fn main() {
     };
     let mut results = Vec::new();
     let mut consolidation: Vec<(String, String)> = Vec::new();
-    for row in &rows {
-        let out = Command::new(&exe).arg("--child").arg(row).output();
-        match out {
+    let mut failed = false;
+    for row in &args.rows {
+        let mut command = Command::new(&exe);
+        command.arg("--child").arg(row);
+        if args.once {
+            command.arg("--once");
+        }
+        match command.output() {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
                 if let Some(rest) = text.trim().strip_prefix("C ") {
@@ -91,17 +168,51 @@ fn main() {
                 }
                 match parse_child(row, text.trim()) {
                     Some(r) => results.push(r),
-                    None => eprintln!("row {row}: unreadable output {text:?}"),
+                    None => {
+                        failed = true;
+                        eprintln!("row {row}: unreadable output {text:?}");
+                    }
                 }
             }
-            Ok(o) => eprintln!("row {row} failed: {}", String::from_utf8_lossy(&o.stderr)),
-            Err(e) => eprintln!("row {row} could not start: {e}"),
+            Ok(o) => {
+                failed = true;
+                eprintln!("row {row} failed: {}", String::from_utf8_lossy(&o.stderr));
+            }
+            Err(e) => {
+                failed = true;
+                eprintln!("row {row} could not start: {e}");
+            }
         }
     }
-    print_table(&results, markdown);
-    if !consolidation.is_empty() {
-        println!();
-        print_consolidation(&consolidation, markdown);
+    if args.raw {
+        for r in &results {
+            println!(
+                "{} {} {} {} {} {} {}",
+                r.name,
+                r.pods,
+                r.scheduled,
+                r.nodes,
+                r.iterations,
+                r.per_solve.as_nanos(),
+                r.peak_kib
+            );
+        }
+        for (row, text) in &consolidation {
+            println!("{row} C {text}");
+        }
+    } else {
+        if !results.is_empty() {
+            print_table(&results, args.markdown);
+        }
+        if !consolidation.is_empty() {
+            if !results.is_empty() {
+                println!();
+            }
+            print_consolidation(&consolidation, args.markdown);
+        }
+    }
+    if failed {
+        std::process::exit(1);
     }
 }
 
@@ -163,7 +274,7 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
     }
 }
 
-fn run_row(row: &str) -> Result<String, String> {
+fn run_row(row: &str, once: bool) -> Result<String, String> {
     let (kind, n) = row
         .split_once(':')
         .ok_or_else(|| format!("row {row:?} is not KIND:N"))?;
@@ -184,18 +295,25 @@ fn run_row(row: &str) -> Result<String, String> {
     let pods = scenario::to_pods(&draws);
     let input = scenario::input(pods);
     let options = scenario::options(policy);
-    // Warm-up and the reported solve.
+    // `--once`: the first solve of the process alone, timed (upstream's `benchtime=1x`).
+    // Otherwise a warm-up solve, then solves repeated for about two seconds and averaged.
+    let start = Instant::now();
     let (scheduled, nodes) = {
         let results = solve(&input, &options);
         (n - results.pod_errors.len(), results.new_node_claims.len())
     };
-    let mut iterations = 0u32;
-    let start = Instant::now();
-    while iterations < 3 || (start.elapsed() < Duration::from_secs(2) && iterations < 1000) {
-        std::hint::black_box(solve(&input, &options));
-        iterations += 1;
-    }
-    let per_solve = start.elapsed() / iterations;
+    let first = start.elapsed();
+    let (iterations, per_solve) = if once {
+        (1u32, first)
+    } else {
+        let mut iterations = 0u32;
+        let start = Instant::now();
+        while iterations < 3 || (start.elapsed() < Duration::from_secs(2) && iterations < 1000) {
+            std::hint::black_box(solve(&input, &options));
+            iterations += 1;
+        }
+        (iterations, start.elapsed() / iterations)
+    };
     Ok(format!(
         "{n} {scheduled} {nodes} {iterations} {} {}",
         per_solve.as_nanos(),
@@ -214,10 +332,8 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
     };
     let snapshot = consolidation::cluster(n);
     let now = consolidation::now();
-    let options = DisruptionOptions {
-        scheduler: scenario::options(PreferencePolicy::Respect),
-        ..DisruptionOptions::default()
-    };
+    let options =
+        DisruptionOptions::default().with_scheduler(scenario::options(PreferencePolicy::Respect));
     let candidates = consolidation_candidates_of(&snapshot, now);
     // Single-node: evaluate candidates one by one (every candidate up to 200, spread evenly).
     let step = (candidates.len() / 200).max(1);

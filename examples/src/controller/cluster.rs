@@ -49,6 +49,9 @@ pub enum Change {
     Other(&'static str),
     /// A watch finished its initial list (the kind's name).
     Synced(&'static str),
+    /// A message of the cloud provider's interruption queue (not a watch change; the AWS
+    /// mode's queue consumer sends it on the same channel).
+    Interruption(karpenter_core::operator::InterruptionEvent),
 }
 
 /// The stores of every watched kind.

@@ -12,6 +12,8 @@
 //! metrics and probe servers and the election; while leading, run the operator; stop on
 //! SIGTERM or SIGINT (release the Lease, stop the servers).
 
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod cluster;
 pub mod kwok;
 pub mod leader;
@@ -165,12 +167,21 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         }
     }
     let client = client(args.kubeconfig.as_deref()).await?;
+    #[cfg(feature = "aws")]
+    let mut aws_runtime = None;
     let provider = match args.cloud_provider {
+        #[cfg(feature = "aws")]
+        CloudProviderKind::Aws => {
+            let (provider, runtime) = aws::provider(&client, &args).await?;
+            aws_runtime = Some(runtime);
+            provider
+        }
+        #[cfg(not(feature = "aws"))]
         CloudProviderKind::Aws => {
             return Err(ControllerError::CloudProvider(
-                "--cloud-provider aws is not available yet in this build: the AWS \
-                 CloudProvider (EC2 launches, the interruption queue) has not been written; \
-                 use --cloud-provider fake to run against kwok nodes"
+                "--cloud-provider aws needs the AWS SDK, which this build leaves out: build \
+                 with `cargo build --release -p karpenter-cli --features aws` (the release \
+                 image does); use --cloud-provider fake to run against kwok nodes"
                     .to_string(),
             ));
         }
@@ -243,6 +254,31 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         )))
     };
 
+    #[cfg(feature = "aws")]
+    let changes = match aws_runtime {
+        Some(runtime) => {
+            // The interruption consumer's events join the watch changes on one channel.
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let forward = tx.clone();
+            let mut watched = changes;
+            tokio::spawn(async move {
+                while let Some(c) = watched.recv().await {
+                    if forward.send(c).is_err() {
+                        break;
+                    }
+                }
+            });
+            aws::spawn(
+                runtime,
+                caches.clone(),
+                tx,
+                leading.clone(),
+                shutdown.clone(),
+            );
+            rx
+        }
+        None => changes,
+    };
     let operator = tokio::spawn(operate::run(
         operate::Context {
             client: client.clone(),

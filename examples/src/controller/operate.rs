@@ -49,13 +49,11 @@ pub fn operator_config(settings: &ControllerArgs) -> OperatorConfig {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or_default()
         ^ u64::from(std::process::id()).rotate_left(32);
-    let mut config = OperatorConfig {
-        batch_idle_duration: to_signed(settings.batch_idle_duration),
-        batch_max_duration: to_signed(settings.batch_max_duration),
-        node_repair: settings.feature_gates.enabled("NodeRepair"),
-        name_seed: seed,
-        ..OperatorConfig::default()
-    };
+    let mut config = OperatorConfig::default();
+    config.batch_idle_duration = to_signed(settings.batch_idle_duration);
+    config.batch_max_duration = to_signed(settings.batch_max_duration);
+    config.node_repair = settings.feature_gates.enabled("NodeRepair");
+    config.name_seed = seed;
     config.repair_policies = Vec::new();
     config
 }
@@ -220,6 +218,7 @@ pub fn input_for(change: Change, caches: &Caches) -> Option<Input> {
             }
         },
         Change::PdbDeleted(p) => Some(Input::PdbDeleted(key(&p.metadata))),
+        Change::Interruption(e) => Some(Input::Interruption(e)),
         Change::Other(_) | Change::Synced(_) => None,
     }
 }

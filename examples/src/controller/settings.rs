@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 /// Which CloudProvider launches instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CloudProviderKind {
-    /// Amazon EC2 (not available yet in this build).
+    /// Amazon EC2 (builds with the `aws` feature).
     Aws,
     /// The in-memory fake provider: every launched NodeClaim gets a Node object annotated
     /// `kwok.x-k8s.io/node: fake`, so kwok (or nothing) plays its kubelet.

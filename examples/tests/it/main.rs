@@ -11,6 +11,7 @@ mod edges;
 mod errors;
 mod examples;
 mod fidelity;
+mod fuzz;
 mod options;
 mod perf;
 mod robustness;

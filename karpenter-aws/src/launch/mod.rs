@@ -580,6 +580,12 @@ impl UnavailableOfferings {
             .collect()
     }
 
+    /// Whether nothing is marked unavailable (expired entries count until
+    /// [`expire`](Self::expire) drops them).
+    pub fn is_empty(&self) -> bool {
+        self.offerings.is_empty() && self.capacity_types.is_empty() && self.subnets.is_empty()
+    }
+
     /// The sequence number of an instance type (changes on insert and expiry) combined with
     /// the global one.
     pub fn seq_num(&self, instance_type: &str) -> (u64, u64) {

@@ -1,3 +1,7 @@
 //! Integration tests of karpenter-aws's public API, driven the way the SDK shell will drive it.
 
+#[cfg(feature = "sdk")]
+mod moto;
 mod provider_flow;
+#[cfg(feature = "sdk")]
+mod sdk_pricing;

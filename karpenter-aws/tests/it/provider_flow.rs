@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use karpenter_aws::ami::{self, Image};
 use karpenter_aws::catalog::{AwsCatalogOptions, offline_catalog};
 use karpenter_aws::drift::{self, DriftReason, InstanceView};
-use karpenter_aws::interruption::{self, Action, ClaimRef};
+use karpenter_aws::interruption;
 use karpenter_aws::launch::{
     self, FleetError, FleetInput, LaunchOutcome, Offering, TemplateRef, UnavailableOfferings,
 };
@@ -17,6 +17,7 @@ use karpenter_aws::nodeclass::reconcile::{
 use karpenter_aws::resolve::{self, SecurityGroupInfo, SubnetInfo};
 use karpenter_aws::userdata::{self, BootstrapOptions};
 use karpenter_core::api::{NodeClaim, NodeClaimSpec, NodeClassReference};
+use karpenter_core::operator::InterruptionKind;
 use karpenter_core::requirements::{Operator, Requirement, Requirements};
 
 fn t(s: &str) -> jiff::Timestamp {
@@ -290,40 +291,21 @@ fn a_class_from_yaml_to_launch_ice_drift_and_interruption() {
     let body = include_str!("../fixtures/interruption/spot-interruption.json");
     let instance_id =
         launch::parse_provider_id(claim.status.provider_id.as_deref().unwrap()).unwrap();
-    let claims: BTreeMap<String, ClaimRef> = [(
-        instance_id.to_string(),
-        ClaimRef {
-            name: claim.name().to_string(),
-            nodepool: "default".into(),
+    let provider_id = claim.status.provider_id.clone().unwrap();
+    let event = interruption::parse_message(body).unwrap();
+    let events = event.operator_events(|id| (id == instance_id).then(|| provider_id.clone()));
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, InterruptionKind::SpotInterrupted);
+    assert_eq!(events[0].provider_id, provider_id);
+    // The operator marks the interrupted spot offering unavailable, as a launch error would.
+    ice.mark_offering(
+        launch::OfferingKey {
             capacity_type: "spot".into(),
             instance_type: "m5.large".into(),
             zone: "us-east-1b".into(),
-            reservation_id: None,
-            deleting: false,
         },
-    )]
-    .into();
-    let d = interruption::decide(&interruption::parse_message(body), &claims, now);
-    assert!(d.actions.contains(&Action::DeleteNodeClaim {
-        nodeclaim: "default-x1".into()
-    }));
-    for a in &d.actions {
-        if let Action::MarkOfferingUnavailable {
-            capacity_type,
-            instance_type,
-            zone,
-        } = a
-        {
-            ice.mark_offering(
-                launch::OfferingKey {
-                    capacity_type: capacity_type.clone(),
-                    instance_type: instance_type.clone(),
-                    zone: zone.clone(),
-                },
-                now,
-            );
-        }
-    }
+        now,
+    );
     assert!(
         ice.available(&offerings, now).is_empty(),
         "both zones now unavailable"

@@ -93,6 +93,7 @@ where
 
 /// Why an object could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApiError {
     /// Values with the wrong type or an unknown enum value, or required fields missing; each
     /// error names its field.

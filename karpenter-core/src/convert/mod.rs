@@ -70,6 +70,7 @@ pub use volumes::{csi_node_limits_from_k8s, pv_from_k8s, pvc_from_k8s, storage_c
 /// (`Pod default/web-0`) and the field (a JSON path such as
 /// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConvertError {
     /// A required field is absent or empty.
     #[error("{object}: {field}: required value")]

@@ -16,6 +16,7 @@ use std::borrow::Cow;
 
 /// Why an object cannot be converted between the [`api`] types and the `kube` wrappers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CrdError {
     /// The metadata does not fit the other representation (for example a timestamp that is
     /// not RFC 3339, or an unknown metadata field of the wrong type).

@@ -275,6 +275,7 @@ pub enum PodBlockEvictionError {
 
 /// Why a node is not a disruption candidate. The messages are upstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CandidateError {
     /// A command in the orchestration queue already disrupts the node.
     #[error("candidate is already being disrupted")]
@@ -396,6 +397,7 @@ pub fn validate_pods_disruptable(
 
 /// A node that a disruption method may disrupt.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Candidate {
     /// The node (with its NodeClaim and pods).
     pub node: Arc<StateNode>,

@@ -76,8 +76,11 @@ pub const MIN_INSTANCE_TYPES_FOR_SPOT_TO_SPOT: usize = 15;
 /// Balanced consolidation's `k`: a move is approved when its score is at least `1 / k`.
 pub const BALANCED_K: f64 = 2.0;
 
-/// Options of the disruption planner.
+/// Options of the disruption planner. Start from [`DisruptionOptions::default`] (upstream's
+/// defaults) and change what differs with the `with_*` methods (the struct is
+/// `#[non_exhaustive]`: options will be added).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DisruptionOptions {
     /// The scheduler's options (label policy, minValues and preference policies).
     pub scheduler: SchedulerOptions,
@@ -102,6 +105,51 @@ pub struct DisruptionOptions {
     /// budget ran out (upstream's `PreviouslyUnseenNodePools`): their candidates are evaluated
     /// first. The caller keeps this between passes from [`PassOutcome::unseen_node_pools`].
     pub previously_unseen_node_pools: BTreeSet<String>,
+}
+
+impl DisruptionOptions {
+    /// The options with these scheduler options.
+    pub fn with_scheduler(mut self, scheduler: SchedulerOptions) -> Self {
+        self.scheduler = scheduler;
+        self
+    }
+
+    /// The options with the `SpotToSpotConsolidation` feature gate on or off.
+    pub fn with_spot_to_spot_consolidation(mut self, enabled: bool) -> Self {
+        self.spot_to_spot_consolidation = enabled;
+        self
+    }
+
+    /// The options with this cap on multi-node consolidation's candidates (`None`: every
+    /// candidate).
+    pub fn with_multi_node_candidate_limit(mut self, limit: Option<usize>) -> Self {
+        self.multi_node_candidate_limit = limit;
+        self
+    }
+
+    /// The options with the `CapacityBuffer` feature gate on or off.
+    pub fn with_capacity_buffer(mut self, enabled: bool) -> Self {
+        self.capacity_buffer = enabled;
+        self
+    }
+
+    /// The options with this time budget for single-node consolidation.
+    pub fn with_single_node_time_budget(mut self, budget: TimeBudget) -> Self {
+        self.single_node_time_budget = budget;
+        self
+    }
+
+    /// The options with this time budget for multi-node consolidation.
+    pub fn with_multi_node_time_budget(mut self, budget: TimeBudget) -> Self {
+        self.multi_node_time_budget = budget;
+        self
+    }
+
+    /// The options with these NodePools' single-node candidates evaluated first.
+    pub fn with_previously_unseen_node_pools(mut self, pools: BTreeSet<String>) -> Self {
+        self.previously_unseen_node_pools = pools;
+        self
+    }
 }
 
 /// How long a method may keep evaluating candidates. The planner has no clock: the caller's
@@ -214,8 +262,11 @@ impl Reason {
     }
 }
 
-/// A decision: disrupt these candidates, launching these replacements first.
+/// A decision: disrupt these candidates, launching these replacements first. The planner builds
+/// it; a caller that builds one by hand (to re-validate or queue it) starts from
+/// [`Command::new`] (the struct is `#[non_exhaustive]`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Command {
     /// The method.
     pub method: Method,
@@ -233,6 +284,37 @@ pub struct Command {
 }
 
 impl Command {
+    /// A command of `method` for `reason` that deletes `candidates` without replacements,
+    /// saving nothing, without a simulation.
+    pub fn new(method: Method, reason: Reason, candidates: Vec<Candidate>) -> Self {
+        Command {
+            method,
+            reason,
+            candidates,
+            replacements: Vec::new(),
+            savings_per_hour: 0.0,
+            simulation: None,
+        }
+    }
+
+    /// The command launching these replacements before the candidates go.
+    pub fn with_replacements(mut self, replacements: Vec<NewNodeClaim>) -> Self {
+        self.replacements = replacements;
+        self
+    }
+
+    /// The command with this estimated saving per hour.
+    pub fn with_savings_per_hour(mut self, savings_per_hour: f64) -> Self {
+        self.savings_per_hour = savings_per_hour;
+        self
+    }
+
+    /// The command with this simulation of where the displaced pods go.
+    pub fn with_simulation(mut self, simulation: Results) -> Self {
+        self.simulation = Some(simulation);
+        self
+    }
+
     /// `delete` or `replace`, as upstream's metrics label decisions.
     pub fn decision(&self) -> &'static str {
         if self.replacements.is_empty() {
@@ -243,8 +325,11 @@ impl Command {
     }
 }
 
-/// One pass: the command(s) of the first method that acted, and nodes that were blocked.
+/// One pass: the command(s) of the first method that acted, and nodes that were blocked. An
+/// output of the planner (`#[non_exhaustive]`: it will report more); a caller that needs one by
+/// hand starts from [`PassOutcome::default`].
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PassOutcome {
     /// The commands (one method's).
     pub commands: Vec<Command>,
@@ -283,8 +368,11 @@ impl PassOutcome {
     }
 }
 
-/// The whole plan: every command the controller would issue, pass after pass.
+/// The whole plan: every command the controller would issue, pass after pass. An output of the
+/// planner (`#[non_exhaustive]`: it will report more); a caller that needs one by hand starts
+/// from [`Plan::default`].
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Plan {
     /// Commands in the order they would be issued.
     pub commands: Vec<Command>,

@@ -19,6 +19,7 @@ use super::cost::is_under_consolidate_after;
 
 /// Why a simulation could not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SimulationError {
     /// A candidate is already being deleted (upstream `errCandidateDeleting`); callers skip it.
     #[error("candidate {0} is already being deleted")]
@@ -31,6 +32,7 @@ pub enum SimulationError {
 
 /// The outcome of a simulation.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Simulation {
     /// The scheduler's results over the cluster without the candidates.
     pub results: Results,

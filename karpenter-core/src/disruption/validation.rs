@@ -36,6 +36,7 @@ pub const COMMAND_VALIDATION_DELAY: SignedDuration = SignedDuration::from_secs(1
 /// Not to be confused with [`crate::api::ValidationError`], a field of an API object that
 /// breaks the CRD's rules. (Until 0.1 this type was also called `ValidationError`.)
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RevalidationError {
     /// Candidates are no longer candidates (pods or nodes changed).
     #[error("{count} candidates are no longer valid")]
@@ -64,6 +65,7 @@ impl RevalidationError {
 
 /// The outcome of a re-validation together with upstream's metric increment.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Validation {
     /// The command to execute (an emptiness command may have shrunk), or why there is none.
     pub outcome: Result<Command, RevalidationError>,

@@ -317,8 +317,10 @@ pub fn is_requirements_drifted(np: &NodePool, claim: &NodeClaim) -> bool {
     !labels.is_compatible(&pool, None)
 }
 
-/// Settings of [`drift_reason`] that depend on the cloud provider.
+/// Settings of [`drift_reason`] that depend on the cloud provider. Build them with
+/// [`DriftOptions::new`] or [`DriftOptions::default`] (the struct is `#[non_exhaustive]`).
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DriftOptions {
     /// The label policy (well-known labels may be undefined on the NodeClaim when matching
     /// offerings).
@@ -326,6 +328,23 @@ pub struct DriftOptions {
     /// Labels describing reserved capacity (e.g. the reservation id), dropped from a
     /// `reserved` NodeClaim's labels before matching offerings.
     pub reserved_capacity_labels: Vec<String>,
+}
+
+impl DriftOptions {
+    /// Options with this label policy and no reserved-capacity labels.
+    pub fn new(policy: LabelPolicy) -> Self {
+        DriftOptions {
+            policy,
+            reserved_capacity_labels: Vec::new(),
+        }
+    }
+
+    /// The options dropping these labels from a `reserved` NodeClaim's labels before matching
+    /// offerings.
+    pub fn with_reserved_capacity_labels(mut self, labels: Vec<String>) -> Self {
+        self.reserved_capacity_labels = labels;
+        self
+    }
 }
 
 /// Instance-type drift: the NodeClaim has no instance-type label, the type is not among
@@ -427,6 +446,7 @@ pub fn drift_reason(
 
 /// The `Drifted` condition after a drift evaluation.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct DriftUpdate {
     /// The NodeClaim with its `Drifted` condition set or cleared.
     pub claim: NodeClaim,
@@ -488,6 +508,7 @@ pub struct SnapshotDriftInput {
 
 /// What [`evaluate_snapshot_drift`] did to the snapshot.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct SnapshotDrift {
     /// The hash controller's writes, per NodePool name (only pools with something to write),
     /// already applied to the snapshot.

@@ -491,9 +491,11 @@ pub fn registration_decision(
     step
 }
 
-/// A registered claim whose Node object was removed behind Karpenter's back (its finalizer
-/// bypassed) and created again by the kubelet, with the unregistered taint and without
-/// Karpenter's labels: the Node is synced as at registration (and marked initialized when the
+/// A registered claim whose Node carries the unregistered taint without Karpenter's labels: either
+/// the Node object was removed behind Karpenter's back (its finalizer bypassed) and created again
+/// by the kubelet, or the registration's Node patch was lost (a controller that recorded
+/// `Registered=True` before patching the Node and died in between). The Node is synced as at
+/// registration, without counting the node again (and marked initialized when the
 /// claim is), else it would keep the taint and hold its pods off for good. Upstream skips
 /// registered claims; this is a stated deviation (a stuck node is never what a user wants).
 fn reregistration(claim: &NodeClaim, nodes: &[Node]) -> LifecycleStep {

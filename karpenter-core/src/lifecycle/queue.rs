@@ -302,6 +302,7 @@ pub enum Step {
 
 /// Why a command cannot start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QueueError {
     /// A candidate is already part of a queued command.
     #[error("candidate is being disrupted: {provider_id}")]

@@ -21,12 +21,7 @@
 //! app.phase = PodPhase::Running;
 //! let mut ds = app.clone();
 //! ds.name = "ds".into();
-//! ds.owner = Some(OwnerReference {
-//!     api_version: "apps/v1".into(),
-//!     kind: "DaemonSet".into(),
-//!     name: "d".into(),
-//!     controller: true,
-//! });
+//! ds.owner = Some(OwnerReference::new("apps/v1", "DaemonSet", "d").with_controller(true));
 //! let plan = drain_plan("n1", &[app, ds], None, now);
 //! // Non-critical non-DaemonSet pods go first; the DaemonSet pod waits for the next pass.
 //! assert_eq!(plan.evict, ["default/app"]);
@@ -301,6 +296,7 @@ pub fn do_not_disrupt_active(pod: &Pod, now: Timestamp) -> bool {
 
 /// What to do with a draining Node's pods in this pass.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DrainPlan {
     /// Pods to delete now, bypassing PDBs and do-not-disrupt, with the grace period (seconds)
     /// to delete them with.

@@ -35,6 +35,20 @@ pub struct LabelSelectorRequirement {
 }
 
 impl LabelSelectorRequirement {
+    /// The expression `key operator values` (values are ignored by `Exists` and
+    /// `DoesNotExist`).
+    pub fn new<'a>(
+        key: impl Into<String>,
+        operator: SelectorOperator,
+        values: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator,
+            values: values.into_iter().map(str::to_string).collect(),
+        }
+    }
+
     /// Whether a set of labels satisfies this expression.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         let value = labels.get(&self.key);
@@ -47,9 +61,13 @@ impl LabelSelectorRequirement {
     }
 }
 
-/// A Kubernetes label selector. An empty selector matches everything.
+/// A Kubernetes label selector. An empty selector matches everything. Build it with
+/// [`LabelSelector::default`], [`LabelSelector::from_labels`] or
+/// [`LabelSelector::from_expressions`] and the `with_*` methods (the struct is
+/// `#[non_exhaustive]`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct LabelSelector {
     /// Labels that must be present with these values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -69,6 +87,35 @@ impl LabelSelector {
                 .collect(),
             match_expressions: Vec::new(),
         }
+    }
+
+    /// A selector of these expressions only.
+    pub fn from_expressions(
+        expressions: impl IntoIterator<Item = LabelSelectorRequirement>,
+    ) -> Self {
+        LabelSelector {
+            match_labels: BTreeMap::new(),
+            match_expressions: expressions.into_iter().collect(),
+        }
+    }
+
+    /// The selector with these `matchLabels` entries added.
+    pub fn with_match_labels<'a>(
+        mut self,
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
+        self.match_labels.extend(
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        self
+    }
+
+    /// The selector with this expression added.
+    pub fn with_expression(mut self, expression: LabelSelectorRequirement) -> Self {
+        self.match_expressions.push(expression);
+        self
     }
 
     /// Whether the labels satisfy every part of the selector.
@@ -118,9 +165,12 @@ pub struct NodeAffinity {
     pub preferred: Vec<PreferredSchedulingTerm>,
 }
 
-/// A pod (anti-)affinity term.
+/// A pod (anti-)affinity term. Build it with [`PodAffinityTerm::new`] and the `with_*` methods
+/// (the struct is `#[non_exhaustive]`: Kubernetes' term also has `matchLabelKeys` and
+/// `mismatchLabelKeys`, not modelled yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct PodAffinityTerm {
     /// Which pods the term refers to. `None` selects nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +183,31 @@ pub struct PodAffinityTerm {
     pub namespace_selector: Option<LabelSelector>,
     /// The node label that defines a topology domain.
     pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// A term over the pods `selector` selects in the pod's own namespace, with domains defined
+    /// by `topology_key`.
+    pub fn new(selector: LabelSelector, topology_key: impl Into<String>) -> Self {
+        PodAffinityTerm {
+            label_selector: Some(selector),
+            namespaces: Vec::new(),
+            namespace_selector: None,
+            topology_key: topology_key.into(),
+        }
+    }
+
+    /// The term looking in these namespaces.
+    pub fn with_namespaces<'a>(mut self, namespaces: impl IntoIterator<Item = &'a str>) -> Self {
+        self.namespaces = namespaces.into_iter().map(str::to_string).collect();
+        self
+    }
+
+    /// The term looking in the namespaces this selector selects.
+    pub fn with_namespace_selector(mut self, selector: LabelSelector) -> Self {
+        self.namespace_selector = Some(selector);
+        self
+    }
 }
 
 /// A weighted preferred pod (anti-)affinity term.
@@ -183,9 +258,11 @@ pub enum NodeInclusionPolicy {
     Ignore,
 }
 
-/// A topology spread constraint.
+/// A topology spread constraint. Build it with [`TopologySpreadConstraint::new`] and the
+/// `with_*` methods (the struct is `#[non_exhaustive]`: Kubernetes keeps adding fields to it).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct TopologySpreadConstraint {
     /// The maximum allowed difference between domains.
     pub max_skew: i32,
@@ -209,4 +286,68 @@ pub struct TopologySpreadConstraint {
     /// Pod label keys whose values are added to the selector.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub match_label_keys: Vec<String>,
+}
+
+impl TopologySpreadConstraint {
+    /// A constraint of `max_skew` over the domains of `topology_key`, hard or soft by
+    /// `when_unsatisfiable`, counting no pods until a selector is set
+    /// ([`TopologySpreadConstraint::with_label_selector`]).
+    ///
+    /// ```
+    /// use karpenter_core::model::{LabelSelector, TopologySpreadConstraint, WhenUnsatisfiable};
+    ///
+    /// let tsc = TopologySpreadConstraint::new(
+    ///     1,
+    ///     "topology.kubernetes.io/zone",
+    ///     WhenUnsatisfiable::DoNotSchedule,
+    /// )
+    /// .with_label_selector(LabelSelector::from_labels([("app", "web")]));
+    /// assert_eq!(tsc.max_skew, 1);
+    /// ```
+    pub fn new(
+        max_skew: i32,
+        topology_key: impl Into<String>,
+        when_unsatisfiable: WhenUnsatisfiable,
+    ) -> Self {
+        TopologySpreadConstraint {
+            max_skew,
+            topology_key: topology_key.into(),
+            when_unsatisfiable,
+            label_selector: None,
+            min_domains: None,
+            node_affinity_policy: None,
+            node_taints_policy: None,
+            match_label_keys: Vec::new(),
+        }
+    }
+
+    /// The constraint counting the pods `selector` selects.
+    pub fn with_label_selector(mut self, selector: LabelSelector) -> Self {
+        self.label_selector = Some(selector);
+        self
+    }
+
+    /// The constraint with this `minDomains`.
+    pub fn with_min_domains(mut self, min_domains: i32) -> Self {
+        self.min_domains = Some(min_domains);
+        self
+    }
+
+    /// The constraint with this `nodeAffinityPolicy`.
+    pub fn with_node_affinity_policy(mut self, policy: NodeInclusionPolicy) -> Self {
+        self.node_affinity_policy = Some(policy);
+        self
+    }
+
+    /// The constraint with this `nodeTaintsPolicy`.
+    pub fn with_node_taints_policy(mut self, policy: NodeInclusionPolicy) -> Self {
+        self.node_taints_policy = Some(policy);
+        self
+    }
+
+    /// The constraint with these `matchLabelKeys`.
+    pub fn with_match_label_keys<'a>(mut self, keys: impl IntoIterator<Item = &'a str>) -> Self {
+        self.match_label_keys = keys.into_iter().map(str::to_string).collect();
+        self
+    }
 }

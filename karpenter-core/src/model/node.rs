@@ -195,9 +195,11 @@ impl<'de> Deserialize<'de> for IntOrPercent {
     }
 }
 
-/// A PodDisruptionBudget as the disruption planner sees it (spec `disruption.md` 1.4).
+/// A PodDisruptionBudget as the disruption planner sees it. Build it with
+/// [`PodDisruptionBudget::new`] and the `with_*` methods (the struct is `#[non_exhaustive]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct PodDisruptionBudget {
     /// Namespace.
     pub namespace: String,
@@ -222,6 +224,60 @@ pub struct PodDisruptionBudget {
 }
 
 impl PodDisruptionBudget {
+    /// The budget `namespace/name` covering no pods (no selector), without `minAvailable` or
+    /// `maxUnavailable`, allowing no disruption.
+    ///
+    /// ```
+    /// use karpenter_core::model::{IntOrPercent, LabelSelector, Pod, PodDisruptionBudget};
+    ///
+    /// let pdb = PodDisruptionBudget::new("default", "web")
+    ///     .with_selector(LabelSelector::from_labels([("app", "web")]))
+    ///     .with_max_unavailable(IntOrPercent::Int(1))
+    ///     .with_disruptions_allowed(1);
+    /// assert!(pdb.selects(&Pod::new("default", "web-0").with_labels([("app", "web")])));
+    /// ```
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        PodDisruptionBudget {
+            namespace: namespace.into(),
+            name: name.into(),
+            selector: None,
+            min_available: None,
+            max_unavailable: None,
+            disruptions_allowed: 0,
+            unhealthy_pod_eviction_policy_always_allow: false,
+        }
+    }
+
+    /// The budget covering the pods of its namespace that `selector` selects.
+    pub fn with_selector(mut self, selector: LabelSelector) -> Self {
+        self.selector = Some(selector);
+        self
+    }
+
+    /// The budget with this `spec.minAvailable`.
+    pub fn with_min_available(mut self, min_available: IntOrPercent) -> Self {
+        self.min_available = Some(min_available);
+        self
+    }
+
+    /// The budget with this `spec.maxUnavailable`.
+    pub fn with_max_unavailable(mut self, max_unavailable: IntOrPercent) -> Self {
+        self.max_unavailable = Some(max_unavailable);
+        self
+    }
+
+    /// The budget with this `status.disruptionsAllowed`.
+    pub fn with_disruptions_allowed(mut self, disruptions_allowed: i32) -> Self {
+        self.disruptions_allowed = disruptions_allowed;
+        self
+    }
+
+    /// The budget with (or without) `unhealthyPodEvictionPolicy: AlwaysAllow`.
+    pub fn with_unhealthy_pod_eviction_policy_always_allow(mut self, always_allow: bool) -> Self {
+        self.unhealthy_pod_eviction_policy_always_allow = always_allow;
+        self
+    }
+
     /// Whether the budget forbids every voluntary eviction regardless of pod health:
     /// `maxUnavailable` is `0` or `"0%"`, or `minAvailable` is `"100%"`.
     pub fn is_fully_blocking(&self) -> bool {

@@ -16,9 +16,12 @@ use super::{
 // Pods
 // ---------------------------------------------------------------------------------------------
 
-/// The controller that owns a pod, as far as scheduling cares.
+/// The controller that owns a pod, as far as scheduling cares. Build it with
+/// [`OwnerReference::new`] (the struct is `#[non_exhaustive]`: Kubernetes' owner reference has
+/// more fields than are modelled today).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct OwnerReference {
     /// `apiVersion` of the owner.
     #[serde(default)]
@@ -30,6 +33,28 @@ pub struct OwnerReference {
     /// Whether this owner is the managing controller.
     #[serde(default)]
     pub controller: bool,
+}
+
+impl OwnerReference {
+    /// A reference to the `kind` named `name` of `api_version`, not marked as the controller.
+    pub fn new(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+    ) -> OwnerReference {
+        OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            controller: false,
+        }
+    }
+
+    /// The reference, marked (or not) as the managing controller.
+    pub fn with_controller(mut self, controller: bool) -> OwnerReference {
+        self.controller = controller;
+        self
+    }
 }
 
 /// A pod's phase.
@@ -52,9 +77,11 @@ pub enum PodPhase {
 ///
 /// `requests` are the pod's *effective* requests (containers, init containers, sidecars and
 /// RuntimeClass overhead already combined, limits copied into missing requests); the scheduler
-/// adds `pods: 1` itself. Use [`Pod::new`] and the builder-style methods in tests.
+/// adds `pods: 1` itself. Build it with [`Pod::new`] and the `with_*` methods (the struct is
+/// `#[non_exhaustive]`: fields will be added as the scheduler models more of the pod spec).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Pod {
     /// Namespace.
     pub namespace: String,
@@ -209,6 +236,94 @@ impl Pod {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
+        self
+    }
+
+    /// The pod with these annotations added.
+    pub fn with_annotations<'a>(
+        mut self,
+        annotations: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Pod {
+        self.annotations.extend(
+            annotations
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        self
+    }
+
+    /// The pod with this uid (replacing `<namespace>/<name>`).
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Pod {
+        self.uid = uid.into();
+        self
+    }
+
+    /// The pod created at `at`.
+    pub fn with_creation_timestamp(mut self, at: Timestamp) -> Pod {
+        self.creation_timestamp = at;
+        self
+    }
+
+    /// The pod in this phase.
+    pub fn with_phase(mut self, phase: PodPhase) -> Pod {
+        self.phase = phase;
+        self
+    }
+
+    /// The pod bound to the node named `node`.
+    pub fn with_node_name(mut self, node: impl Into<String>) -> Pod {
+        self.node_name = Some(node.into());
+        self
+    }
+
+    /// The pod with this controlling owner.
+    pub fn with_owner(mut self, owner: OwnerReference) -> Pod {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// The pod with this `spec.affinity.nodeAffinity`.
+    pub fn with_node_affinity(mut self, affinity: NodeAffinity) -> Pod {
+        self.node_affinity = Some(affinity);
+        self
+    }
+
+    /// The pod with this `spec.affinity.podAffinity`.
+    pub fn with_pod_affinity(mut self, affinity: PodAffinity) -> Pod {
+        self.pod_affinity = Some(affinity);
+        self
+    }
+
+    /// The pod with this `spec.affinity.podAntiAffinity`.
+    pub fn with_pod_anti_affinity(mut self, affinity: PodAffinity) -> Pod {
+        self.pod_anti_affinity = Some(affinity);
+        self
+    }
+
+    /// The pod with these tolerations added.
+    pub fn with_tolerations(mut self, tolerations: impl IntoIterator<Item = Toleration>) -> Pod {
+        self.tolerations.extend(tolerations);
+        self
+    }
+
+    /// The pod with these topology spread constraints added.
+    pub fn with_topology_spread_constraints(
+        mut self,
+        constraints: impl IntoIterator<Item = TopologySpreadConstraint>,
+    ) -> Pod {
+        self.topology_spread_constraints.extend(constraints);
+        self
+    }
+
+    /// The pod with this `spec.priority`.
+    pub fn with_priority(mut self, priority: i32) -> Pod {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// The pod with these volumes added.
+    pub fn with_volumes(mut self, volumes: impl IntoIterator<Item = PodVolume>) -> Pod {
+        self.volumes.extend(volumes);
         self
     }
 

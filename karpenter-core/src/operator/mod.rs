@@ -90,6 +90,7 @@ pub use view::{ClusterView, is_provisionable};
 
 /// Settings of the operator loops (upstream's flags and defaults).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OperatorConfig {
     /// `BATCH_IDLE_DURATION`: a batch closes when no new pending pod arrived for this long
     /// (default 1 s).
@@ -462,8 +463,8 @@ impl Operator {
         if self.synced {
             self.run(now, &mut out);
         }
-        // Writes go first: a NodeClaim's status is persisted before the cloud calls that
-        // follow from it are made.
+        // Writes go first (Node patches, then NodeClaim updates): a NodeClaim's status is
+        // persisted before the cloud calls that follow from it are made.
         let mut writes = Vec::new();
         self.flush(&mut writes);
         writes.append(&mut out);
@@ -759,12 +760,13 @@ impl Operator {
     /// Emits the staged writes. Node patches are applied to the view at once (a patch carries
     /// whole fields, so a later patch must start from it); NodeClaim updates carry the
     /// `resourceVersion` they were based on and wait for the watch.
+    ///
+    /// Node patches go before NodeClaim updates, as upstream orders them: a NodeClaim's status
+    /// records what was done to its Node (`Registered=True` once the unregistered taint is gone),
+    /// so a controller that dies between the two writes leaves a claim that is still
+    /// unregistered, which the next reconcile finishes, never a registered claim whose Node
+    /// keeps the taint.
     fn flush(&mut self, out: &mut Vec<Action>) {
-        for (name, claim) in std::mem::take(&mut self.staged_claims) {
-            if self.view.claims.get(&name) != Some(&claim) {
-                out.push(Action::UpdateNodeClaim(Box::new(claim)));
-            }
-        }
         for (name, node) in std::mem::take(&mut self.staged_nodes) {
             let Some(before) = self.view.nodes.get(&name) else {
                 continue;
@@ -772,6 +774,11 @@ impl Operator {
             if let Some(update) = crate::lifecycle::NodeUpdate::diff(before, &node) {
                 out.push(Action::PatchNode(update));
                 self.view.nodes.insert(name, node);
+            }
+        }
+        for (name, claim) in std::mem::take(&mut self.staged_claims) {
+            if self.view.claims.get(&name) != Some(&claim) {
+                out.push(Action::UpdateNodeClaim(Box::new(claim)));
             }
         }
     }

@@ -25,12 +25,7 @@
 //!
 //! let mut pod = Pod::new("default", "web-abc");
 //! pod.labels.insert("app".into(), "web".into());
-//! pod.owner = Some(OwnerReference {
-//!     api_version: "apps/v1".into(),
-//!     kind: "ReplicaSet".into(),
-//!     name: "web".into(),
-//!     controller: true,
-//! });
+//! pod.owner = Some(OwnerReference::new("apps/v1", "ReplicaSet", "web").with_controller(true));
 //! let owners = OwnerIndex::new([WorkloadSelector {
 //!     namespace: "default".into(),
 //!     kind: WorkloadKind::ReplicaSet,

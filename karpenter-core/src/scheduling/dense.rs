@@ -89,6 +89,15 @@ pub(crate) fn fits(candidate: &Res, total: &Res) -> bool {
     total.iter().all(|t| *t >= 0) && candidate.iter().zip(total.iter()).all(|(c, t)| c <= t)
 }
 
+/// [`fits`]`(&`[`add`]`(a, b), total)` without building the sum.
+pub(crate) fn fits_sum(a: &Res, b: &Res, total: &Res) -> bool {
+    total.iter().all(|t| *t >= 0)
+        && a.iter()
+            .zip(b.iter())
+            .zip(total.iter())
+            .all(|((x, y), t)| x.saturating_add(*y) <= *t)
+}
+
 /// Element-wise maximum.
 pub(crate) fn max_assign(a: &mut Res, b: &Res) {
     for (x, y) in a.iter_mut().zip(b.iter()) {

@@ -25,6 +25,7 @@ pub const ZONE_NONE: &str = "none";
 
 /// What upstream's scheduler gauges would show after a solve.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SolveMetrics {
     /// The largest scheduling-queue length seen at the top of the solve loop (upstream gauge
     /// `karpenter_scheduler_queue_depth`, sampled before every pop): the number of pods queued

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
@@ -11,10 +12,10 @@ use smallvec::SmallVec;
 
 /// (template, requirements without hostname) → per instance type (requirements met, offering
 /// available).
-type FilterCache = FxHashMap<(usize, Requirements), Arc<Vec<(u32, bool, bool)>>>;
+type FilterCache = RequirementsCache<Arc<Vec<(u32, bool, bool)>>>;
 
 /// (template, the requirements on the keys offerings carry) → the offering view.
-type OfferingCache = FxHashMap<(usize, Vec<Option<Requirement>>), Arc<OfferingView>>;
+type OfferingCache = RequirementsCache<Arc<OfferingView>>;
 
 /// What the available offerings of a template's instance types look like under some
 /// requirements. Offering compatibility depends only on the requirements of the keys offerings
@@ -34,8 +35,11 @@ use crate::resources::{ResourceList, names};
 use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint};
 
+mod cache;
 mod claims;
 mod prepared;
+
+use cache::RequirementsCache;
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
@@ -246,8 +250,9 @@ enum AddError {
 }
 
 /// Per-pod data that changes when the pod is relaxed.
-struct PodState {
-    pod: Pod,
+struct PodState<'p> {
+    /// The pod as attempted: borrowed from the input until a relaxation needs a copy.
+    pod: Cow<'p, Pod>,
     /// `namespace/name`, computed once.
     key: String,
     /// Displaced from a consolidation candidate: refused by nodes under `consolidateAfter`.
@@ -351,6 +356,9 @@ struct Solver<'a> {
     errors: BTreeMap<usize, PodError>,
     /// Per input pod: its volumes (spec 5.3), resolved before the queue is built.
     pod_volumes: Vec<Arc<PodVolumes>>,
+    /// Per input pod: its requirements as computed during validation, taken by its first
+    /// placement attempt (later attempts compute them again).
+    first_reqs: Vec<Option<PodRequirements>>,
 }
 
 impl<'a> Solver<'a> {
@@ -424,22 +432,29 @@ impl<'a> Solver<'a> {
             tolerate_prefer_no_schedule: prepared.tolerate_prefer_no_schedule,
             hostname_counter: 0,
             reservation_capacity: prepared.reservation_capacity.clone(),
-            filter_cache: RefCell::new(FxHashMap::default()),
-            offering_cache: RefCell::new(FxHashMap::default()),
+            filter_cache: RefCell::new(RequirementsCache::default()),
+            offering_cache: RefCell::new(RequirementsCache::default()),
             errors: BTreeMap::new(),
             pod_volumes: Vec::new(),
+            first_reqs: Vec::new(),
         }
     }
 
-    fn pod_state(&self, idx: usize, pod: Pod) -> PodState {
-        let reqs = podreqs::pod_requirements(&pod, self.options.preference_policy);
+    /// The state of the unrelaxed pod `idx` for a placement attempt.
+    fn pod_state(&mut self, idx: usize) -> PodState<'a> {
+        let pods = self.pods;
+        let pod = &pods[idx];
+        let reqs = match self.first_reqs.get_mut(idx).and_then(Option::take) {
+            Some(r) => r,
+            None => podreqs::pod_requirements(pod, self.options.preference_policy),
+        };
         let requests = self.index.dense(&pod.scheduling_requests());
-        let constrained = self.topology.constrains(&pod);
+        let constrained = self.topology.constrains(pod);
         let key = pod.key();
         PodState {
+            pod: Cow::Borrowed(pod),
             displaced: self.displaced.is_some_and(|d| d.contains(&key)),
             key,
-            pod,
             reqs,
             requests,
             constrained,
@@ -452,6 +467,7 @@ impl<'a> Solver<'a> {
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
         self.pod_volumes = vec![Arc::default(); pods.len()];
+        self.first_reqs = std::iter::repeat_with(|| None).take(pods.len()).collect();
         let mut metrics = super::SolveMetrics::default();
         for (i, pod) in pods.iter().enumerate() {
             if let Err(m) = podreqs::validate_pod(pod, self.policy) {
@@ -489,6 +505,7 @@ impl<'a> Solver<'a> {
             if pod.phase == crate::model::PodPhase::Pending {
                 metrics.count_pending(super::metrics::effective_zone(&self.topology, pod, &reqs));
             }
+            self.first_reqs[i] = Some(reqs);
             queue.push(i);
         }
         // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
@@ -530,33 +547,55 @@ impl<'a> Solver<'a> {
     }
 
     fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {
-        let mut state = self.pod_state(idx, self.pods[idx].clone());
+        let mut state = self.pod_state(idx);
         loop {
-            let err = match self.add(idx, &state) {
+            // Error text is built only for the attempt whose error is kept: the one no
+            // relaxation follows. Attempts are pure until they succeed, so running the failed
+            // attempt again with messages gives exactly its error.
+            let err = match self.add(idx, &state, false) {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
-            let (kind, message) = match err {
-                AddError::Reserved(m) => return Err(pod_error(PodErrorKind::ReservedOffering, m)),
-                AddError::Pod(PodErrorKind::Dra, m) => {
-                    return Err(pod_error(PodErrorKind::Dra, m));
-                }
-                AddError::Pod(k, m) => (k, m),
+            if let AddError::Reserved(m) = err {
+                return Err(pod_error(PodErrorKind::ReservedOffering, m));
+            }
+            if let AddError::Pod(PodErrorKind::Dra, m) = err {
+                return Err(pod_error(PodErrorKind::Dra, m));
+            }
+            let mut pod = state.pod.as_ref().clone();
+            let affinity_terms = |p: &Pod| {
+                p.node_affinity
+                    .as_ref()
+                    .map(|a| (a.required.len(), a.preferred.len()))
             };
-            let mut pod = state.pod;
+            let before = affinity_terms(&pod);
             if !podreqs::relax(
                 &mut pod,
                 self.options.preference_policy,
                 self.tolerate_prefer_no_schedule,
             ) {
+                let (kind, message) = match self.add(idx, &state, true) {
+                    Err(AddError::Reserved(m)) => (PodErrorKind::ReservedOffering, m),
+                    Err(AddError::Pod(k, m)) => (k, m),
+                    // Unreachable (the attempt is deterministic); keep the placement.
+                    Ok(()) => return Ok(()),
+                };
                 return Err(pod_error(kind, message));
             }
             self.topology.update(&pod);
-            state = self.pod_state(idx, pod);
+            // The pod's requirements read only its node selector and node affinity; a
+            // relaxation removes terms, so unchanged term counts mean unchanged requirements.
+            if before != affinity_terms(&pod) {
+                state.reqs = podreqs::pod_requirements(&pod, self.options.preference_policy);
+            }
+            state.constrained = self.topology.constrains(&pod);
+            state.pod = Cow::Owned(pod);
         }
     }
 
-    fn add(&mut self, idx: usize, st: &PodState) -> Result<(), AddError> {
+    /// One placement attempt. `verbose`: build error messages (otherwise a failure carries
+    /// its kind and an empty message).
+    fn add(&mut self, idx: usize, st: &PodState<'_>, verbose: bool) -> Result<(), AddError> {
         if st.pod.has_resource_claims && self.options.ignore_dra_requests {
             return Err(AddError::Pod(
                 PodErrorKind::Dra,
@@ -663,9 +702,9 @@ impl<'a> Solver<'a> {
             ));
         }
         let mut errors = Vec::new();
-        let mut kind = PodErrorKind::InstanceTypes;
+        let mut kind = None;
         for t in 0..self.templates.len() {
-            match self.new_claim(t, idx, st) {
+            match self.new_claim(t, idx, st, verbose) {
                 Ok(()) => return Ok(()),
                 Err(AddError::Reserved(m)) => {
                     return Err(AddError::Reserved(format!(
@@ -674,8 +713,9 @@ impl<'a> Solver<'a> {
                     )));
                 }
                 Err(AddError::Pod(k, m)) => {
-                    if errors.is_empty() {
-                        kind = k;
+                    kind = kind.or(Some(k));
+                    if !verbose {
+                        continue;
                     }
                     errors.push(format!(
                         "incompatible with nodepool {:?}, daemonset overhead={}, {m}",
@@ -685,7 +725,10 @@ impl<'a> Solver<'a> {
                 }
             }
         }
-        Err(AddError::Pod(kind, errors.join("; ")))
+        Err(AddError::Pod(
+            kind.unwrap_or(PodErrorKind::InstanceTypes),
+            errors.join("; "),
+        ))
     }
 
     fn daemon_overhead_summary(&self, t: usize) -> String {
@@ -697,7 +740,7 @@ impl<'a> Solver<'a> {
 
     // ---- existing nodes ------------------------------------------------------------------
 
-    fn existing_can_add(&self, n: usize, st: &PodState) -> Option<Requirements> {
+    fn existing_can_add(&self, n: usize, st: &PodState<'_>) -> Option<Requirements> {
         let node = &self.existing[n];
         if st.displaced && self.existing_meta[n].refuses_displaced {
             return None;
@@ -726,7 +769,7 @@ impl<'a> Solver<'a> {
         })
     }
 
-    fn existing_topology(&self, st: &PodState, mut reqs: Requirements) -> Option<Requirements> {
+    fn existing_topology(&self, st: &PodState<'_>, mut reqs: Requirements) -> Option<Requirements> {
         if st.constrained {
             let topo = self
                 .topology
@@ -738,7 +781,7 @@ impl<'a> Solver<'a> {
         Some(reqs)
     }
 
-    fn existing_add(&mut self, n: usize, idx: usize, st: &PodState, reqs: Requirements) {
+    fn existing_add(&mut self, n: usize, idx: usize, st: &PodState<'_>, reqs: Requirements) {
         let Some(node) = self.existing.get_mut(n) else {
             return;
         };

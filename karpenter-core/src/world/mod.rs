@@ -133,6 +133,7 @@ pub enum Workload {
 
 /// Why the objects do not make a world: the object and field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorldError {
     /// An object breaks a schema or validation rule, or clashes with another.
     #[error("{origin}: {object}: {field}: {message}")]

@@ -69,11 +69,7 @@ fn node_pool(
         duration: None,
         reasons: None,
     }]);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types,
-        ready: true,
-    }
+    NodePoolState::new(NodePool::new(name, spec), instance_types)
 }
 
 fn condition(type_: &str) -> Condition {
@@ -122,24 +118,12 @@ fn node(name: &str, pool: &str, it: &InstanceType, ct: &str, pods: usize, cpu: &
             p.requests = rl(&[("cpu", cpu), ("memory", "512Mi")]);
             p.node_name = Some(name.to_string());
             p.phase = PodPhase::Running;
-            p.owner = Some(OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "ReplicaSet".into(),
-                name: "web".into(),
-                controller: true,
-            });
+            p.owner =
+                Some(OwnerReference::new("apps/v1", "ReplicaSet", "web").with_controller(true));
             p
         })
         .collect();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods,
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
+    StateNode::new(Some(n), Some(claim), pods)
 }
 
 fn do_not_disrupt(mut n: StateNode) -> StateNode {

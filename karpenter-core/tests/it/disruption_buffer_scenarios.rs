@@ -28,7 +28,7 @@ use super::disruption_scenarios::{
 };
 use karpenter_core::api::{ConditionStatus, ConsolidationPolicy, NillableDuration};
 use karpenter_core::disruption::{
-    Command, DisruptionOptions, Method, PassOutcome, Reason, TimeBudget, multi_node_pass,
+    Command, Method, PassOutcome, Reason, TimeBudget, multi_node_pass,
 };
 use karpenter_core::labels;
 use karpenter_core::model::{InstanceType, Offering, Pod, PodPhase};
@@ -308,10 +308,7 @@ fn capacity_buffer_gate_off_replacement_ignores_the_virtual_pods() {
 /// option because its spot offering is cheaper than the on-demand node).
 #[test]
 fn capacity_buffer_gate_on_replacement_must_fit_the_virtual_pods() {
-    let o = DisruptionOptions {
-        capacity_buffer: true,
-        ..s2s()
-    };
+    let o = s2s().with_capacity_buffer(true);
     let p = pass_with(&buffered_expensive_node(), &o);
     let cmd = only(&p);
     assert_eq!(cmd.decision(), "replace");
@@ -323,10 +320,7 @@ fn capacity_buffer_gate_on_replacement_must_fit_the_virtual_pods() {
 fn capacity_buffer_gate_on_unschedulable_virtual_pods_do_not_block_consolidation() {
     let mut s = buffered_expensive_node();
     s.buffer_pods = vec![virtual_pod("huge", "100")];
-    let o = DisruptionOptions {
-        capacity_buffer: true,
-        ..s2s()
-    };
+    let o = s2s().with_capacity_buffer(true);
     let p = pass_with(&s, &o);
     let cmd = only(&p);
     assert_eq!(names(cmd), ["node-0"]);
@@ -400,10 +394,7 @@ fn unseen(pools: &[&str]) -> BTreeSet<String> {
 fn single_node_consolidation_candidate_shuffling_should_reset_timed_out_nodepools_when_all_nodepools_are_evaluated()
  {
     let s = unconsolidatable_pools(1);
-    let o = DisruptionOptions {
-        previously_unseen_node_pools: unseen(&["nodepool-2"]),
-        ..opts()
-    };
+    let o = opts().with_previously_unseen_node_pools(unseen(&["nodepool-2"]));
     let p = pass_with(&s, &o);
     assert!(p.commands.is_empty(), "{:?}", p.commands);
     assert_eq!(
@@ -419,10 +410,7 @@ fn single_node_consolidation_candidate_shuffling_should_mark_nodepools_as_timed_
  {
     let s = unconsolidatable_pools(10);
     // Upstream sets the timeout to -5 s: the deadline has passed before the first candidate.
-    let o = DisruptionOptions {
-        single_node_time_budget: TimeBudget::Candidates(0),
-        ..opts()
-    };
+    let o = opts().with_single_node_time_budget(TimeBudget::Candidates(0));
     let p = pass_with(&s, &o);
     assert!(p.commands.is_empty());
     assert_eq!(
@@ -436,10 +424,7 @@ fn single_node_consolidation_candidate_shuffling_should_mark_nodepools_as_timed_
 #[test]
 fn single_node_time_budget_deadline_probe_that_has_passed_marks_every_pool() {
     let s = unconsolidatable_pools(2);
-    let o = DisruptionOptions {
-        single_node_time_budget: TimeBudget::Deadline(Arc::new(|| true)),
-        ..opts()
-    };
+    let o = opts().with_single_node_time_budget(TimeBudget::Deadline(Arc::new(|| true)));
     let p = pass_with(&s, &o);
     assert_eq!(
         p.unseen_node_pools,
@@ -454,12 +439,9 @@ fn single_node_time_budget_deadline_probe_is_asked_before_each_candidate() {
     let s = unconsolidatable_pools(2);
     let asked = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&asked);
-    let o = DisruptionOptions {
-        single_node_time_budget: TimeBudget::Deadline(Arc::new(move || {
-            counter.fetch_add(1, Ordering::SeqCst) >= 2
-        })),
-        ..opts()
-    };
+    let o = opts().with_single_node_time_budget(TimeBudget::Deadline(Arc::new(move || {
+        counter.fetch_add(1, Ordering::SeqCst) >= 2
+    })));
     let p = pass_with(&s, &o);
     assert_eq!(asked.load(Ordering::SeqCst), 3);
     assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-3"])));
@@ -470,10 +452,7 @@ fn single_node_time_budget_deadline_probe_is_asked_before_each_candidate() {
 #[test]
 fn single_node_time_budget_unseen_pools_go_first_in_the_next_pass() {
     let s = unconsolidatable_pools(3);
-    let mut o = DisruptionOptions {
-        single_node_time_budget: TimeBudget::Candidates(2),
-        ..opts()
-    };
+    let mut o = opts().with_single_node_time_budget(TimeBudget::Candidates(2));
     let p = pass_with(&s, &o);
     assert!(p.commands.is_empty());
     assert_eq!(p.unseen_node_pools, Some(unseen(&["nodepool-3"])));
@@ -488,10 +467,7 @@ fn single_node_time_budget_unseen_pools_go_first_in_the_next_pass() {
 #[test]
 fn single_node_time_budget_memory_unchanged_when_a_command_is_found() {
     let s = consolidation_cluster(vec![expensive("node-0", 1)]);
-    let o = DisruptionOptions {
-        previously_unseen_node_pools: unseen(&["other"]),
-        ..s2s()
-    };
+    let o = s2s().with_previously_unseen_node_pools(unseen(&["other"]));
     let p = pass_with(&s, &o);
     assert_eq!(only(&p).method, Method::SingleNode);
     assert_eq!(p.unseen_node_pools, None);
@@ -872,28 +848,19 @@ fn metrics_should_stop_multi_node_consolidation_after_context_deadline_is_reache
                 .collect(),
         )
     };
-    let expired = DisruptionOptions {
-        multi_node_time_budget: TimeBudget::Candidates(0),
-        ..opts()
-    };
+    let expired = opts().with_multi_node_time_budget(TimeBudget::Candidates(0));
     let p = multi_node_pass(&cluster(), now(), &expired);
     assert!(p.commands.is_empty(), "{:?}", p.commands);
     assert!(p.multi_node_timed_out);
 
     // A deadline probe that has already passed behaves the same.
-    let probe = DisruptionOptions {
-        multi_node_time_budget: TimeBudget::Deadline(Arc::new(|| true)),
-        ..opts()
-    };
+    let probe = opts().with_multi_node_time_budget(TimeBudget::Deadline(Arc::new(|| true)));
     let p = multi_node_pass(&cluster(), now(), &probe);
     assert!(p.commands.is_empty());
     assert!(p.multi_node_timed_out);
 
     // Time for one trial only: the search stops after it, keeping what it found.
-    let one = DisruptionOptions {
-        multi_node_time_budget: TimeBudget::Candidates(1),
-        ..opts()
-    };
+    let one = opts().with_multi_node_time_budget(TimeBudget::Candidates(1));
     let p = multi_node_pass(&cluster(), now(), &one);
     assert!(p.multi_node_timed_out);
     assert!(p.commands.len() <= 1);

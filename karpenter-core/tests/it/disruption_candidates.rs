@@ -93,11 +93,10 @@ fn node_pool(name: &str, budgets: Vec<Budget>) -> NodePoolState {
     };
     let mut spec = NodePoolSpec::new(template);
     spec.disruption.budgets = Some(budgets);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types: vec![instance_type(INSTANCE_TYPE, 1.0, 0.5)],
-        ready: true,
-    }
+    NodePoolState::new(
+        NodePool::new(name, spec),
+        vec![instance_type(INSTANCE_TYPE, 1.0, 0.5)],
+    )
 }
 
 /// A NodePool with a 100 % budget (the suite's default).
@@ -141,15 +140,7 @@ fn managed_node(name: &str, pool: &str) -> StateNode {
     let mut node = ClusterNode::new(name);
     node.labels = labels;
     node.managed = true;
-    StateNode {
-        node: Some(node),
-        node_claim: Some(claim),
-        pods: Vec::new(),
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
+    StateNode::new(Some(node), Some(claim), Vec::new())
 }
 
 /// A running pod bound to `node`, started an hour before [`NOW`], owned by a ReplicaSet.
@@ -164,12 +155,12 @@ fn pod(name: &str, node: &str) -> Pod {
 }
 
 fn owner(kind: &str, api_version: &str) -> OwnerReference {
-    OwnerReference {
-        api_version: api_version.to_string(),
-        kind: kind.to_string(),
-        name: format!("{}-owner", kind.to_lowercase()),
-        controller: true,
-    }
+    OwnerReference::new(
+        api_version.to_string(),
+        kind.to_string(),
+        format!("{}-owner", kind.to_lowercase()),
+    )
+    .with_controller(true)
 }
 
 fn dnd(mut p: Pod, value: &str) -> Pod {
@@ -195,23 +186,13 @@ fn with_tgp(mut n: StateNode, tgp: &str) -> StateNode {
 /// A PDB selecting `app: test` in `default` with `disruptionsAllowed` 0 (and `maxUnavailable`
 /// 0 when `fully_blocking`).
 fn pdb(name: &str, fully_blocking: bool) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        namespace: "default".to_string(),
-        name: name.to_string(),
-        selector: Some(LabelSelector::from_labels([("app", "test")])),
-        min_available: None,
-        max_unavailable: Some(IntOrPercent::Int(if fully_blocking { 0 } else { 1 })),
-        disruptions_allowed: 0,
-        unhealthy_pod_eviction_policy_always_allow: false,
-    }
+    PodDisruptionBudget::new("default".to_string(), name.to_string())
+        .with_selector(LabelSelector::from_labels([("app", "test")]))
+        .with_max_unavailable(IntOrPercent::Int(if fully_blocking { 0 } else { 1 }))
 }
 
 fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
-    }
+    ClusterSnapshot::new(pools, nodes)
 }
 
 fn with_pdbs(mut s: ClusterSnapshot, pdbs: Vec<PodDisruptionBudget>) -> ClusterSnapshot {

@@ -83,11 +83,7 @@ fn node_pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolS
         duration: None,
         reasons: None,
     }]);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types: catalog(),
-        ready: true,
-    }
+    NodePoolState::new(NodePool::new(name, spec), catalog())
 }
 
 fn condition(type_: &str) -> Condition {
@@ -135,32 +131,18 @@ fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: &str) -> St
             p.requests = rl(&[("cpu", cpu), ("memory", "512Mi")]);
             p.node_name = Some(name.to_string());
             p.phase = karpenter_core::model::PodPhase::Running;
-            p.owner = Some(karpenter_core::model::OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "ReplicaSet".into(),
-                name: "web".into(),
-                controller: true,
-            });
+            p.owner = Some(
+                karpenter_core::model::OwnerReference::new("apps/v1", "ReplicaSet", "web")
+                    .with_controller(true),
+            );
             p
         })
         .collect();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods,
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
+    StateNode::new(Some(n), Some(claim), pods)
 }
 
 fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
-    }
+    ClusterSnapshot::new(pools, nodes)
 }
 
 fn it(name: &str) -> Arc<InstanceType> {

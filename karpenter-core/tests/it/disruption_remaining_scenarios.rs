@@ -68,11 +68,7 @@ pub(super) fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> Nod
         duration: None,
         reasons: None,
     }]);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types: catalog(),
-        ready: true,
-    }
+    NodePoolState::new(NodePool::new(name, spec), catalog())
 }
 
 /// A running ReplicaSet pod bound to `node` requesting `cpu`.

@@ -142,11 +142,7 @@ pub(super) fn pool_with(
         duration: None,
         reasons: None,
     }]);
-    NodePoolState {
-        node_pool: NodePool::new(name, spec),
-        instance_types: types,
-        ready: true,
-    }
+    NodePoolState::new(NodePool::new(name, spec), types)
 }
 
 pub(super) fn pool(name: &str, policy: ConsolidationPolicy, budget: &str) -> NodePoolState {
@@ -170,12 +166,7 @@ pub(super) fn cond(type_: &str, status: ConditionStatus, at: &str) -> Condition 
 }
 
 pub(super) fn owner(kind: &str) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: kind.into(),
-        name: "owner".into(),
-        controller: true,
-    })
+    Some(OwnerReference::new("apps/v1", kind, "owner").with_controller(true))
 }
 
 /// A running ReplicaSet pod bound to `node` requesting `cpu`.
@@ -233,15 +224,7 @@ pub(super) fn node(name: &str, pool: &str, it: &InstanceType, pods: usize, cpu: 
     let pods = (0..pods)
         .map(|i| pod(name, &format!("{name}-pod-{i}"), cpu))
         .collect();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods,
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
+    StateNode::new(Some(n), Some(claim), pods)
 }
 
 /// Sets a label on both the Node and the NodeClaim.
@@ -315,11 +298,7 @@ fn with_tgp(mut n: StateNode) -> StateNode {
 }
 
 pub(super) fn snapshot(pools: Vec<NodePoolState>, nodes: Vec<StateNode>) -> ClusterSnapshot {
-    ClusterSnapshot {
-        node_pools: pools,
-        nodes: nodes.into_iter().map(Arc::new).collect(),
-        ..ClusterSnapshot::default()
-    }
+    ClusterSnapshot::new(pools, nodes)
 }
 
 pub(super) fn opts() -> DisruptionOptions {
@@ -328,10 +307,7 @@ pub(super) fn opts() -> DisruptionOptions {
 
 /// The consolidation suite's options: the SpotToSpot gate is on.
 pub(super) fn s2s() -> DisruptionOptions {
-    DisruptionOptions {
-        spot_to_spot_consolidation: true,
-        ..DisruptionOptions::default()
-    }
+    DisruptionOptions::default().with_spot_to_spot_consolidation(true)
 }
 
 pub(super) fn pass(s: &ClusterSnapshot) -> PassOutcome {
@@ -864,18 +840,9 @@ fn drift_should_not_create_replacements_for_drifted_nodes_that_have_pods_with_th
 
 /// A PDB selecting `app=web` in `namespace` that allows no disruption (`maxUnavailable: 0`).
 fn blocking_pdb(namespace: &str) -> PodDisruptionBudget {
-    PodDisruptionBudget {
-        namespace: namespace.to_string(),
-        name: "pdb".to_string(),
-        selector: Some(LabelSelector {
-            match_labels: [("app".to_string(), "web".to_string())].into(),
-            match_expressions: Vec::new(),
-        }),
-        min_available: None,
-        max_unavailable: Some(IntOrPercent::Int(0)),
-        disruptions_allowed: 0,
-        unhealthy_pod_eviction_policy_always_allow: false,
-    }
+    PodDisruptionBudget::new(namespace.to_string(), "pdb".to_string())
+        .with_selector(LabelSelector::from_labels([("app", "web")]))
+        .with_max_unavailable(IntOrPercent::Int(0))
 }
 
 fn started_now(mut n: StateNode) -> StateNode {
@@ -1784,22 +1751,13 @@ fn consolidation_delete_can_delete_nodes_when_non_karpenter_capacity_can_fit_pod
     unmanaged.capacity = rl(&[("cpu", "32"), ("memory", "128Gi"), ("pods", "110")]);
     unmanaged.allocatable = unmanaged.capacity.clone();
     unmanaged.initialized = true;
-    let s = ClusterSnapshot {
-        node_pools: vec![consolidation_pool("100%")],
-        nodes: vec![
-            Arc::new(node("node-0", "default", &it("large"), 2, "1")),
-            Arc::new(StateNode {
-                node: Some(unmanaged),
-                node_claim: None,
-                pods: Vec::new(),
-                marked_for_deletion: false,
-                nominated_until: None,
-                ready: true,
-                volume_limits: Default::default(),
-            }),
+    let s = ClusterSnapshot::new(
+        vec![consolidation_pool("100%")],
+        [
+            node("node-0", "default", &it("large"), 2, "1"),
+            StateNode::new(Some(unmanaged), None, Vec::new()),
         ],
-        ..ClusterSnapshot::default()
-    };
+    );
     let p = pass_with(&s, &s2s());
     let cmd = only(&p);
     assert_eq!(names(cmd), ["node-0"]);
@@ -2255,19 +2213,10 @@ fn zonal_catalog() -> Vec<Arc<InstanceType>> {
 
 fn spread(mut n: StateNode) -> StateNode {
     for p in &mut n.pods {
-        p.topology_spread_constraints = vec![TopologySpreadConstraint {
-            max_skew: 1,
-            topology_key: labels::ZONE.to_string(),
-            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-            label_selector: Some(LabelSelector {
-                match_labels: [("app".to_string(), "web".to_string())].into(),
-                match_expressions: Vec::new(),
-            }),
-            min_domains: None,
-            node_affinity_policy: None,
-            node_taints_policy: None,
-            match_label_keys: Vec::new(),
-        }];
+        p.topology_spread_constraints = vec![
+            TopologySpreadConstraint::new(1, labels::ZONE, WhenUnsatisfiable::DoNotSchedule)
+                .with_label_selector(LabelSelector::from_labels([("app", "web")])),
+        ];
     }
     n
 }
@@ -2318,15 +2267,10 @@ fn consolidation_topology_consideration_wont_delete_node_if_it_would_violate_pod
     let anti = |mut n: StateNode| {
         for p in &mut n.pods {
             p.pod_anti_affinity = Some(PodAffinity {
-                required: vec![PodAffinityTerm {
-                    label_selector: Some(LabelSelector {
-                        match_labels: [("app".to_string(), "web".to_string())].into(),
-                        match_expressions: Vec::new(),
-                    }),
-                    namespaces: Vec::new(),
-                    namespace_selector: None,
-                    topology_key: labels::ZONE.to_string(),
-                }],
+                required: vec![PodAffinityTerm::new(
+                    LabelSelector::from_labels([("app", "web")]),
+                    labels::ZONE.to_string(),
+                )],
                 preferred: Vec::new(),
             });
         }

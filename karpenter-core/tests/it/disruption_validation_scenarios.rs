@@ -80,12 +80,7 @@ fn pod(node: &str, name: &str, cpu: &str) -> Pod {
     p.requests = rl(&[("cpu", cpu), ("memory", "256Mi")]);
     p.node_name = Some(node.to_string());
     p.phase = PodPhase::Running;
-    p.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "owner".into(),
-        controller: true,
-    });
+    p.owner = Some(OwnerReference::new("apps/v1", "ReplicaSet", "owner").with_controller(true));
     p.labels.insert("app".into(), "web".into());
     p
 }
@@ -126,18 +121,11 @@ fn bind_pdb_blocked(s: &mut ClusterSnapshot, node: &str, name: &str) {
     p.labels.insert("app".into(), "blocked".into());
     node_mut(s, node).pods.push(p);
     if !s.pdbs.iter().any(|b| b.name == "blocked") {
-        s.pdbs.push(PodDisruptionBudget {
-            namespace: "default".to_string(),
-            name: "blocked".to_string(),
-            selector: Some(LabelSelector {
-                match_labels: [("app".to_string(), "blocked".to_string())].into(),
-                match_expressions: Vec::new(),
-            }),
-            min_available: None,
-            max_unavailable: Some(IntOrPercent::Int(0)),
-            disruptions_allowed: 0,
-            unhealthy_pod_eviction_policy_always_allow: false,
-        });
+        s.pdbs.push(
+            PodDisruptionBudget::new("default".to_string(), "blocked".to_string())
+                .with_selector(LabelSelector::from_labels([("app", "blocked")]))
+                .with_max_unavailable(IntOrPercent::Int(0)),
+        );
     }
 }
 

@@ -292,6 +292,32 @@ fn registration_syncs_the_node() {
     assert_eq!(taints, ["team=b:NoSchedule", "startup:NoSchedule"]);
 }
 
+/// A claim recorded `Registered=True` but its Node's registration patch was lost (a controller
+/// that died between the two writes): the Node is synced again, without a second
+/// `nodes_created_total`; a registered claim whose Node is clean is left alone.
+#[test]
+fn a_registered_claim_whose_node_kept_the_unregistered_taint_is_synced_again() {
+    let (c, clean) = registered("a");
+    assert_eq!(status(&c, REGISTERED), ConditionStatus::True);
+    let again = registration_decision(&c, std::slice::from_ref(&clean), &[], t0());
+    assert!(again.node_update.is_none() && !again.claim_changed);
+    let mut lost = ready_node(&clean.name, &clean.provider_id);
+    lost.taints
+        .push(karpenter_core::lifecycle::unregistered_taint());
+    let step = registration_decision(&c, std::slice::from_ref(&lost), &[], t0());
+    assert!(step.metrics.is_empty() && step.events.is_empty() && step.health.is_none());
+    assert_eq!(step.claim, c);
+    let mut synced = lost.clone();
+    step.node_update
+        .expect("the node is synced")
+        .apply(&mut synced);
+    assert!(synced.taints.is_empty(), "{:?}", synced.taints);
+    assert_eq!(synced.finalizers, [TERMINATION_FINALIZER]);
+    assert_eq!(synced.labels[labels::REGISTERED], "true");
+    assert_eq!(synced.labels[labels::NODEPOOL], "default");
+    assert_eq!(synced.owner_references.len(), 1);
+}
+
 #[test]
 fn registration_respects_do_not_sync_taints_and_warns_on_missing_taint() {
     let mut c = launched("a");
@@ -656,12 +682,7 @@ fn pod(name: &str) -> Pod {
 }
 
 fn daemon(mut p: Pod) -> Pod {
-    p.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "DaemonSet".into(),
-        name: "ds".into(),
-        controller: true,
-    });
+    p.owner = Some(OwnerReference::new("apps/v1", "DaemonSet", "ds").with_controller(true));
     p
 }
 
@@ -709,12 +730,7 @@ fn drain_skips_pods_it_does_not_wait_for() {
         ..Toleration::default()
     });
     let mut mirror = pod("mirror");
-    mirror.owner = Some(OwnerReference {
-        api_version: "v1".into(),
-        kind: "Node".into(),
-        name: "n1".into(),
-        controller: true,
-    });
+    mirror.owner = Some(OwnerReference::new("v1", "Node", "n1").with_controller(true));
     let mut done = pod("done");
     done.phase = PodPhase::Succeeded;
     let mut stuck = pod("stuck");

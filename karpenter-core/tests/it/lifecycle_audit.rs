@@ -227,12 +227,7 @@ fn pod_events_are_deduplicated_for_ten_seconds() {
     assert!(record_pod_event(&written, &pod, after(secs(14))).is_none());
     assert!(record_pod_event(&written, &pod, after(secs(15))).is_some());
     let mut ds = pod.clone();
-    ds.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "DaemonSet".into(),
-        name: "d".into(),
-        controller: true,
-    });
+    ds.owner = Some(OwnerReference::new("apps/v1", "DaemonSet", "d").with_controller(true));
     assert!(record_pod_event(&c, &ds, after(secs(60))).is_none());
 }
 
@@ -409,15 +404,7 @@ fn state_node(name: &str, it: &InstanceType, initialized: bool) -> StateNode {
     claim.status.provider_id = Some(format!("test:///{name}"));
     claim.status.capacity = it.capacity().clone();
     claim.status.allocatable = it.allocatable().clone();
-    StateNode {
-        node: Some(n),
-        node_claim: Some(claim),
-        pods: Vec::new(),
-        marked_for_deletion: false,
-        nominated_until: None,
-        ready: true,
-        volume_limits: Default::default(),
-    }
+    StateNode::new(Some(n), Some(claim), Vec::new())
 }
 
 /// upstream `controllers/state`: before initialization a state node's capacity and allocatable fall
@@ -434,12 +421,7 @@ fn uninitialized_node_falls_back_to_the_claims_allocatable() {
         .collect();
     p.node_name = Some("deleting".into());
     p.phase = PodPhase::Running;
-    p.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "rs".into(),
-        controller: true,
-    });
+    p.owner = Some(OwnerReference::new("apps/v1", "ReplicaSet", "rs").with_controller(true));
     deleting.pods.push(p);
     deleting.marked_for_deletion = true;
     let mut fresh = state_node("fresh", &it, false);
@@ -452,15 +434,13 @@ fn uninitialized_node_falls_back_to_the_claims_allocatable() {
         metadata: Default::default(),
         spec: TemplateSpec::new(NodeClassReference::new("g", "K", "c")),
     };
-    let snapshot = ClusterSnapshot {
-        node_pools: vec![NodePoolState {
-            node_pool: NodePool::new("default", NodePoolSpec::new(template)),
-            instance_types: vec![it.clone()],
-            ready: true,
-        }],
-        nodes: vec![Arc::new(deleting), Arc::new(fresh)],
-        ..ClusterSnapshot::default()
-    };
+    let snapshot = ClusterSnapshot::new(
+        vec![NodePoolState::new(
+            NodePool::new("default", NodePoolSpec::new(template)),
+            vec![it.clone()],
+        )],
+        [deleting, fresh],
+    );
     let options = SchedulerOptions::default();
     let context = SimulationContext::new(&snapshot, &options, t0());
     let sim = context.simulator().simulate(&[], false).expect("runs");
@@ -629,20 +609,15 @@ fn queued_command_from_a_planned_one() {
     np.spec.disruption.consolidation_policy = Some(ConsolidationPolicy::WhenEmptyOrUnderutilized);
     let mut buffer = Pod::new("default", "buffer-0");
     buffer.phase = PodPhase::Pending;
-    let snapshot = ClusterSnapshot {
-        node_pools: vec![NodePoolState {
-            node_pool: np,
-            instance_types: vec![it.clone()],
-            ready: true,
-        }],
-        nodes: vec![
-            Arc::new(candidate_node),
-            Arc::new(state_node("receiver", &it, true)),
-            Arc::new(state_node("buffer-only", &it, true)),
+    let snapshot = ClusterSnapshot::new(
+        vec![NodePoolState::new(np, vec![it.clone()])],
+        [
+            candidate_node,
+            state_node("receiver", &it, true),
+            state_node("buffer-only", &it, true),
         ],
-        buffer_pods: vec![buffer],
-        ..ClusterSnapshot::default()
-    };
+    )
+    .with_buffer_pods(vec![buffer]);
     let pdbs = PdbLimits::new(&snapshot.pdbs);
     let candidate = new_candidate(
         &snapshot,
@@ -658,14 +633,10 @@ fn queued_command_from_a_planned_one() {
         ExistingNodeResult::new("receiver", vec!["default/moved".into()]),
         ExistingNodeResult::new("buffer-only", vec!["default/buffer-0".into()]),
     ];
-    let decision = planned::Command {
-        method: Method::SingleNode,
-        reason: Reason::Underutilized,
-        candidates: vec![candidate],
-        replacements: Vec::new(),
-        savings_per_hour: 0.2,
-        simulation: Some(simulation),
-    };
+    let decision =
+        planned::Command::new(Method::SingleNode, Reason::Underutilized, vec![candidate])
+            .with_savings_per_hour(0.2)
+            .with_simulation(simulation);
     let cmd = QueuedCommand::from_decision("c1", &decision, &snapshot, Vec::new(), t0())
         .expect("a queue command");
     assert_eq!(cmd.method, "single");
@@ -680,21 +651,17 @@ fn queued_command_from_a_planned_one() {
     assert_eq!(c.capacity_type, labels::CAPACITY_TYPE_ON_DEMAND);
     assert_eq!(c.termination_mode, TerminationMode::Eventual);
 
-    let drift = planned::Command {
-        method: Method::Drift,
-        reason: Reason::Drifted,
-        simulation: None,
-        ..decision.clone()
-    };
+    let mut drift = decision.clone();
+    drift.method = Method::Drift;
+    drift.reason = Reason::Drifted;
+    drift.simulation = None;
     let cmd = QueuedCommand::from_decision("c2", &drift, &snapshot, Vec::new(), t0()).unwrap();
     assert_eq!(cmd.method, "");
     assert_eq!(cmd.consolidation_policy, "");
     assert_eq!(cmd.reason, DisruptionReason::Drifted);
-    let expired = planned::Command {
-        method: Method::Expiration,
-        reason: Reason::Expired,
-        ..drift
-    };
+    let mut expired = drift;
+    expired.method = Method::Expiration;
+    expired.reason = Reason::Expired;
     assert!(QueuedCommand::from_decision("c3", &expired, &snapshot, Vec::new(), t0()).is_none());
 }
 

@@ -29,8 +29,8 @@ use karpenter_core::model::{IntOrPercent, Timestamp};
 use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
 use karpenter_core::resources::{Quantity, ResourceList};
 
-use super::invariants::{Bounds, Checker};
 pub use super::invariants::Violation;
+use super::invariants::{Bounds, Checker};
 use super::workload::{Deployment, Job, daemonset};
 use super::{Sim, SimConfig, node_pool};
 use crate::FakeCloudProvider;
@@ -517,7 +517,11 @@ impl Scenario {
         let mut rng = SimRng::new(seed);
         let instance_types = crate::catalog::instance_types(CATALOG_SIZE);
         let setup = generate_setup(&mut rng);
-        let names: Vec<String> = setup.deployments.iter().map(|(d, _)| d.name.clone()).collect();
+        let names: Vec<String> = setup
+            .deployments
+            .iter()
+            .map(|(d, _)| d.name.clone())
+            .collect();
         let mut out: Vec<Vec<Event>> = vec![Vec::new(); steps];
         let mut jobs = 0u64;
         for step in 0..steps {
@@ -641,7 +645,9 @@ impl Scenario {
 
 fn generate_setup(rng: &mut SimRng) -> Setup {
     let mut default = node_pool("default");
-    let budget = rng.pick(&["10%", "20%", "50%", "1", "2", "100%"]).to_string();
+    let budget = rng
+        .pick(&["10%", "20%", "50%", "1", "2", "100%"])
+        .to_string();
     default.spec.disruption.budgets = Some(vec![Budget::nodes(budget)]);
     default.spec.disruption.consolidation_policy = Some(if rng.chance(0.8) {
         ConsolidationPolicy::WhenEmptyOrUnderutilized
@@ -802,7 +808,10 @@ fn nth<'a>(items: impl ExactSizeIterator<Item = &'a String>, pick: u64) -> Optio
 /// Plays `scenario` for `config.steps` steps (at most its length) and checks the invariants
 /// after every step. Panics inside the operator are caught and reported as
 /// [`Violation::Panic`].
-pub fn play(scenario: &Scenario, config: &ChaosConfig) -> Result<Report, (usize, Timestamp, Violation)> {
+pub fn play(
+    scenario: &Scenario,
+    config: &ChaosConfig,
+) -> Result<Report, (usize, Timestamp, Violation)> {
     let mut progress = (0usize, config.sim.start);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         play_inner(scenario, config, &mut progress)
@@ -852,9 +861,14 @@ fn play_inner(
                 report.restarts += 1;
                 crash_after = None;
             }
-            let more = sim
-                .step(deadline)
-                .map_err(|e| fail(&sim, Violation::Livelock { message: e.to_string() }))?;
+            let more = sim.step(deadline).map_err(|e| {
+                fail(
+                    &sim,
+                    Violation::Livelock {
+                        message: e.to_string(),
+                    },
+                )
+            })?;
             inner += 1;
             checker.check_fast(&sim).map_err(|v| fail(&sim, v))?;
             if !more {

@@ -95,7 +95,10 @@ impl Deployment {
         Some(PodDisruptionBudget {
             namespace: NAMESPACE.to_string(),
             name: self.name.clone(),
-            selector: Some(LabelSelector::from_labels([(APP_LABEL, self.name.as_str())])),
+            selector: Some(LabelSelector::from_labels([(
+                APP_LABEL,
+                self.name.as_str(),
+            )])),
             min_available: self.min_available,
             max_unavailable: if self.min_available.is_some() {
                 None
@@ -191,8 +194,10 @@ fn workload_pod(
     let mut pod = Pod::new(NAMESPACE, name);
     pod.uid = String::new();
     pod.requests.insert("cpu", Quantity::from_milli(cpu_milli));
-    pod.requests
-        .insert("memory", Quantity::from_bytes(memory_mib.saturating_mul(1 << 20)));
+    pod.requests.insert(
+        "memory",
+        Quantity::from_bytes(memory_mib.saturating_mul(1 << 20)),
+    );
     pod.labels.insert(APP_LABEL.to_string(), app.to_string());
     pod.owner = Some(OwnerReference {
         api_version: if owner_kind == "Job" {

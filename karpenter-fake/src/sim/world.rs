@@ -121,7 +121,9 @@ impl Sim {
         let Some(node) = self.api.nodes.remove(name) else {
             return false;
         };
-        self.api.events.push_back(Input::NodeDeleted(name.to_string()));
+        self.api
+            .events
+            .push_back(Input::NodeDeleted(name.to_string()));
         self.observed.involuntary.insert(node.provider_id.clone());
         let pods: Vec<String> = self
             .api

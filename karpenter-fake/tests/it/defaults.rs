@@ -49,12 +49,14 @@ fn replica_set(name: &str, selector: &[(&str, &str)]) -> WorkloadSelector {
 }
 
 fn owner(kind: &str, name: &str) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        api_version: if kind == "Job" { "batch/v1" } else { "apps/v1" }.into(),
-        kind: kind.into(),
-        name: name.into(),
-        controller: true,
-    })
+    Some(
+        OwnerReference::new(
+            if kind == "Job" { "batch/v1" } else { "apps/v1" },
+            kind,
+            name,
+        )
+        .with_controller(true),
+    )
 }
 
 /// `n` pods named `<prefix>-<i>` with `labels`, owned by ReplicaSet `rs`.
@@ -78,16 +80,7 @@ fn pods(prefix: &str, n: usize) -> Vec<Pod> {
 }
 
 fn spread(key: &str) -> TopologySpreadConstraint {
-    TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: key.into(),
-        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-        label_selector: None,
-        min_domains: None,
-        node_affinity_policy: None,
-        node_taints_policy: None,
-        match_label_keys: Vec::new(),
-    }
+    TopologySpreadConstraint::new(1, key, WhenUnsatisfiable::DoNotSchedule)
 }
 
 fn test_selector() -> LabelSelector {

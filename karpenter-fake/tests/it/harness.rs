@@ -164,16 +164,14 @@ fn hostname_spread_skew() {
         .map(|i| {
             let mut p = pod(&format!("web-{i}"));
             p.labels.insert("app".into(), "web".into());
-            p.topology_spread_constraints = vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: labels::HOSTNAME.into(),
-                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                label_selector: Some(selector.clone()),
-                min_domains: None,
-                node_affinity_policy: None,
-                node_taints_policy: None,
-                match_label_keys: Vec::new(),
-            }];
+            p.topology_spread_constraints = vec![
+                TopologySpreadConstraint::new(
+                    1,
+                    labels::HOSTNAME,
+                    WhenUnsatisfiable::DoNotSchedule,
+                )
+                .with_label_selector(selector.clone()),
+            ];
             p
         })
         .collect();
@@ -221,16 +219,10 @@ fn zonal_pods(prefix: &str, n: usize) -> Vec<Pod> {
         .map(|i| {
             let mut p = pod(&format!("{prefix}-{i}"));
             p.labels.insert("test".into(), "test".into());
-            p.topology_spread_constraints = vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: labels::ZONE.into(),
-                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                label_selector: Some(LabelSelector::from_labels([("test", "test")])),
-                min_domains: None,
-                node_affinity_policy: None,
-                node_taints_policy: None,
-                match_label_keys: Vec::new(),
-            }];
+            p.topology_spread_constraints = vec![
+                TopologySpreadConstraint::new(1, labels::ZONE, WhenUnsatisfiable::DoNotSchedule)
+                    .with_label_selector(LabelSelector::from_labels([("test", "test")])),
+            ];
             p
         })
         .collect()

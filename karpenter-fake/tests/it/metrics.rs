@@ -77,24 +77,14 @@ fn add_zone_node(c: &mut Cluster, name: &str, zone: &str, pods: Vec<Pod>) {
 }
 
 fn zone_term(app_label: &str) -> PodAffinityTerm {
-    PodAffinityTerm {
-        label_selector: Some(app(app_label)),
-        topology_key: labels::ZONE.into(),
-        ..PodAffinityTerm::default()
-    }
+    PodAffinityTerm::new(app(app_label), labels::ZONE)
 }
 
 fn zone_spread(app_label: &str, min_domains: Option<i32>) -> TopologySpreadConstraint {
-    TopologySpreadConstraint {
-        max_skew: 1,
-        topology_key: labels::ZONE.into(),
-        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-        label_selector: Some(app(app_label)),
-        min_domains,
-        node_affinity_policy: None,
-        node_taints_policy: None,
-        match_label_keys: Vec::new(),
-    }
+    let mut tsc = TopologySpreadConstraint::new(1, labels::ZONE, WhenUnsatisfiable::DoNotSchedule)
+        .with_label_selector(app(app_label));
+    tsc.min_domains = min_domains;
+    tsc
 }
 
 fn zones(round: &Round) -> BTreeMap<String, usize> {
@@ -112,11 +102,7 @@ fn should_surface_the_queue_depth_metric_while_executing_the_scheduling_loop() {
         .map(|i| {
             let mut p = labelled(&format!("p-{i}"), "spread");
             p.pod_anti_affinity = Some(PodAffinity {
-                required: vec![PodAffinityTerm {
-                    label_selector: Some(app("spread")),
-                    topology_key: labels::HOSTNAME.into(),
-                    ..PodAffinityTerm::default()
-                }],
+                required: vec![PodAffinityTerm::new(app("spread"), labels::HOSTNAME)],
                 preferred: Vec::new(),
             });
             p
@@ -354,11 +340,7 @@ fn reserved_offering_errors_are_not_unschedulable() {
         .map(|n| {
             let mut p = labelled(n, "db");
             p.pod_anti_affinity = Some(PodAffinity {
-                required: vec![PodAffinityTerm {
-                    label_selector: Some(app("db")),
-                    topology_key: labels::HOSTNAME.into(),
-                    ..PodAffinityTerm::default()
-                }],
+                required: vec![PodAffinityTerm::new(app("db"), labels::HOSTNAME)],
                 preferred: Vec::new(),
             });
             p

@@ -8,12 +8,7 @@ use karpenter_fake::sim::{Sim, SimConfig, node_pool};
 fn deployment_pod(name: &str, cpu_milli: i64) -> Pod {
     let mut pod = Pod::new("default", name);
     pod.requests.insert("cpu", Quantity::from_milli(cpu_milli));
-    pod.owner = Some(OwnerReference {
-        api_version: "apps/v1".into(),
-        kind: "ReplicaSet".into(),
-        name: "app".into(),
-        controller: true,
-    });
+    pod.owner = Some(OwnerReference::new("apps/v1", "ReplicaSet", "app").with_controller(true));
     pod
 }
 
@@ -47,12 +42,10 @@ fn spread_pod(name: &str) -> Pod {
     let mut pod = deployment_pod(name, 1000);
     pod.labels.insert("app".into(), "spread".into());
     pod.pod_anti_affinity = Some(PodAffinity {
-        required: vec![PodAffinityTerm {
-            label_selector: Some(LabelSelector::from_labels([("app", "spread")])),
-            namespaces: Vec::new(),
-            namespace_selector: None,
-            topology_key: labels::HOSTNAME.into(),
-        }],
+        required: vec![PodAffinityTerm::new(
+            LabelSelector::from_labels([("app", "spread")]),
+            labels::HOSTNAME,
+        )],
         preferred: Vec::new(),
     });
     pod
@@ -224,6 +217,57 @@ fn restart_mid_launch_creates_no_duplicate_and_leaks_nothing() {
     assert_eq!(sim.provider().instances().len(), 1);
 }
 
+/// The controller dies between two writes of the reconcile that registers a Node: the one that
+/// removes the `karpenter.sh/unregistered` taint (and adds the finalizer and labels) and the
+/// one that records `Registered=True` on the NodeClaim. The restarted operator must finish the
+/// registration: a claim marked registered whose Node still carries the taint would hold its
+/// pods pending forever (the e2e crash scenario's failure).
+#[test]
+fn restart_between_the_registration_writes_still_registers_the_node() {
+    use karpenter_core::operator::Action;
+    let mut sim = Sim::new(SimConfig::default());
+    sim.apply_node_pool(node_pool("default"));
+    for i in 0..3 {
+        sim.add_pod(deployment_pod(&format!("app-{i}"), 1000));
+    }
+    sim.crash_before(|action| {
+        matches!(action, Action::PatchNode(u)
+            if u.labels.as_ref().is_some_and(|l| l.contains_key(labels::REGISTERED)))
+    });
+    sim.start();
+    let done = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    if !done {
+        dump(&sim);
+    }
+    assert_eq!(sim.restarts(), 1, "the crash happened");
+    assert!(done, "pending after the restart: {:?}", sim.pending_pods());
+    assert_eq!(sim.api().node_claims.len(), 1, "no duplicate NodeClaim");
+    for node in sim.api().nodes.values() {
+        assert!(
+            !node
+                .taints
+                .iter()
+                .any(|t| t.key == labels::UNREGISTERED_TAINT_KEY),
+            "node {} still carries the unregistered taint",
+            node.name
+        );
+        assert_eq!(
+            node.labels.get(labels::REGISTERED).map(String::as_str),
+            Some("true")
+        );
+        assert!(
+            node.finalizers
+                .iter()
+                .any(|f| f == karpenter_core::lifecycle::TERMINATION_FINALIZER)
+        );
+    }
+    assert!(sim.leaked_instances().is_empty());
+}
+
 #[test]
 fn claim_whose_node_never_registers_times_out() {
     let config = SimConfig {
@@ -384,14 +428,21 @@ fn spot_interruption_replaces_the_node() {
 #[test]
 fn a_node_removed_behind_our_back_registers_again_and_takes_pods() {
     let mut sim = spread_cluster(2, "100%");
-    let node = sim.api().pods["default/spread-0"].node_name.clone().unwrap();
+    let node = sim.api().pods["default/spread-0"]
+        .node_name
+        .clone()
+        .unwrap();
     assert!(sim.remove_node_behind_back(&node));
     assert!(!sim.api().nodes.contains_key(&node));
     let done = sim
         .run_until(SignedDuration::from_mins(5), |s| {
             s.pending_pods().is_empty()
                 && s.api().nodes.get(&node).is_some_and(|n| {
-                    n.is_ready() && !n.taints.iter().any(|t| t.key == "karpenter.sh/unregistered")
+                    n.is_ready()
+                        && !n
+                            .taints
+                            .iter()
+                            .any(|t| t.key == "karpenter.sh/unregistered")
                 })
         })
         .unwrap();
@@ -399,7 +450,13 @@ fn a_node_removed_behind_our_back_registers_again_and_takes_pods() {
         dump(&sim);
     }
     assert!(done, "the node registered again and its pods are bound");
-    assert_eq!(sim.api().nodes[&node].labels.get(labels::INITIALIZED).map(String::as_str), Some("true"));
+    assert_eq!(
+        sim.api().nodes[&node]
+            .labels
+            .get(labels::INITIALIZED)
+            .map(String::as_str),
+        Some("true")
+    );
 }
 
 /// Upstream's "consolidated" memo skips disruption passes while nothing changes; a change

@@ -59,7 +59,9 @@ fn run_seeds_except(
 fn run_seeds(seeds: std::ops::Range<u64>, config: &ChaosConfig) -> Vec<String> {
     let failures = Mutex::new(Vec::new());
     let next = Mutex::new(seeds);
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(8);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| {
@@ -229,7 +231,10 @@ fn the_pending_invariant_fires_when_no_node_can_ever_register() {
         matches!(violation, Violation::PodNeverScheduled { .. }),
         "{violation}"
     );
-    assert!((5..=8).contains(&step), "caught soon after the bound: {step}");
+    assert!(
+        (5..=8).contains(&step),
+        "caught soon after the bound: {step}"
+    );
 }
 
 /// Replays one seed: `KARPENTER_CHAOS_SEED`, `KARPENTER_CHAOS_STEPS` (default 2,000) and

@@ -117,15 +117,11 @@ mod fully_blocking_pdbs {
         min: Option<IntOrPercent>,
         max: Option<IntOrPercent>,
     ) -> PodDisruptionBudget {
-        PodDisruptionBudget {
-            namespace: "default".into(),
-            name: name.into(),
-            selector: Some(LabelSelector::from_labels(POD_LABELS)),
-            min_available: min,
-            max_unavailable: max,
-            disruptions_allowed: 0,
-            unhealthy_pod_eviction_policy_always_allow: false,
-        }
+        let mut pdb = PodDisruptionBudget::new("default", name)
+            .with_selector(LabelSelector::from_labels(POD_LABELS));
+        pdb.min_available = min;
+        pdb.max_unavailable = max;
+        pdb
     }
 
     fn not_rescheduled_with(pdbs: &[PodDisruptionBudget]) {

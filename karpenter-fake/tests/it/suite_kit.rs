@@ -187,29 +187,17 @@ pub trait PodExt: Sized {
 
     /// A `DoNotSchedule` spread with `maxSkew` 1 over `topology_key` selecting `labels`.
     fn spread(mut self, labels: &[(&str, &str)], topology_key: &str) -> Self {
-        self.pod_mut()
-            .topology_spread_constraints
-            .push(TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: topology_key.into(),
-                when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-                label_selector: Some(LabelSelector::from_labels(labels.iter().copied())),
-                min_domains: None,
-                node_affinity_policy: None,
-                node_taints_policy: None,
-                match_label_keys: Vec::new(),
-            });
+        self.pod_mut().topology_spread_constraints.push(
+            TopologySpreadConstraint::new(1, topology_key, WhenUnsatisfiable::DoNotSchedule)
+                .with_label_selector(LabelSelector::from_labels(labels.iter().copied())),
+        );
         self
     }
 
     /// Sets the controlling owner.
     fn owned_by(mut self, kind: &str, name: &str) -> Self {
-        self.pod_mut().owner = Some(OwnerReference {
-            api_version: "apps/v1".into(),
-            kind: kind.into(),
-            name: name.into(),
-            controller: true,
-        });
+        self.pod_mut().owner =
+            Some(OwnerReference::new("apps/v1", kind, name).with_controller(true));
         self
     }
 
@@ -229,12 +217,10 @@ impl PodExt for Pod {
 }
 
 fn term(labels: &[(&str, &str)], topology_key: &str) -> PodAffinityTerm {
-    PodAffinityTerm {
-        label_selector: Some(LabelSelector::from_labels(labels.iter().copied())),
-        namespaces: Vec::new(),
-        namespace_selector: None,
-        topology_key: topology_key.into(),
-    }
+    PodAffinityTerm::new(
+        LabelSelector::from_labels(labels.iter().copied()),
+        topology_key,
+    )
 }
 
 /// A pending pod `default/<name>`.

@@ -52,14 +52,11 @@ pub fn everything() -> LabelSelector {
 
 /// A `key In [values]` label-selector expression.
 pub fn selector_in(key: &str, values: &[&str]) -> LabelSelector {
-    LabelSelector {
-        match_labels: BTreeMap::new(),
-        match_expressions: vec![LabelSelectorRequirement {
-            key: key.to_string(),
-            operator: SelectorOperator::In,
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }],
-    }
+    LabelSelector::default().with_expression(LabelSelectorRequirement {
+        key: key.to_string(),
+        operator: SelectorOperator::In,
+        values: values.iter().map(|v| v.to_string()).collect(),
+    })
 }
 
 /// A `DoNotSchedule` spread with `maxSkew` on `key`, selecting `selector`.
@@ -68,16 +65,9 @@ pub fn spread(
     max_skew: i32,
     selector: Option<LabelSelector>,
 ) -> TopologySpreadConstraint {
-    TopologySpreadConstraint {
-        max_skew,
-        topology_key: key.to_string(),
-        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-        label_selector: selector,
-        min_domains: None,
-        node_affinity_policy: None,
-        node_taints_policy: None,
-        match_label_keys: Vec::new(),
-    }
+    let mut tsc = TopologySpreadConstraint::new(max_skew, key, WhenUnsatisfiable::DoNotSchedule);
+    tsc.label_selector = selector;
+    tsc
 }
 
 /// A `DoNotSchedule` spread with `maxSkew` on `key` selecting `{test: test}`.
@@ -117,12 +107,7 @@ pub fn affinity_policy(
 
 /// A pod (anti-)affinity term selecting `labels` on `key`.
 pub fn term(labels: &[(&str, &str)], key: &str) -> PodAffinityTerm {
-    PodAffinityTerm {
-        label_selector: Some(selector(labels)),
-        namespaces: Vec::new(),
-        namespace_selector: None,
-        topology_key: key.to_string(),
-    }
+    PodAffinityTerm::new(selector(labels), key.to_string())
 }
 
 /// A weighted pod (anti-)affinity term.

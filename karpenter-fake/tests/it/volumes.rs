@@ -239,11 +239,10 @@ mod volume_usage {
                 let mut p = pod_with_claims(&format!("{prefix}-{i}"), &[claim]);
                 p.labels.insert("app".into(), app.into());
                 p.pod_anti_affinity = Some(PodAffinity {
-                    required: vec![PodAffinityTerm {
-                        label_selector: Some(LabelSelector::from_labels([("app", app)])),
-                        topology_key: labels::ZONE.into(),
-                        ..PodAffinityTerm::default()
-                    }],
+                    required: vec![PodAffinityTerm::new(
+                        LabelSelector::from_labels([("app", app)]),
+                        labels::ZONE,
+                    )],
                     preferred: vec![],
                 });
                 p
@@ -790,16 +789,9 @@ mod topology_with_volume_requirements {
             .add_claim(claim("test-pvc", None, Some("test-pv")));
 
         let selector = LabelSelector::from_labels([("app", "test")]);
-        let tsc = TopologySpreadConstraint {
-            max_skew: 1,
-            topology_key: labels::ZONE.into(),
-            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
-            label_selector: Some(selector.clone()),
-            min_domains: Some(3),
-            node_affinity_policy: None,
-            node_taints_policy: None,
-            match_label_keys: vec![],
-        };
+        let tsc = TopologySpreadConstraint::new(1, labels::ZONE, WhenUnsatisfiable::DoNotSchedule)
+            .with_label_selector(selector.clone())
+            .with_min_domains(3);
         let spread_pod = |name: &str| {
             let mut p = pod(name);
             p.labels.insert("app".into(), "test".into());

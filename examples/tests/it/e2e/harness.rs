@@ -396,11 +396,23 @@ pub async fn kwok_nodes(client: &Client) -> Vec<Node> {
         .collect()
 }
 
-/// Deletes everything a test made: its pods, every NodeClaim and kwok Node (finalizers
-/// removed, since the controller may be gone), every NodePool, and the Lease.
+/// Every e2e test's pods (whatever test made them).
+pub async fn all_e2e_pods(client: &Client) -> Vec<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    api.list(&ListParams::default().labels(E2E_LABEL))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Deletes everything the e2e tests made: the pods of *every* test (a test that failed, or a
+/// run that was interrupted, leaves its pods behind; pending, they would make the next test's
+/// controller provision for them), every NodeClaim and kwok Node (finalizers removed, since the
+/// controller may be gone), every NodePool, and the Lease. Tests call it first and last, so a
+/// failed test's leftovers are gone before the next test starts.
 pub async fn cleanup(client: &Client, test: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let lp = ListParams::default().labels(&format!("{E2E_LABEL}={test}"));
+    let lp = ListParams::default().labels(E2E_LABEL);
     let _ = pods
         .delete_collection(&DeleteParams::default().grace_period(0), &lp)
         .await;
@@ -433,9 +445,9 @@ pub async fn cleanup(client: &Client, test: &str) {
     // rest directly.
     wait_for(
         &format!("{test}: pods, nodeclaims and nodes gone"),
-        Duration::from_secs(60),
+        Duration::from_secs(300),
         || async {
-            let left = pods_of(client, test).await;
+            let left = all_e2e_pods(client).await;
             for p in &left {
                 let _ = pods
                     .delete(

@@ -545,10 +545,6 @@ fn a_do_not_disrupt_pod_holds_its_node() {
 }
 
 #[test]
-#[ignore = "open bug: when the first controller is killed right after its launch completed, the \
-            restarted one nominates the pods to the launched NodeClaim but never registers its \
-            Node (2 of 3 runs on the real control plane); the simulator's restart scenario passes. \
-            Run with --ignored while fixing it"]
 fn a_controller_killed_mid_launch_restarts_without_duplicates_or_leaks() {
     let test = "crash";
     let Some(env) = env(test) else { return };

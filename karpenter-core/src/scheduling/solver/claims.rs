@@ -25,9 +25,8 @@ use super::{
 
 impl<'a> Solver<'a> {
     /// Whether the claim's pods plus this pod exceed even its largest remaining option.
-    pub(super) fn claim_over_capacity(&self, claim: &Claim, st: &PodState) -> bool {
-        let total = dense::add(&claim.requests, &st.requests);
-        !dense::fits(&total, &claim.max_allocatable)
+    pub(super) fn claim_over_capacity(&self, claim: &Claim, st: &PodState<'_>) -> bool {
+        !dense::fits_sum(&claim.requests, &st.requests, &claim.max_allocatable)
     }
 
     /// Spec 3.8 `CanAdd`: the pod's volume alternatives are tried in order, the first that
@@ -41,7 +40,7 @@ impl<'a> Solver<'a> {
         requests: &Res,
         host_ports: &HostPortUsage,
         held: &BTreeSet<String>,
-        st: &PodState,
+        st: &PodState<'_>,
         relax_min_values: bool,
         verbose: bool,
     ) -> Result<ClaimUpdate, AddError> {
@@ -77,7 +76,7 @@ impl<'a> Solver<'a> {
         requests: &Res,
         host_ports: &HostPortUsage,
         held: &BTreeSet<String>,
-        st: &PodState,
+        st: &PodState<'_>,
         relax_min_values: bool,
         verbose: bool,
         volume: Option<&Requirements>,
@@ -165,13 +164,9 @@ impl<'a> Solver<'a> {
     /// The offering view of template `t` under `reqs` (cached).
     pub(super) fn offering_view(&self, t: usize, reqs: &Requirements) -> Arc<OfferingView> {
         let tpl = &self.templates[t];
-        let key: Vec<Option<Requirement>> = tpl
-            .offering_keys
-            .iter()
-            .map(|k| reqs.get(k).cloned())
-            .collect();
-        if let Some(v) = self.offering_cache.borrow().get(&(t, key.clone())) {
-            return v.clone();
+        let key = tpl.offering_keys.iter().map(|k| reqs.get(k));
+        if let Some(v) = self.offering_cache.borrow().get(t, key.clone()) {
+            return v;
         }
         let mut cheapest = Vec::with_capacity(tpl.instance_types.len());
         for it in &tpl.instance_types {
@@ -186,7 +181,7 @@ impl<'a> Solver<'a> {
         let view = Arc::new(OfferingView { cheapest });
         self.offering_cache
             .borrow_mut()
-            .insert((t, key), view.clone());
+            .insert(t, key, view.clone());
         view
     }
 
@@ -198,7 +193,7 @@ impl<'a> Solver<'a> {
         options: &[u32],
         reqs: &Requirements,
         reqs_unchanged: bool,
-        st: &PodState,
+        st: &PodState<'_>,
         total: &Res,
         relax_min_values: bool,
     ) -> (Vec<u32>, FilterStats, Option<String>) {
@@ -206,14 +201,12 @@ impl<'a> Solver<'a> {
         let criteria: Option<Arc<Vec<(u32, bool, bool)>>> = if reqs_unchanged {
             None
         } else {
-            let mut key_reqs = reqs.clone();
-            key_reqs.remove(labels::HOSTNAME);
+            let key_reqs = reqs
+                .iter()
+                .filter(|r| r.key() != labels::HOSTNAME)
+                .map(Some);
             let tpl = &self.templates[t];
-            let cached = self
-                .filter_cache
-                .borrow()
-                .get(&(t, key_reqs.clone()))
-                .cloned();
+            let cached = self.filter_cache.borrow().get(t, key_reqs.clone());
             Some(match cached {
                 Some(c) => c,
                 None => {
@@ -229,7 +222,7 @@ impl<'a> Solver<'a> {
                     );
                     self.filter_cache
                         .borrow_mut()
-                        .insert((t, key_reqs), computed.clone());
+                        .insert(t, key_reqs, computed.clone());
                     computed
                 }
             })
@@ -238,7 +231,6 @@ impl<'a> Solver<'a> {
         let pod_key = st.key.as_str();
         let mut stats = FilterStats::default();
         let mut survivors = Vec::with_capacity(options.len());
-        let mut need = total.clone();
         // Templates with offering overrides take the general path (allocatable groups); the
         // loop below is the fast path, where the base group holds every available offering.
         let fast_options: &[u32] = if tpl.has_overrides {
@@ -266,9 +258,7 @@ impl<'a> Solver<'a> {
             {
                 continue;
             }
-            need.clone_from(total);
-            dense::add_assign(&mut need, &group.overhead);
-            let fits = dense::fits(&need, &tpl.allocatable[i as usize]);
+            let fits = dense::fits_sum(total, &group.overhead, &tpl.allocatable[i as usize]);
             let (compatible, offering) = match &criteria {
                 None => (true, true),
                 Some(c) => (c[i as usize].1, c[i as usize].2),
@@ -315,7 +305,7 @@ impl<'a> Solver<'a> {
         options: &[u32],
         reqs: &Requirements,
         criteria: Option<&[(u32, bool, bool)]>,
-        st: &PodState,
+        st: &PodState<'_>,
         total: &Res,
         (survivors, stats): (&mut Vec<u32>, &mut FilterStats),
     ) {
@@ -386,7 +376,8 @@ impl<'a> Solver<'a> {
         &mut self,
         t: usize,
         idx: usize,
-        st: &PodState,
+        st: &PodState<'_>,
+        verbose: bool,
     ) -> Result<(), AddError> {
         // Limits (spec 3.10).
         let tpl = &self.templates[t];
@@ -427,7 +418,7 @@ impl<'a> Solver<'a> {
         let ports = HostPortUsage::default();
         let held = BTreeSet::new();
         let update = self.claim_can_add(
-            t, &reqs, &options, &requests, &ports, &held, st, relax, true,
+            t, &reqs, &options, &requests, &ports, &held, st, relax, verbose,
         )?;
         self.hostname_counter += 1;
         let c = self.claims.len();
@@ -497,11 +488,14 @@ impl<'a> Solver<'a> {
         c: usize,
         pos: usize,
         idx: usize,
-        st: &PodState,
+        st: &PodState<'_>,
         update: ClaimUpdate,
     ) {
         let claim = &mut self.claims[c];
         let tpl = &self.templates[claim.template];
+        // The options only shrink (survivors of the current ones): the same count means the
+        // same options, hence the same bound — except for a new claim, whose bound is unset.
+        let options_changed = claim.pods.is_empty() || update.options.len() != claim.options.len();
         claim.pods.push(idx);
         self.claim_order_touched = match self.claim_order_touched {
             Touched::Nothing => Touched::At(pos),
@@ -513,19 +507,21 @@ impl<'a> Solver<'a> {
         claim.min_values_relaxed |= update.min_values_relaxed;
         dense::add_assign(&mut claim.requests, &st.requests);
         claim.host_ports.add(&st.key, &st.pod.host_ports);
-        let mut max = self.index.zero();
-        for &i in &claim.options {
-            dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
-        }
-        if tpl.has_overrides {
-            // Override groups may offer more than the base: keep the bound an upper bound.
+        if options_changed {
+            let mut max = self.index.zero();
             for &i in &claim.options {
-                for g in tpl.alloc_groups.get(i as usize).into_iter().flatten() {
-                    dense::max_assign(&mut max, &g.allocatable);
+                dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
+            }
+            if tpl.has_overrides {
+                // Override groups may offer more than the base: keep the bound an upper bound.
+                for &i in &claim.options {
+                    for g in tpl.alloc_groups.get(i as usize).into_iter().flatten() {
+                        dense::max_assign(&mut max, &g.allocatable);
+                    }
                 }
             }
+            claim.max_allocatable = max;
         }
-        claim.max_allocatable = max;
         // Reservations: take new ones, release ones no longer wanted.
         for id in update.reservations.difference(&claim.reservations) {
             *self.reservation_capacity.entry(id.clone()).or_insert(0) -= 1;
@@ -534,13 +530,15 @@ impl<'a> Solver<'a> {
             *self.reservation_capacity.entry(id.clone()).or_insert(0) += 1;
         }
         claim.reservations = update.reservations;
-        let hostname = claim.hostname.clone();
-        let reqs = claim.requirements.clone();
-        let taints = tpl.taints.clone();
-        self.topology.register(labels::HOSTNAME, &hostname);
-        self.topology.record(&st.pod, &taints, &reqs);
-        self.claims[c].hostname_id = self.topology.hostname_id(&hostname);
-        self.claims[c].topology_keys = topology_key_cache(&self.topology, &reqs);
+        let claim = &self.claims[c];
+        self.topology.register(labels::HOSTNAME, &claim.hostname);
+        self.topology
+            .record(&st.pod, &tpl.taints, &claim.requirements);
+        let hostname_id = self.topology.hostname_id(&claim.hostname);
+        let topology_keys = topology_key_cache(&self.topology, &claim.requirements);
+        let claim = &mut self.claims[c];
+        claim.hostname_id = hostname_id;
+        claim.topology_keys = topology_keys;
     }
 
     /// Spec 5.4: the reserved offerings a claim would hold.
@@ -589,7 +587,7 @@ impl<'a> Solver<'a> {
         let claims = std::mem::take(&mut self.claims);
         for claim in claims {
             let tpl = &self.templates[claim.template];
-            let mut reqs = claim.requirements.clone();
+            let mut reqs = claim.requirements;
             reqs.remove(labels::HOSTNAME);
             if !claim.reservations.is_empty() {
                 reqs.remove(labels::CAPACITY_TYPE);
@@ -617,8 +615,18 @@ impl<'a> Solver<'a> {
                     (view.cheapest[i], i, tpl.instance_types[i].clone())
                 })
                 .collect();
-            its.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            its.truncate(self.options.max_instance_types);
+            // A total order (indices are distinct): selecting the first `max` and sorting them
+            // gives the prefix of the fully sorted list.
+            let by_price = |a: &(f64, usize, Arc<InstanceType>),
+                            b: &(f64, usize, Arc<InstanceType>)| {
+                a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+            };
+            let max = self.options.max_instance_types;
+            if max > 0 && its.len() > max {
+                its.select_nth_unstable_by(max - 1, by_price);
+            }
+            its.truncate(max);
+            its.sort_by(by_price);
             if reqs.has_min_values()
                 && self.options.min_values_policy == MinValuesPolicy::Strict
                 && let Err(e) = reqs.satisfies_min_values(its.iter().map(|x| x.2.requirements()))

@@ -1,0 +1,12 @@
+//! The AWS provider against a real moto server on loopback (feature `sdk`).
+//!
+//! The server comes from `KARPENTER_MOTO_ENDPOINT` (scripts/test starts one), or is started
+//! here from the virtualenv `scripts/moto/install.sh` made (`KARPENTER_MOTO_PYTHON`, default
+//! `~/.cache/karpenter-rs/moto/bin/python`) and stops when this test process exits. Without
+//! either the tests skip with a warning, except under `CI=true`, where they fail. Fake
+//! credentials, a fixed loopback endpoint: nothing talks to AWS.
+
+mod env;
+mod inject;
+mod interruption;
+mod provider;
