@@ -92,22 +92,15 @@ impl Deployment {
         if self.min_available.is_none() && self.max_unavailable.is_none() {
             return None;
         }
-        Some(PodDisruptionBudget {
-            namespace: NAMESPACE.to_string(),
-            name: self.name.clone(),
-            selector: Some(LabelSelector::from_labels([(
-                APP_LABEL,
-                self.name.as_str(),
-            )])),
-            min_available: self.min_available,
-            max_unavailable: if self.min_available.is_some() {
-                None
-            } else {
-                self.max_unavailable
-            },
-            disruptions_allowed: 0,
-            unhealthy_pod_eviction_policy_always_allow: false,
-        })
+        let mut pdb = PodDisruptionBudget::new(NAMESPACE, self.name.clone()).with_selector(
+            LabelSelector::from_labels([(APP_LABEL, self.name.as_str())]),
+        );
+        pdb = match (self.min_available, self.max_unavailable) {
+            (Some(min), _) => pdb.with_min_available(min),
+            (None, Some(max)) => pdb.with_max_unavailable(max),
+            (None, None) => pdb,
+        };
+        Some(pdb)
     }
 
     fn pod(&self, name: String) -> Pod {
@@ -199,16 +192,13 @@ fn workload_pod(
         Quantity::from_bytes(memory_mib.saturating_mul(1 << 20)),
     );
     pod.labels.insert(APP_LABEL.to_string(), app.to_string());
-    pod.owner = Some(OwnerReference {
-        api_version: if owner_kind == "Job" {
-            "batch/v1".into()
-        } else {
-            "apps/v1".into()
-        },
-        kind: owner_kind.into(),
-        name: app.to_string(),
-        controller: true,
-    });
+    let api_version = if owner_kind == "Job" {
+        "batch/v1"
+    } else {
+        "apps/v1"
+    };
+    pod.owner =
+        Some(OwnerReference::new(api_version, owner_kind, app.to_string()).with_controller(true));
     if do_not_disrupt {
         pod.annotations.insert(
             labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),

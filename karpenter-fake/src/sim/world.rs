@@ -235,12 +235,9 @@ impl Sim {
             pod.namespace = ds.namespace.clone();
             pod.name = format!("{}-{}", ds.name, node.name);
             pod.uid = format!("uid-pod-{}/{}", pod.namespace, pod.name);
-            pod.owner = Some(OwnerReference {
-                api_version: "apps/v1".into(),
-                kind: "DaemonSet".into(),
-                name: ds.name.clone(),
-                controller: true,
-            });
+            pod.owner = Some(
+                OwnerReference::new("apps/v1", "DaemonSet", ds.name.clone()).with_controller(true),
+            );
             pod.node_name = Some(node.name.clone());
             pod.phase = PodPhase::Running;
             pod.creation_timestamp = self.now;
