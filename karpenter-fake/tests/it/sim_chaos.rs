@@ -22,22 +22,24 @@ fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Seeds that break an invariant through an open operator bug, replayed by their own ignored
-/// test until it is fixed: seed 19 takes the `capped` NodePool to 24 cpu over its limit of 20
-/// after a controller crash (trace: scale app-4 to 2 at step 52, app-3 to 2 at step 53, a crash
-/// at step 71; broken at step 214).
-const KNOWN_FAILING: [u64; 1] = [19];
+/// Seeds that break the `limit` invariant through an open operator bug, replayed by their own
+/// ignored test until it is fixed: the `capped` NodePool's launched capacity (deleting
+/// NodeClaims included) goes over its cpu limit (seed 5: 15 over 12 at step 247; seed 13: 22
+/// over 18 at step 109; seed 19: 24 over 20 at step 214, after a controller crash).
+const KNOWN_FAILING: [u64; 3] = [5, 13, 19];
 
 #[test]
-#[ignore = "open bug: a NodePool goes over its limits after a controller crash (seed 19)"]
-fn known_bug_limits_exceeded_after_a_crash_seed_19() {
+#[ignore = "open bug: a NodePool's launched capacity goes over its limits (seeds 5, 13, 19)"]
+fn known_bug_limits_exceeded_seeds_5_13_19() {
     let config = ChaosConfig {
-        steps: 215,
+        steps: 300,
         ..ChaosConfig::default()
     };
-    if let Err(f) = run_seed(19, &config) {
-        panic!("{f}");
-    }
+    let failures: Vec<String> = KNOWN_FAILING
+        .iter()
+        .filter_map(|&seed| run_seed(seed, &config).err().map(|f| f.to_string()))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn run_seeds_except(
