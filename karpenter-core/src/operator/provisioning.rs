@@ -101,39 +101,8 @@ impl Operator {
         if pods.is_empty() {
             return;
         }
-        let mut node_pools = eligible_node_pools(&snapshot);
-        // Deleting nodes are left out of the solve, but their instances still count against
-        // their pool's limits until they are gone (upstream counts every node of the pool).
-        for np in node_pools.iter_mut().filter(|np| !np.limits.is_empty()) {
-            let deleting: Vec<_> = snapshot
-                .nodes
-                .iter()
-                .filter(|sn| sn.is_deleting())
-                .map(|sn| cluster_node(sn))
-                .filter(|n| n.nodepool() == Some(np.name.as_str()))
-                .collect();
-            if deleting.is_empty() {
-                continue;
-            }
-            let mut limits = np.limits.clone();
-            for (name, limit) in np.limits.iter() {
-                let used = if name == crate::resources::names::NODES {
-                    crate::resources::Quantity::from_units(
-                        i64::try_from(deleting.len()).unwrap_or(i64::MAX),
-                    )
-                } else {
-                    deleting
-                        .iter()
-                        .fold(crate::resources::Quantity::ZERO, |acc, n| {
-                            acc + n.capacity.get_or_zero(name)
-                        })
-                };
-                limits.insert(name, limit - used);
-            }
-            np.limits = limits;
-        }
         let input = SchedulingInput {
-            node_pools,
+            node_pools: eligible_node_pools(&snapshot),
             existing_nodes: existing,
             daemonsets: snapshot.daemonsets.clone(),
             pods,

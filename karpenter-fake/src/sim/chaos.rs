@@ -408,8 +408,8 @@ pub struct ChaosConfig {
     /// period twice (a collection pass a fault made fail is retried one period later) plus its
     /// grace period.
     pub leak_bound: SignedDuration,
-    /// How long a pod may stay pending without being bound or reported unschedulable (the
-    /// registration timeout of a launch that never registers, plus a launch).
+    /// How long a pod may stay pending without being bound or reported unschedulable (two
+    /// registration timeouts of launches that never register in a row, plus launches).
     pub pending_bound: SignedDuration,
     /// How many re-runs shrinking a failure may take.
     pub max_shrink_runs: usize,
@@ -430,7 +430,7 @@ impl Default for ChaosConfig {
             step: SignedDuration::from_mins(1),
             faults: FaultRates::default_on(),
             leak_bound,
-            pending_bound: SignedDuration::from_mins(25),
+            pending_bound: SignedDuration::from_mins(40),
             max_shrink_runs: 40,
             sim,
         }
