@@ -202,6 +202,20 @@ fn other(context: &str, code: &str, message: &str) -> CloudProviderError {
     }
 }
 
+/// The mapping of an EC2 call's error onto a [`CloudProviderError`] (see [`other`]), for
+/// `map_err` after `send().await`.
+fn api_error<E>(
+    context: &'static str,
+) -> impl Fn(aws_sdk_ec2::error::SdkError<E>) -> CloudProviderError
+where
+    E: aws_sdk_ec2::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    move |e| {
+        let (c, m) = error_code(&e);
+        other(context, &c, &m)
+    }
+}
+
 impl AwsCloudProvider {
     /// A provider on `clients` for the cluster of `options`, launching from the classes in
     /// `node_classes`. Prices start from the embedded snapshot.
@@ -614,10 +628,7 @@ impl CloudProvider for AwsCloudProvider {
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| {
-                    let (c, m) = error_code(&e);
-                    other("DescribeInstances", &c, &m)
-                })?;
+                .map_err(api_error("DescribeInstances"))?;
             for r in page.reservations() {
                 for i in r.instances() {
                     // The class and cluster tags are checked here too: some EC2 emulations

@@ -53,10 +53,7 @@ impl AwsCloudProvider {
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| {
-                    let (c, m) = error_code(&e);
-                    other("DescribeInstanceTypes", &c, &m)
-                })?;
+                .map_err(api_error("DescribeInstanceTypes"))?;
             for i in out.instance_types() {
                 if let Some(t) = i.instance_type() {
                     instance_types.insert(t.as_str().to_string(), convert::instance_type_info(i));
@@ -77,10 +74,7 @@ impl AwsCloudProvider {
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| {
-                    let (c, m) = error_code(&e);
-                    other("DescribeInstanceTypeOfferings", &c, &m)
-                })?;
+                .map_err(api_error("DescribeInstanceTypeOfferings"))?;
             for o in out.instance_type_offerings() {
                 if let (Some(t), Some(z)) = (o.instance_type(), o.location()) {
                     offerings
