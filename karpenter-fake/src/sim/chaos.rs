@@ -408,8 +408,9 @@ pub struct ChaosConfig {
     /// period twice (a collection pass a fault made fail is retried one period later) plus its
     /// grace period.
     pub leak_bound: SignedDuration,
-    /// How long a pod may stay pending without being bound or reported unschedulable (two
-    /// registration timeouts of launches that never register in a row, plus launches).
+    /// How long a pod may stay pending without being bound or reported unschedulable, plus
+    /// one registration timeout (upstream's 15 minutes) for each launch that never registers
+    /// while it waits (its NodeClaim holds the pod's nomination until it times out).
     pub pending_bound: SignedDuration,
     /// How many re-runs shrinking a failure may take.
     pub max_shrink_runs: usize,
@@ -430,7 +431,7 @@ impl Default for ChaosConfig {
             step: SignedDuration::from_mins(1),
             faults: FaultRates::default_on(),
             leak_bound,
-            pending_bound: SignedDuration::from_mins(40),
+            pending_bound: SignedDuration::from_mins(10),
             max_shrink_runs: 40,
             sim,
         }
@@ -838,6 +839,7 @@ fn play_inner(
     let bounds = Bounds {
         leak: config.leak_bound,
         pending: config.pending_bound,
+        registration_timeout: karpenter_core::lifecycle::nodeclaim::REGISTRATION_TIMEOUT,
     };
     let mut checker = Checker::default();
     let mut report = Report::default();
