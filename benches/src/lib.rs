@@ -4,4 +4,5 @@ pub mod consolidation;
 pub mod cost;
 pub mod gorand;
 pub mod scenario;
+pub mod simulation;
 pub mod workload;

@@ -43,6 +43,9 @@ const DEFAULT_ROWS: &[&str] = &[
     "cost:1000",
     "cost:5000",
     "cost-diverse:1000",
+    // The simulator (karpenter_bench::simulation).
+    "sim:1000",
+    "soak:10000",
 ];
 
 struct Row {
@@ -67,6 +70,11 @@ ROWS (default: every row below):
     respect:N        makePreferencePods(N), PreferencePolicy Respect
     ignore:N         makePreferencePods(N), PreferencePolicy Ignore
     consolidation:N  a cluster of N nodes: prepare, single-node evaluation, multi-node pass
+    cost:N, cost-diverse:N  faithful against cost-aware packing (see karpenter_bench::cost)
+    sim:N[:STEPS]    the simulator on a cluster of about N nodes for STEPS minute steps (1,440,
+                     a simulated day, by default): steps per second
+    soak:STEPS[:SEED]  the chaos scenario of SEED (0) for STEPS steps with every fault on: cost
+                     over time against the same run without consolidation and the lower bound
 
 OPTIONS:
     --rows LIST   comma-separated rows to run, in order
@@ -159,6 +167,8 @@ fn main() {
     let mut results = Vec::new();
     let mut consolidation: Vec<(String, String)> = Vec::new();
     let mut cost: Vec<(String, String)> = Vec::new();
+    let mut speed: Vec<(String, String)> = Vec::new();
+    let mut soak: Vec<(String, String)> = Vec::new();
     let mut failed = false;
     for row in &args.rows {
         let mut command = Command::new(&exe);
@@ -169,6 +179,14 @@ fn main() {
         match command.output() {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
+                if let Some(rest) = text.trim().strip_prefix("S ") {
+                    speed.push((row.clone(), rest.to_string()));
+                    continue;
+                }
+                if let Some(rest) = text.trim().strip_prefix("W ") {
+                    soak.push((row.clone(), rest.to_string()));
+                    continue;
+                }
                 if let Some(rest) = text.trim().strip_prefix("K ") {
                     cost.push((row.clone(), rest.to_string()));
                     continue;
@@ -225,6 +243,14 @@ fn main() {
     if !cost.is_empty() {
         println!();
         karpenter_bench::cost::print_table(&cost, args.markdown);
+    }
+    if !speed.is_empty() {
+        println!();
+        karpenter_bench::simulation::print_speed(&speed, args.markdown);
+    }
+    if !soak.is_empty() {
+        println!();
+        karpenter_bench::simulation::print_soak(&soak, args.markdown);
     }
     if failed {
         std::process::exit(1);
@@ -292,6 +318,9 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
 fn run_row(row: &str, once: bool) -> Result<String, String> {
     if row.starts_with("cost") {
         return karpenter_bench::cost::run_row(row);
+    }
+    if row.starts_with("sim:") || row.starts_with("soak:") {
+        return karpenter_bench::simulation::run_row(row);
     }
     let (kind, n) = row
         .split_once(':')
