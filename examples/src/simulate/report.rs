@@ -129,8 +129,8 @@ fn round(x: f64, digits: i32) -> f64 {
     if r == 0.0 { 0.0 } else { r }
 }
 
-/// Minutes between table rows: an hour (a multiple of the step), halved... doubled until at
-/// most 48 rows, and shorter when the run is under four hours.
+/// Steps between table rows: an hour's worth of steps, doubled until there are at most 48
+/// rows, and a twelfth of the run when that gives fewer than four rows.
 pub fn row_steps(sim: &Simulation) -> usize {
     let steps = sim.consolidated.samples.len().max(1);
     let step_secs = sim.options.step.as_secs().max(1);
