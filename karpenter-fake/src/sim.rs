@@ -46,6 +46,7 @@ use crate::FakeCloudProvider;
 mod api;
 pub mod chaos;
 mod invariants;
+pub mod scripted;
 pub mod workload;
 mod world;
 pub use self::api::{ApiError, ClusterApi};
