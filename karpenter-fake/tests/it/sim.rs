@@ -480,3 +480,29 @@ fn a_change_after_a_quiet_spell_is_acted_on() {
         "acted on within a poll and the validation wait, not after the memo's 5 minutes: {waited}"
     );
 }
+
+/// The operator reports, per disruption reason, how many nodes the last pass found eligible
+/// (upstream's `karpenter_voluntary_disruption_eligible_nodes{reason}`), before budgets: with a
+/// budget of zero the two empty nodes are counted and none is disrupted.
+#[test]
+fn eligible_nodes_are_counted_per_reason_before_budgets() {
+    let mut sim = spread_cluster(4, "0");
+    for i in 2..4 {
+        sim.delete_pod(&format!("default/spread-{i}"));
+    }
+    let counted = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.operator().eligible_nodes().get("empty") == Some(&2)
+        })
+        .unwrap();
+    assert!(counted, "eligible: {:?}", sim.operator().eligible_nodes());
+    assert!(
+        sim.operator()
+            .eligible_nodes()
+            .contains_key("underutilized"),
+        "consolidation ran too: {:?}",
+        sim.operator().eligible_nodes()
+    );
+    assert_eq!(disrupting(&sim), 0, "a zero budget disrupts nothing");
+    assert_eq!(sim.api().nodes.len(), 4);
+}
