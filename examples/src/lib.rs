@@ -11,6 +11,8 @@
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
 //! - [`live`]: `karpenter plan --from-cluster`, the live cluster as documents;
+//! - [`simulate`]: `karpenter simulate`, the operator loops over a simulated day of a
+//!   workload, with and without consolidation;
 //! - [`crds`]: `karpenter crds`;
 //! - [`controller`]: `karpenter controller`, the kube-rs shell around the operator loops;
 //! - [`cli`]: the command line.
@@ -25,6 +27,7 @@ pub mod live;
 pub mod manifests;
 pub mod output;
 pub mod plan;
+pub mod simulate;
 pub mod warnings;
 
 /// The proven cost lower bound of `karpenter plan` (moved to karpenter-core).

@@ -411,8 +411,10 @@ pub struct Candidate {
     pub capacity_type: String,
     /// The price of the node's current offering (see [`current_price`]); 0 when unknown.
     pub price: f64,
-    /// The bound pods that would need a new home ([`is_reschedulable`]), in node order.
-    pub reschedulable_pods: Vec<Pod>,
+    /// Positions in `node.pods` of the bound pods that would need a new home
+    /// ([`is_reschedulable`]), in node order: the candidate refers to the node's pods rather than
+    /// copying them (see [`Candidate::reschedulable_pods`]).
+    reschedulable: Vec<u32>,
     /// 1 + the sum of the reschedulable pods' positive eviction costs.
     pub reschedule_disruption_cost: f64,
     /// Whether the NodePool is static (`spec.replicas` set).
@@ -420,6 +422,18 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// The bound pods that would need a new home ([`is_reschedulable`]), in node order.
+    pub fn reschedulable_pods(&self) -> impl Iterator<Item = &Pod> + Clone + '_ {
+        self.reschedulable
+            .iter()
+            .filter_map(|&i| self.node.pods.get(i as usize))
+    }
+
+    /// How many of the node's pods would need a new home.
+    pub fn reschedulable_pod_count(&self) -> usize {
+        self.reschedulable.len()
+    }
+
     /// The node's name.
     pub fn name(&self) -> &str {
         self.node.name()
@@ -542,13 +556,18 @@ pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> 
     let zone = node.zone().unwrap_or_default().to_string();
     let capacity_type = node.capacity_type().unwrap_or_default().to_string();
     let price = current_price(instance_type.as_deref(), &zone, &capacity_type);
-    let reschedulable_pods: Vec<Pod> = node
+    let reschedulable: Vec<u32> = node
         .pods
         .iter()
-        .filter(|p| is_reschedulable(p))
-        .cloned()
+        .enumerate()
+        .filter(|(_, p)| is_reschedulable(p))
+        .filter_map(|(i, _)| u32::try_from(i).ok())
         .collect();
-    let reschedule_disruption_cost = cost::reschedule_disruption_cost(&reschedulable_pods);
+    let reschedule_disruption_cost = cost::reschedule_disruption_cost(
+        reschedulable
+            .iter()
+            .filter_map(|&i| node.pods.get(i as usize)),
+    );
     Candidate {
         node: Arc::clone(node),
         node_pool: pool_name.to_string(),
@@ -556,7 +575,7 @@ pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> 
         zone,
         capacity_type,
         price,
-        reschedulable_pods,
+        reschedulable,
         reschedule_disruption_cost,
         owned_by_static_node_pool: pool.is_some_and(|p| p.node_pool.is_static()),
     }
@@ -674,5 +693,5 @@ pub fn sort_for_drift(candidates: &mut [Candidate]) {
             .then_with(|| a.name().cmp(b.name()))
     });
     // A stable sort on a boolean key is a stable partition.
-    candidates.sort_by_key(|c| !c.reschedulable_pods.is_empty());
+    candidates.sort_by_key(|c| c.reschedulable_pod_count() != 0);
 }

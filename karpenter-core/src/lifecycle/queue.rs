@@ -200,7 +200,7 @@ impl QueuedCommand {
                 cc.nodepool = c.node_pool.clone();
                 cc.capacity_type = c.capacity_type.clone();
                 cc.termination_mode = claim.map_or(TerminationMode::Graceful, TerminationMode::of);
-                cc.reschedulable_pods = c.reschedulable_pods.len();
+                cc.reschedulable_pods = c.reschedulable_pod_count();
                 cc
             })
             .collect();
