@@ -3,5 +3,6 @@
 pub mod consolidation;
 pub mod cost;
 pub mod gorand;
+pub mod report;
 pub mod scenario;
 pub mod workload;
