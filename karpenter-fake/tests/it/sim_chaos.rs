@@ -148,7 +148,7 @@ fn a_leak_beyond_the_bound_is_reported_with_a_minimal_trace() {
             replicas: 6,
         },
     );
-    scenario.steps[0].push(Event::Timeout { calls: 40 });
+    scenario.steps[0].push(Event::Timeout { calls: 5 });
     let failure = run(&scenario, &config).expect_err("the leak must be caught");
     assert!(
         matches!(failure.violation, Violation::Leak { .. }),
