@@ -47,6 +47,7 @@ mod api;
 pub mod chaos;
 mod invariants;
 mod rng;
+pub mod scripted;
 pub mod workload;
 mod world;
 pub use self::api::{ApiError, ClusterApi};

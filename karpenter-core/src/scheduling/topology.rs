@@ -74,11 +74,13 @@
 
 mod base;
 mod error;
+mod fork;
 mod internals;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
+pub(crate) use self::fork::TopologyTemplate;
 use self::internals::{OwnedTerm, spread_selector};
 
 mod group;
@@ -123,7 +125,7 @@ pub(crate) struct TopologyInput<'i, 'a> {
 }
 
 /// Group identity (see the module docs).
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct GroupIdentity {
     kind: TopologyType,
     key: u32,
@@ -141,7 +143,7 @@ enum GroupRef {
 }
 
 /// An interned spread node filter with its per-node results.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FilterEntry {
     filter: NodeFilter,
     trivial: bool,
@@ -150,7 +152,7 @@ struct FilterEntry {
 }
 
 /// An existing node as counting needs it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct NodeData<'a> {
     name: &'a str,
     labels: &'a BTreeMap<String, String>,
@@ -204,7 +206,7 @@ struct Owned {
 }
 
 /// What the topology knows about one pod of the batch (by UID).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct PodEntry {
     namespace: String,
     labels: BTreeMap<String, String>,
@@ -221,7 +223,7 @@ struct PodEntry {
 }
 
 /// Topology state of one solve (upstream `topology.go` / `topologygroup.go`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
     universe: std::sync::Arc<DomainUniverse>,

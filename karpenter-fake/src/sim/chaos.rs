@@ -507,67 +507,15 @@ impl Scenario {
                 }
                 events.push(Event::JobArrives(job));
             }
-            if rng.chance(faults.ice) {
-                let it = rng.pick(&instance_types).name().to_string();
-                let zone = rng.pick(&crate::catalog::ZONES).to_string();
-                let ct = rng
-                    .pick(&[labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND])
-                    .to_string();
-                let end = step + usize::try_from(rng.range(5, 30)).unwrap_or(5);
-                if end < steps {
-                    out[end].push(Event::IceEnds {
-                        instance_type: it.clone(),
-                        zone: zone.clone(),
-                        capacity_type: ct.clone(),
-                    });
-                }
-                events.push(Event::Ice {
-                    instance_type: it,
-                    zone,
-                    capacity_type: ct,
-                });
-            }
-            if rng.chance(faults.throttle) {
-                let calls = usize::try_from(rng.range(1, 5)).unwrap_or(1);
-                events.push(Event::Throttle { calls });
-            }
-            if rng.chance(faults.timeout) {
-                let calls = usize::try_from(rng.range(1, 2)).unwrap_or(1);
-                events.push(Event::Timeout { calls });
-            }
-            if rng.chance(faults.partial_fleet) {
-                let succeed = usize::try_from(rng.range(0, 2)).unwrap_or(0);
-                events.push(Event::PartialFleet { succeed });
-            }
-            if rng.chance(faults.lost_launch) {
-                events.push(Event::LostLaunch);
-            }
-            if rng.chance(faults.node_delete) {
-                events.push(Event::DeleteNode {
-                    pick: rng.next_u64(),
-                });
-            }
-            if rng.chance(faults.node_remove) {
-                events.push(Event::RemoveNode {
-                    pick: rng.next_u64(),
-                });
-            }
-            if rng.chance(faults.interrupt) {
-                let kind = *rng.pick(&[
-                    InterruptionKind::SpotInterrupted,
-                    InterruptionKind::SpotInterrupted,
-                    InterruptionKind::RebalanceRecommendation,
-                    InterruptionKind::InstanceTerminated,
-                ]);
-                events.push(Event::Interrupt {
-                    kind,
-                    pick: rng.next_u64(),
-                });
-            }
-            if rng.chance(faults.crash) {
-                let after = usize::try_from(rng.range(0, 40)).unwrap_or(0);
-                events.push(Event::Crash { after });
-            }
+            events.extend(fault_events(
+                &mut rng,
+                &faults,
+                &instance_types,
+                &crate::catalog::ZONES,
+                step,
+                steps,
+                &mut out,
+            ));
             out[step].splice(0..0, events);
         }
         Scenario {
@@ -602,6 +550,86 @@ impl Scenario {
             ..self.clone()
         }
     }
+}
+
+/// The faults of one step drawn from `rng` at `faults`' rates: the events of step `step` (of
+/// `steps`) in the order [`Scenario::generate`] draws them. An insufficient-capacity event
+/// picks an offering of `instance_types` (not empty) in one of `zones` and schedules its end into `later`
+/// (indexed by step) when that falls within the run. A [`Event::Crash`] is for the step loop
+/// to carry out (see [`apply_event`]).
+pub fn fault_events(
+    rng: &mut SimRng,
+    faults: &FaultRates,
+    instance_types: &[Arc<karpenter_core::model::InstanceType>],
+    zones: &[&str],
+    step: usize,
+    steps: usize,
+    later: &mut [Vec<Event>],
+) -> Vec<Event> {
+    let mut events = Vec::new();
+    let out = later;
+    if rng.chance(faults.ice) {
+        let it = rng.pick(instance_types).name().to_string();
+        let zone = rng.pick(zones).to_string();
+        let ct = rng
+            .pick(&[labels::CAPACITY_TYPE_SPOT, labels::CAPACITY_TYPE_ON_DEMAND])
+            .to_string();
+        let end = step + usize::try_from(rng.range(5, 30)).unwrap_or(5);
+        if end < steps {
+            out[end].push(Event::IceEnds {
+                instance_type: it.clone(),
+                zone: zone.clone(),
+                capacity_type: ct.clone(),
+            });
+        }
+        events.push(Event::Ice {
+            instance_type: it,
+            zone,
+            capacity_type: ct,
+        });
+    }
+    if rng.chance(faults.throttle) {
+        let calls = usize::try_from(rng.range(1, 5)).unwrap_or(1);
+        events.push(Event::Throttle { calls });
+    }
+    if rng.chance(faults.timeout) {
+        let calls = usize::try_from(rng.range(1, 2)).unwrap_or(1);
+        events.push(Event::Timeout { calls });
+    }
+    if rng.chance(faults.partial_fleet) {
+        let succeed = usize::try_from(rng.range(0, 2)).unwrap_or(0);
+        events.push(Event::PartialFleet { succeed });
+    }
+    if rng.chance(faults.lost_launch) {
+        events.push(Event::LostLaunch);
+    }
+    if rng.chance(faults.node_delete) {
+        events.push(Event::DeleteNode {
+            pick: rng.next_u64(),
+        });
+    }
+    if rng.chance(faults.node_remove) {
+        events.push(Event::RemoveNode {
+            pick: rng.next_u64(),
+        });
+    }
+    if rng.chance(faults.interrupt) {
+        let kind = *rng.pick(&[
+            InterruptionKind::SpotInterrupted,
+            InterruptionKind::SpotInterrupted,
+            InterruptionKind::RebalanceRecommendation,
+            InterruptionKind::InstanceTerminated,
+        ]);
+        events.push(Event::Interrupt {
+            kind,
+            pick: rng.next_u64(),
+        });
+    }
+    if rng.chance(faults.crash) {
+        let after = usize::try_from(rng.range(0, 40)).unwrap_or(0);
+        events.push(Event::Crash { after });
+    }
+    events
 }
 
 fn generate_setup(rng: &mut SimRng) -> Setup {
@@ -699,8 +727,9 @@ fn event_kind(e: &Event) -> &'static str {
     }
 }
 
-/// Applies one event (a crash is handled by the step loop).
-fn apply(sim: &mut Sim, event: &Event) {
+/// Applies one event to a simulation; a [`Event::Crash`] does nothing here (the step loop
+/// restarts the operator after the event's inner steps).
+pub fn apply_event(sim: &mut Sim, event: &Event) {
     match event {
         Event::Scale {
             deployment,
@@ -838,7 +867,7 @@ fn play_inner(
             *report.events.entry(event_kind(e).to_string()).or_default() += 1;
             match e {
                 Event::Crash { after } => crash_after = Some(*after),
-                other => apply(&mut sim, other),
+                other => apply_event(&mut sim, other),
             }
         }
         let deadline = sim.now().checked_add(config.step).unwrap_or(Timestamp::MAX);
