@@ -134,6 +134,7 @@ impl NodeSelectorRequirement {
 
 /// Why two sets of requirements are not compatible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IncompatibleError {
     /// A key the constraints require (with a value) is not defined by the node side.
     #[error("label \"{key}\" does not have known values")]
@@ -160,6 +161,7 @@ pub enum IncompatibleError {
     "minValues requirement is not met for label(s) (label(s)=[{}])",
     join_keys(.achieved)
 )]
+#[non_exhaustive]
 pub struct MinValuesError {
     /// For every unsatisfied key, the number of distinct values the instance types offered.
     pub achieved: BTreeMap<String, usize>,

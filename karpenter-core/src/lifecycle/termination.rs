@@ -553,6 +553,7 @@ impl EvictionResponse {
 
 /// What the eviction queue does after an eviction call.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct EvictionDecision {
     /// The pod leaves the eviction queue.
     pub done: bool,

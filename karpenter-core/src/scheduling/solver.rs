@@ -43,7 +43,7 @@ use cache::RequirementsCache;
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
-use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput};
+use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput, TopologyTemplate};
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
     ExistingNodeRef, PodError, PodErrorKind, PreferencePolicy, Results, SchedulerOptions,
@@ -296,6 +296,8 @@ pub(crate) struct Prepared<'a> {
     /// Existing nodes not marked for deletion, in placement order (initialized first, then by
     /// name): (position in `nodes`, state before the solve).
     existing: Vec<(usize, Arc<ExistingNode>)>,
+    /// The topology every solve that leaves nodes out forks, built by the first such solve.
+    topology_template: std::sync::OnceLock<TopologyTemplate<'a>>,
 }
 
 /// One solve over a [`Prepared`] cluster.
@@ -385,13 +387,21 @@ impl<'a> Solver<'a> {
             nodes_limit.push(n);
         }
 
-        let topology = Topology::new(TopologyInput {
+        let topology_input = TopologyInput {
             preference_policy: options.preference_policy,
             universe: prepared.universe.clone(),
             base: prepared.topology.clone(),
             removed: request.removed,
             batch_pods: request.pods,
-        });
+        };
+        // A solve that leaves nodes out (a consolidation simulation) forks the prepared topology
+        // instead of building it over every existing node again.
+        let forked = if request.removed.iter().any(|&r| r) {
+            prepared.topology_template().fork(&topology_input)
+        } else {
+            None
+        };
+        let topology = forked.unwrap_or_else(|| Topology::new(topology_input));
 
         let mut existing = Vec::with_capacity(prepared.existing.len());
         let mut existing_meta = Vec::with_capacity(prepared.existing.len());

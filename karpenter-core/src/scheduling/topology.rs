@@ -74,11 +74,13 @@
 
 mod base;
 mod error;
+mod fork;
 mod internals;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
+pub(crate) use self::fork::TopologyTemplate;
 use self::internals::{OwnedTerm, spread_selector};
 
 mod group;
@@ -124,7 +126,7 @@ pub(crate) struct TopologyInput<'i, 'a> {
 }
 
 /// Group identity (see the module docs).
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct GroupIdentity {
     kind: TopologyType,
     key: u32,
@@ -142,7 +144,7 @@ enum GroupRef {
 }
 
 /// An interned spread node filter with its per-node results.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FilterEntry {
     filter: NodeFilter,
     trivial: bool,
@@ -151,7 +153,7 @@ struct FilterEntry {
 }
 
 /// An existing node as counting needs it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct NodeData<'a> {
     name: &'a str,
     labels: &'a BTreeMap<String, String>,
@@ -207,7 +209,7 @@ struct Owned {
 /// What the topology knows about one pod of the batch (by UID). The namespace and labels are
 /// borrowed from the batch pod (relaxation never changes them); a pod known only through a
 /// copy with other labels gets its own.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 struct PodEntry<'a> {
     namespace: Cow<'a, str>,
     labels: Cow<'a, BTreeMap<String, String>>,
@@ -224,7 +226,7 @@ struct PodEntry<'a> {
 }
 
 /// Topology state of one solve (upstream `topology.go` / `topologygroup.go`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
     universe: std::sync::Arc<DomainUniverse>,
