@@ -332,6 +332,8 @@ fn run_row(row: &str, once: bool) -> Result<String, String> {
         _ => Workload::new().preference_pods(n),
     };
     let pods = scenario::to_pods(&draws);
+    // The draws are the generator's scratch, not input: freed before the solve.
+    drop(draws);
     let input = scenario::input(pods);
     let options = scenario::options(policy);
     // `--once`: the first solve of the process alone, timed (upstream's `benchtime=1x`).

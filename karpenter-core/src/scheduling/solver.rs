@@ -31,7 +31,7 @@ use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
 use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
 use crate::requirements::{Operator, Requirement, Requirements};
-use crate::resources::{ResourceList, names};
+use crate::resources::{Quantity, ResourceList, names};
 use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint};
 
@@ -503,6 +503,8 @@ impl<'a> Solver<'a> {
             }
             // Volumes (spec 5.3): pods whose claims are not usable yet are left out.
             match PodVolumes::prepare(&self.input.volumes, pod) {
+                // Pods without volumes (most) keep the shared empty entry.
+                Ok(v) if v == PodVolumes::default() => {}
                 Ok(v) => self.pod_volumes[i] = Arc::new(v),
                 Err(e) => {
                     self.errors.insert(
@@ -519,16 +521,26 @@ impl<'a> Solver<'a> {
             queue.push(i);
         }
         // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
-        let cpu = |p: &Pod| p.requests.get_or_zero(names::CPU);
-        let mem = |p: &Pod| p.requests.get_or_zero(names::MEMORY);
-        queue.sort_by(|&a, &b| {
+        // The requests are read once per pod, not once per comparison.
+        let mut keyed: Vec<(Quantity, Quantity, usize)> = queue
+            .iter()
+            .map(|&i| {
+                let requests = &pods[i].requests;
+                (
+                    requests.get_or_zero(names::CPU),
+                    requests.get_or_zero(names::MEMORY),
+                    i,
+                )
+            })
+            .collect();
+        keyed.sort_by(|&(ca, ma, a), &(cb, mb, b)| {
             let (pa, pb) = (&pods[a], &pods[b]);
-            cpu(pb)
-                .cmp(&cpu(pa))
-                .then_with(|| mem(pb).cmp(&mem(pa)))
+            cb.cmp(&ca)
+                .then_with(|| mb.cmp(&ma))
                 .then_with(|| pa.creation_timestamp.cmp(&pb.creation_timestamp))
                 .then_with(|| pa.uid.cmp(&pb.uid))
         });
+        let queue: Vec<usize> = keyed.into_iter().map(|(_, _, i)| i).collect();
         let mut queue: std::collections::VecDeque<usize> = queue.into();
         let mut marker: FxHashMap<usize, usize> = FxHashMap::default();
         while let Some(&head) = queue.front() {
@@ -544,7 +556,7 @@ impl<'a> Solver<'a> {
                 Err(e) => {
                     self.errors.insert(head, e);
                     // Retries start again from the unrelaxed pod.
-                    self.topology.update(&pods[head]);
+                    self.topology.update_batch(&pods[head]);
                     queue.push_back(head);
                     marker.insert(head, queue.len());
                 }
@@ -675,17 +687,9 @@ impl<'a> Solver<'a> {
                     if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
                         continue;
                     }
-                    if let Ok(update) = self.claim_can_add(
-                        claim.template,
-                        &claim.requirements,
-                        &claim.options,
-                        &claim.requests,
-                        &claim.host_ports,
-                        &claim.reservations,
-                        st,
-                        false,
-                        false,
-                    ) {
+                    if let Ok(update) =
+                        self.claim_can_add(&claims::ClaimAttempt::in_flight(claim, st))
+                    {
                         chosen = Some(Placement::Claim(c, pos, update));
                         break;
                     }

@@ -209,7 +209,7 @@ impl<'a> TopologyTemplate<'a> {
         }
         // From here as `Topology::new`.
         for p in input.batch_pods {
-            t.update(p);
+            t.update_batch(p);
         }
         t.defer_inverse_refresh = false;
         t.refresh_inverse_selecting(None);
