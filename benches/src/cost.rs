@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use karpenter_aws::catalog::{AwsCatalogOptions, CatalogSources, build_catalog, labels as aws};
 use karpenter_core::labels::LabelPolicy;
@@ -24,6 +24,7 @@ use karpenter_core::scheduling::{
     NodePoolInput, PreferencePolicy, SchedulerOptions, SchedulingInput, solve,
 };
 
+use crate::report;
 use crate::scenario;
 use crate::workload::Workload;
 
@@ -125,20 +126,6 @@ pub struct CostRow {
     pub cost_time: Duration,
 }
 
-/// The fastest of a few runs of `f` (at least one; at most 5 or ~2 s).
-fn time<T>(mut f: impl FnMut() -> T) -> Duration {
-    let mut best = Duration::MAX;
-    let start = Instant::now();
-    let mut runs = 0;
-    while runs < 1 || (runs < 5 && start.elapsed() < Duration::from_secs(2)) {
-        let t = Instant::now();
-        std::hint::black_box(f());
-        best = best.min(t.elapsed());
-        runs += 1;
-    }
-    best
-}
-
 /// Measures one input under both policies.
 pub fn measure(input: &SchedulingInput, options: &SchedulerOptions) -> CostRow {
     let policy = &options.label_policy;
@@ -158,33 +145,34 @@ pub fn measure(input: &SchedulingInput, options: &SchedulerOptions) -> CostRow {
         faithful: plan_cost(&faithful, policy),
         cost_aware: outcome.cost,
         bound,
-        faithful_time: time(|| solve(input, options)),
-        cost_time: time(|| solve_packed(input, &cost_options)),
+        faithful_time: report::fastest(5, Duration::from_secs(2), || solve(input, options)),
+        cost_time: report::fastest(5, Duration::from_secs(2), || {
+            solve_packed(input, &cost_options)
+        }),
     }
 }
 
+/// The tag of a cost row's output line.
+pub const TAG: &str = "K";
+
+/// Whether `row` is a cost row (`cost:N[:SEED]` or `cost-diverse:N`).
+pub fn is_cost_row(row: &str) -> bool {
+    row.starts_with("cost:") || row.starts_with("cost-diverse:")
+}
+
 /// Runs a cost row (`cost:N[:SEED]` or `cost-diverse:N`) and returns the child's output line
-/// (`K` and the figures), or an error naming the row.
+/// ([`TAG`] and the figures), or an error naming the row.
 pub fn run_row(row: &str) -> Result<String, String> {
-    let parts: Vec<&str> = row.split(':').collect();
-    let number = |i: usize| -> Result<u64, String> {
-        parts
-            .get(i)
-            .ok_or_else(|| format!("row {row:?}: missing count"))?
-            .parse()
-            .map_err(|_| format!("row {row:?}: bad number"))
-    };
-    let r = match parts.first().copied() {
-        Some("cost") => {
-            let n = number(1)? as usize;
-            let seed = if parts.len() > 2 { number(2)? } else { 1 };
+    let (kind, numbers) = report::parse_row(row)?;
+    let r = match (kind, numbers.as_slice()) {
+        ("cost", [n, rest @ ..]) if rest.len() <= 1 => {
+            let seed = rest.first().copied().unwrap_or(1);
             let (types, policy) = aws_instance_types()?;
             let options = SchedulerOptions::default().with_label_policy(policy);
-            measure(&generic_input(n, seed, types), &options)
+            measure(&generic_input(*n as usize, seed, types), &options)
         }
-        Some("cost-diverse") => {
-            let n = number(1)? as usize;
-            let pods = scenario::to_pods(&Workload::new().diverse_pods(n));
+        ("cost-diverse", [n]) => {
+            let pods = scenario::to_pods(&Workload::new().diverse_pods(*n as usize));
             measure(
                 &scenario::input(pods),
                 &scenario::options(PreferencePolicy::Respect),
@@ -192,21 +180,21 @@ pub fn run_row(row: &str) -> Result<String, String> {
         }
         _ => return Err(format!("unknown cost row {row:?}")),
     };
-    Ok(format!(
-        "K {} {} {} {} {} {} {} {} {}",
-        r.pods,
-        r.scheduled,
-        r.nodes.0,
-        r.nodes.1,
-        r.faithful,
-        r.cost_aware,
-        r.bound,
-        r.faithful_time.as_nanos(),
-        r.cost_time.as_nanos()
-    ))
+    let figures = [
+        r.pods.to_string(),
+        r.scheduled.to_string(),
+        r.nodes.0.to_string(),
+        r.nodes.1.to_string(),
+        r.faithful.to_string(),
+        r.cost_aware.to_string(),
+        r.bound.to_string(),
+        r.faithful_time.as_nanos().to_string(),
+        r.cost_time.as_nanos().to_string(),
+    ];
+    Ok(report::tagged_line(TAG, &figures))
 }
 
-/// Prints the cost table from the children's lines (without their `K ` prefix).
+/// Prints the cost table from the children's figures (the text after [`TAG`]).
 pub fn print_table(rows: &[(String, String)], markdown: bool) {
     let header = [
         "row",
@@ -223,11 +211,9 @@ pub fn print_table(rows: &[(String, String)], markdown: bool) {
     ];
     let mut lines = Vec::new();
     for (row, text) in rows {
-        let f: Vec<f64> = text
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        let [pods, scheduled, nf, nc, faithful, cost, bound, tf, tc] = f[..] else {
+        let Some([pods, scheduled, nf, nc, faithful, cost, bound, tf, tc]) =
+            report::figures::<f64, 9>(text)
+        else {
             eprintln!("row {row}: unreadable output {text:?}");
             continue;
         };
@@ -252,16 +238,5 @@ pub fn print_table(rows: &[(String, String)], markdown: bool) {
             format!("{:.1}x", tc / tf.max(1.0)),
         ]);
     }
-    if markdown {
-        println!("| {} |", header.join(" | "));
-        println!("|{}", " --- |".repeat(header.len()));
-        for l in &lines {
-            println!("| {} |", l.join(" | "));
-        }
-        return;
-    }
-    println!("{}", header.join("  "));
-    for l in &lines {
-        println!("{}", l.join("  "));
-    }
+    report::print_table(&header, &lines, markdown);
 }

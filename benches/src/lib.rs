@@ -3,5 +3,7 @@
 pub mod consolidation;
 pub mod cost;
 pub mod gorand;
+pub mod report;
 pub mod scenario;
+pub mod simulation;
 pub mod workload;

@@ -12,11 +12,14 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use karpenter_core::model::Timestamp;
 
 use crate::catalog::CatalogSpec;
+#[cfg(feature = "controller")]
 use crate::controller::settings::ControllerArgs;
 use crate::manifests::{Input, read_inputs};
 use crate::output;
 use crate::plan::{PlanError, PlanOptions, plan};
+use crate::simulate::SimulateOptions;
 use crate::warnings::RULES;
+use karpenter_fake::sim::chaos::FaultRates;
 
 /// `karpenter`: Karpenter node autoscaling.
 #[derive(Debug, Parser)]
@@ -32,10 +35,14 @@ pub struct Cli {
 pub enum Command {
     /// Which nodes would Karpenter launch for these manifests, and what would they cost?
     Plan(PlanArgs),
+    /// What would these NodePools cost over a day of this workload, with and without
+    /// consolidation? (The operator loops over a simulated cluster.)
+    Simulate(SimulateArgs),
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
     /// YAML.
     Crds,
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).
+    #[cfg(feature = "controller")]
     Controller(Box<ControllerArgs>),
 }
 
@@ -102,6 +109,66 @@ pub struct PlanArgs {
     #[arg(long, value_name = "POLICY")]
     pub packing: Option<String>,
 }
+
+/// `karpenter simulate` arguments.
+#[derive(Debug, Args)]
+#[command(after_help = SIMULATE_HELP)]
+pub struct SimulateArgs {
+    /// A manifest file, a directory (read recursively: *.yaml, *.yml, *.json) or - for standard
+    /// input, read as `karpenter plan -f` reads it: the NodePools (and EC2NodeClasses), and
+    /// optionally a cluster dump whose pods are the starting workload. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub files: Vec<String>,
+    /// The workload over time (YAML; format in docs/simulate.md).
+    #[arg(long, value_name = "FILE")]
+    pub workload: String,
+    /// Virtual time to simulate (a Go duration: 24h, 90m, 2h30m).
+    #[arg(long, value_name = "DURATION", default_value = "24h")]
+    pub duration: String,
+    /// Virtual time per step: workload changes and faults happen at step boundaries, and the
+    /// cluster is sampled at the end of each.
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    pub step: String,
+    /// Seed of the faults and spot interruptions (same inputs and seed: the same output).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+    /// Injected faults per step: none, default, or name=rate,... (ice, throttle, timeout,
+    /// partial-fleet, lost-launch, node-delete, node-remove, interrupt, crash).
+    #[arg(long, value_name = "SPEC", default_value = "none")]
+    pub faults: String,
+    /// Output format: table or json.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FORMAT",
+        default_value = "table"
+    )]
+    pub output: String,
+    /// Also write the cost-over-time chart as SVG to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<String>,
+    /// Where instance types come from: aws (embedded us-east-1 catalog), fake:N, or a catalog
+    /// file (as for karpenter plan).
+    #[arg(long, value_name = "SPEC", default_value = "aws")]
+    pub catalog: String,
+    /// The spot price estimate of the aws catalog, as a fraction of the on-demand price.
+    #[arg(long, value_name = "FACTOR")]
+    pub spot_price_factor: Option<f64>,
+    /// The packing policy of every NodePool: upstream or cost (default: each NodePool's
+    /// karpenter-rs.io/packing annotation, else upstream).
+    #[arg(long, value_name = "POLICY")]
+    pub packing: Option<String>,
+}
+
+const SIMULATE_HELP: &str = "Runs Karpenter's own operator loops (provisioning, disruption, \
+termination, garbage collection, interruption handling) against a simulated cluster with a \
+virtual clock, twice: as the NodePools say, and with consolidateAfter: Never (the baseline). \
+Reports cost over time, nodes launched and removed by reason, pod disruptions and the saving.
+
+Exit status: 0 when the simulation ran; 2 for invalid input or usage (the message names the \
+file, the object and the field); 1 for an internal error.
+
+The JSON output is a stable contract: docs/simulate.md in the repository.";
 
 fn rules_help() -> String {
     let s = String::from(
@@ -218,7 +285,9 @@ pub fn run(
     };
     match cli.command {
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
+        Command::Simulate(args) => run_simulate(&args, stdin, stdout, stderr, progress_on_tty),
         Command::Crds => run_crds(stdout, stderr),
+        #[cfg(feature = "controller")]
         Command::Controller(args) => match crate::controller::run_blocking(*args) {
             Ok(()) => 0,
             Err(e) => {
@@ -229,6 +298,18 @@ pub fn run(
     }
 }
 
+#[cfg(not(feature = "controller"))]
+fn run_crds(_stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let _ = writeln!(stderr, "error: {WITHOUT_CONTROLLER}");
+    2
+}
+
+/// What the cluster-facing commands say when the binary was built without them.
+#[cfg(not(feature = "controller"))]
+const WITHOUT_CONTROLLER: &str = "this karpenter binary was built without the `controller` \
+    feature (cargo build -p karpenter-cli with default features enables it)";
+
+#[cfg(feature = "controller")]
 fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     match crate::crds::to_yaml(&crate::crds::all()) {
         Ok(text) => match stdout
@@ -246,6 +327,20 @@ fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
             1
         }
     }
+}
+
+/// The live cluster's documents for `--from-cluster`.
+#[cfg(feature = "controller")]
+fn read_cluster(kubeconfig: Option<&str>) -> Result<Vec<crate::manifests::Document>, PlanError> {
+    crate::live::read_cluster_blocking(kubeconfig)
+        .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))
+}
+
+#[cfg(not(feature = "controller"))]
+fn read_cluster(_: Option<&str>) -> Result<Vec<crate::manifests::Document>, PlanError> {
+    Err(PlanError::Input(format!(
+        "--from-cluster: {WITHOUT_CONTROLLER}"
+    )))
 }
 
 fn run_plan(
@@ -300,9 +395,7 @@ fn run_plan(
         .and_then(|mut docs| {
             if from_cluster {
                 progress.phase("reading the cluster");
-                let live = crate::live::read_cluster_blocking(args.kubeconfig.as_deref())
-                    .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))?;
-                docs.extend(live);
+                docs.extend(read_cluster(args.kubeconfig.as_deref())?);
             }
             plan(&docs, &opts, &mut |p| progress.phase(p))
         });
@@ -330,4 +423,145 @@ fn run_plan(
         }
         Err(e) => fail(stderr, PlanError::Internal(e.to_string())),
     }
+}
+
+fn parse_duration(flag: &str, text: &str) -> Result<jiff::SignedDuration, PlanError> {
+    let d = karpenter_core::api::Duration::parse(text)
+        .map_err(|e| PlanError::Input(format!("{flag} {text:?}: {e}")))?
+        .as_signed_duration();
+    if !d.is_positive() {
+        return Err(PlanError::Input(format!(
+            "{flag} {text:?}: must be longer than zero"
+        )));
+    }
+    Ok(d)
+}
+
+fn simulate_options(args: &SimulateArgs) -> Result<SimulateOptions, PlanError> {
+    let catalog: CatalogSpec = args
+        .catalog
+        .parse()
+        .map_err(|e| PlanError::Input(format!("--catalog: {e}")))?;
+    let duration = parse_duration("--duration", &args.duration)?;
+    let step = parse_duration("--step", &args.step)?;
+    if step > duration {
+        return Err(PlanError::Input(format!(
+            "--step {}: longer than --duration {}",
+            args.step, args.duration
+        )));
+    }
+    let faults = FaultRates::parse(&args.faults)
+        .map_err(|e| PlanError::Input(format!("--faults {:?}: {e}", args.faults)))?;
+    let packing = match args.packing.as_deref().map(str::parse) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => return Err(PlanError::Input(format!("--packing: {e}"))),
+    };
+    if !matches!(args.output.as_str(), "table" | "json") {
+        return Err(PlanError::Input(format!(
+            "--output {:?}: karpenter simulate prints table or json",
+            args.output
+        )));
+    }
+    Ok(SimulateOptions {
+        catalog,
+        spot_price_factor: args.spot_price_factor,
+        duration,
+        step,
+        seed: args.seed,
+        faults,
+        packing,
+    })
+}
+
+fn run_simulate(
+    args: &SimulateArgs,
+    stdin: &mut dyn Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+    progress_on_tty: bool,
+) -> i32 {
+    let fail = |stderr: &mut dyn Write, e: PlanError| {
+        let _ = writeln!(stderr, "error: {e}");
+        e.exit_code()
+    };
+    let opts = match simulate_options(args) {
+        Ok(o) => o,
+        Err(e) => return fail(stderr, e),
+    };
+    let workload = match std::fs::read_to_string(&args.workload) {
+        Ok(text) => match crate::simulate::workload::parse(&args.workload, &text) {
+            Ok(w) => w,
+            Err(e) => return fail(stderr, e.into()),
+        },
+        Err(e) => {
+            return fail(
+                stderr,
+                PlanError::Input(format!("--workload {}: {e}", args.workload)),
+            );
+        }
+    };
+    let inputs: Vec<Input> = args.files.iter().map(|f| Input::parse(f)).collect();
+    let prepared = match read_inputs(&inputs, stdin)
+        .map_err(PlanError::from)
+        .and_then(|docs| crate::simulate::prepare(&docs, &workload, &args.workload, &opts))
+    {
+        Ok(p) => p,
+        Err(e) => return fail(stderr, e),
+    };
+    for n in &prepared.notices {
+        let _ = writeln!(stderr, "warning: {n}");
+    }
+    let bar = if progress_on_tty && std::io::stderr().is_terminal() {
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg} [{bar:40}] {percent}% ({elapsed}, about {eta} left)",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message("simulating");
+        Some(bar)
+    } else {
+        None
+    };
+    let result = crate::simulate::simulate(&prepared, &opts, &mut |done, total| {
+        if let Some(b) = &bar {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+            b.set_message(if done * 2 <= total {
+                "simulating (consolidated)"
+            } else {
+                "simulating (baseline)"
+            });
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let sim = match result {
+        Ok(s) => s,
+        Err(e) => return fail(stderr, e),
+    };
+    if let Some(path) = &args.svg {
+        let svg = crate::simulate::report::to_svg(&sim);
+        if let Err(e) = std::fs::write(path, svg) {
+            return fail(stderr, PlanError::Input(format!("--svg {path}: {e}")));
+        }
+    }
+    let text = if args.output == "json" {
+        match crate::simulate::report::to_json(&sim) {
+            Ok(t) => t,
+            Err(e) => return fail(stderr, PlanError::Internal(e.to_string())),
+        }
+    } else {
+        crate::simulate::report::to_table(&sim)
+    };
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        let _ = writeln!(stderr, "error: writing the report: {e}");
+        return 1;
+    }
+    0
 }

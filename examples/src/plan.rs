@@ -144,7 +144,7 @@ pub(crate) fn launch_of(
 /// The world of the manifests: EC2NodeClasses matched to NodePools (AWS catalog), each usable
 /// NodePool's instance types from the catalog, and [`world::build`] over the rest. Returns the
 /// advice found on the way (a NodePool whose EC2NodeClass is missing).
-fn build_world(
+pub(crate) fn build_world(
     m: &Manifests,
     catalog: &mut Catalog,
     aws: bool,

@@ -46,6 +46,8 @@ use crate::FakeCloudProvider;
 mod api;
 pub mod chaos;
 mod invariants;
+mod rng;
+pub mod scripted;
 pub mod workload;
 mod world;
 pub use self::api::{ApiError, ClusterApi};
@@ -432,9 +434,13 @@ impl Sim {
                 let response = block_on(call.execute(self.provider.as_ref()));
                 if let CloudResponse::Create(Ok(launched)) = &response {
                     self.observe_launched(launched);
-                    if self.config.register_nodes && !self.faults.take_lost_launch(launched) {
-                        let at = lifecycle_add(now, self.config.register_delay);
-                        self.schedule(at, WorldEvent::Register(launched.clone()));
+                    if self.config.register_nodes {
+                        if self.faults.take_lost_launch(launched) {
+                            self.observed.lost_launches.push(now);
+                        } else {
+                            let at = lifecycle_add(now, self.config.register_delay);
+                            self.schedule(at, WorldEvent::Register(launched.clone()));
+                        }
                     }
                 }
                 let response = self.faults.maybe_time_out(response);

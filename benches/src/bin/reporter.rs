@@ -16,8 +16,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use karpenter_bench::scenario;
 use karpenter_bench::workload::Workload;
+use karpenter_bench::{cost, report, scenario};
 use karpenter_core::scheduling::{PreferencePolicy, solve};
 
 const DEFAULT_ROWS: &[&str] = &[
@@ -43,7 +43,13 @@ const DEFAULT_ROWS: &[&str] = &[
     "cost:1000",
     "cost:5000",
     "cost-diverse:1000",
+    // The simulator (karpenter_bench::simulation).
+    "sim:1000",
+    "soak:10000",
 ];
+
+/// The tag of a consolidation row's output line.
+const CONSOLIDATION_TAG: &str = "C";
 
 struct Row {
     name: String,
@@ -67,6 +73,13 @@ ROWS (default: every row below):
     respect:N        makePreferencePods(N), PreferencePolicy Respect
     ignore:N         makePreferencePods(N), PreferencePolicy Ignore
     consolidation:N  a cluster of N nodes: prepare, single-node evaluation, multi-node pass
+    cost:N[:SEED]    a generic mix of N pods on the embedded AWS catalog: faithful and cost-aware
+                     plans, the lower bound, solve times (karpenter_bench::cost)
+    cost-diverse:N   makeDiversePods(N) on fake.InstanceTypes(400), as cost:N
+    sim:N[:STEPS]    the simulator on a cluster of about N nodes for STEPS minute steps (1,440,
+                     a simulated day, by default): steps per second
+    soak:STEPS[:SEED]  the chaos scenario of SEED (0) for STEPS steps with every fault on: cost
+                     over time against the same run without consolidation and the lower bound
 
 OPTIONS:
     --rows LIST   comma-separated rows to run, in order
@@ -158,7 +171,9 @@ fn main() {
     };
     let mut results = Vec::new();
     let mut consolidation: Vec<(String, String)> = Vec::new();
-    let mut cost: Vec<(String, String)> = Vec::new();
+    let mut cost_rows: Vec<(String, String)> = Vec::new();
+    let mut speed: Vec<(String, String)> = Vec::new();
+    let mut soak: Vec<(String, String)> = Vec::new();
     let mut failed = false;
     for row in &args.rows {
         let mut command = Command::new(&exe);
@@ -169,11 +184,19 @@ fn main() {
         match command.output() {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
-                if let Some(rest) = text.trim().strip_prefix("K ") {
-                    cost.push((row.clone(), rest.to_string()));
+                if let Some(rest) = report::strip_tag(&text, "S") {
+                    speed.push((row.clone(), rest.to_string()));
                     continue;
                 }
-                if let Some(rest) = text.trim().strip_prefix("C ") {
+                if let Some(rest) = report::strip_tag(&text, "W") {
+                    soak.push((row.clone(), rest.to_string()));
+                    continue;
+                }
+                if let Some(rest) = report::strip_tag(&text, cost::TAG) {
+                    cost_rows.push((row.clone(), rest.to_string()));
+                    continue;
+                }
+                if let Some(rest) = report::strip_tag(&text, CONSOLIDATION_TAG) {
                     consolidation.push((row.clone(), rest.to_string()));
                     continue;
                 }
@@ -209,7 +232,7 @@ fn main() {
             );
         }
         for (row, text) in &consolidation {
-            println!("{row} C {text}");
+            println!("{row} {CONSOLIDATION_TAG} {text}");
         }
     } else {
         if !results.is_empty() {
@@ -222,9 +245,17 @@ fn main() {
             print_consolidation(&consolidation, args.markdown);
         }
     }
-    if !cost.is_empty() {
+    if !cost_rows.is_empty() {
         println!();
-        karpenter_bench::cost::print_table(&cost, args.markdown);
+        cost::print_table(&cost_rows, args.markdown);
+    }
+    if !speed.is_empty() {
+        println!();
+        karpenter_bench::simulation::print_speed(&speed, args.markdown);
+    }
+    if !soak.is_empty() {
+        println!();
+        karpenter_bench::simulation::print_soak(&soak, args.markdown);
     }
     if failed {
         std::process::exit(1);
@@ -245,20 +276,18 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
     ];
     let mut lines = Vec::new();
     for (row, text) in rows {
-        let f: Vec<u64> = text
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        let [
-            nodes,
-            candidates,
-            evaluated,
-            prepare,
-            per,
-            multi,
-            removed,
-            peak,
-        ] = f[..]
+        let Some(
+            [
+                nodes,
+                candidates,
+                evaluated,
+                prepare,
+                per,
+                multi,
+                removed,
+                peak,
+            ],
+        ) = report::figures::<u64, 8>(text)
         else {
             eprintln!("row {row}: unreadable output {text:?}");
             continue;
@@ -275,28 +304,20 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
             format!("{:.1} MB", peak as f64 / 1024.0),
         ]);
     }
-    if markdown {
-        println!("| {} |", header.join(" | "));
-        println!("|{}", " --- |".repeat(header.len()));
-        for l in &lines {
-            println!("| {} |", l.join(" | "));
-        }
-        return;
-    }
-    println!("{}", header.join("  "));
-    for l in &lines {
-        println!("{}", l.join("  "));
-    }
+    report::print_table(&header, &lines, markdown);
 }
 
 fn run_row(row: &str, once: bool) -> Result<String, String> {
-    if row.starts_with("cost") {
-        return karpenter_bench::cost::run_row(row);
+    if cost::is_cost_row(row) {
+        return cost::run_row(row);
     }
-    let (kind, n) = row
-        .split_once(':')
-        .ok_or_else(|| format!("row {row:?} is not KIND:N"))?;
-    let n: usize = n.parse().map_err(|_| format!("row {row:?}: bad count"))?;
+    if row.starts_with("sim:") || row.starts_with("soak:") {
+        return karpenter_bench::simulation::run_row(row);
+    }
+    let (kind, n) = match report::parse_row(row)? {
+        (kind, numbers) if numbers.len() == 1 => (kind, numbers[0] as usize),
+        _ => return Err(format!("row {row:?} is not KIND:N")),
+    };
     if kind == "consolidation" {
         return run_consolidation_row(n);
     }
@@ -311,6 +332,8 @@ fn run_row(row: &str, once: bool) -> Result<String, String> {
         _ => Workload::new().preference_pods(n),
     };
     let pods = scenario::to_pods(&draws);
+    // The draws are the generator's scratch, not input: freed before the solve.
+    drop(draws);
     let input = scenario::input(pods);
     let options = scenario::options(policy);
     // `--once`: the first solve of the process alone, timed (upstream's `benchtime=1x`).
@@ -332,10 +355,16 @@ fn run_row(row: &str, once: bool) -> Result<String, String> {
         }
         (iterations, start.elapsed() / iterations)
     };
-    Ok(format!(
-        "{n} {scheduled} {nodes} {iterations} {} {}",
-        per_solve.as_nanos(),
-        peak_rss_kib()
+    Ok(report::tagged_line(
+        "",
+        &[
+            n.to_string(),
+            scheduled.to_string(),
+            nodes.to_string(),
+            iterations.to_string(),
+            per_solve.as_nanos().to_string(),
+            report::peak_rss_kib().to_string(),
+        ],
     ))
 }
 
@@ -377,37 +406,23 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
     let pass = multi_node_pass(&snapshot, now, &options);
     let multi = start.elapsed();
     let removed: usize = pass.commands.iter().map(|c| c.candidates.len()).sum();
-    Ok(format!(
-        "C {n} {} {} {} {} {} {removed} {}",
-        candidates.len(),
-        sample.len(),
-        prepare.as_nanos(),
-        per_candidate.as_nanos(),
-        multi.as_nanos(),
-        peak_rss_kib()
+    Ok(report::tagged_line(
+        CONSOLIDATION_TAG,
+        &[
+            n.to_string(),
+            candidates.len().to_string(),
+            sample.len().to_string(),
+            prepare.as_nanos().to_string(),
+            per_candidate.as_nanos().to_string(),
+            multi.as_nanos().to_string(),
+            removed.to_string(),
+            report::peak_rss_kib().to_string(),
+        ],
     ))
 }
 
-fn peak_rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 fn parse_child(row: &str, line: &str) -> Option<Row> {
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .map(|x| x.parse().ok())
-        .collect::<Option<_>>()?;
-    let [pods, scheduled, nodes, iterations, nanos, peak] = f[..] else {
-        return None;
-    };
+    let [pods, scheduled, nodes, iterations, nanos, peak] = report::figures::<u64, 6>(line)?;
     Some(Row {
         name: row.to_string(),
         pods: pods as usize,
@@ -431,11 +446,11 @@ fn print_table(rows: &[Row], markdown: bool) {
         "pods/s",
         "peak RSS",
     ];
-    let lines: Vec<[String; 9]> = rows
+    let lines: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let per_pod = r.per_solve.as_secs_f64() / r.pods.max(1) as f64;
-            [
+            vec![
                 r.name.clone(),
                 r.pods.to_string(),
                 r.scheduled.to_string(),
@@ -448,34 +463,5 @@ fn print_table(rows: &[Row], markdown: bool) {
             ]
         })
         .collect();
-    if markdown {
-        println!("| {} |", header.join(" | "));
-        println!("|{}", " --- |".repeat(header.len()));
-        for l in &lines {
-            println!("| {} |", l.join(" | "));
-        }
-        return;
-    }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| {
-            lines
-                .iter()
-                .map(|l| l[i].chars().count())
-                .chain([header[i].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let fmt = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    println!("{}", fmt(header.to_vec()));
-    for l in &lines {
-        println!("{}", fmt(l.iter().map(String::as_str).collect()));
-    }
+    report::print_table(&header, &lines, markdown);
 }

@@ -16,6 +16,7 @@ mod options;
 mod packing;
 mod perf;
 mod robustness;
+mod simulate;
 mod volumes;
 
 use std::io::Write;

@@ -1,19 +1,24 @@
 //! EC2NodeClass status through the AWS APIs: DescribeSubnets and DescribeSecurityGroups for the
 //! selector terms, SSM GetParameter for alias terms and DescribeImages for every AMI term, the
-//! instance profile created from `spec.role` through IAM (and deleted with the class), all fed
-//! into [`crate::nodeclass::reconcile::reconcile`].
+//! instance profile created from `spec.role` through IAM (and deleted with the class), the
+//! dry-run permission checks of `ValidationSucceeded` (CreateFleet, CreateLaunchTemplate,
+//! RunInstances with `DryRun=true`, as upstream, cached 30 minutes), all fed into
+//! [`crate::nodeclass::reconcile::reconcile`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use aws_sdk_ec2::types as ec2;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
 use super::{AwsClients, convert, display_chain, error_code};
 use crate::ami::{self, Image};
-use crate::instanceprofile::{self, ProfileAction, ProfileInfo};
+use crate::instanceprofile::{self, AuthCheck, DryRunOutcome, ProfileAction, ProfileInfo};
 use crate::nodeclass::EC2NodeClass;
 use crate::nodeclass::reconcile::{
-    AmiObservation, Observations, Reconciled, ValidationObservation, reconcile,
+    AmiObservation, DEPENDENTS, Observations, Reconciled, VALIDATION_SUCCEEDED,
+    ValidationObservation, reconcile,
 };
 use crate::resolve::{self, Filter, SecurityGroupInfo, SubnetInfo};
 
@@ -41,12 +46,30 @@ where
     }
 }
 
+/// How long the result of the dry-run permission checks is reused for an unchanged class
+/// (upstream: 30 minutes).
+pub const VALIDATION_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// How long an instance profile the resolver just created (and the one it replaced) is kept
+/// from garbage collection (upstream: 1 hour).
+pub const PROFILE_PROTECTION: Duration = Duration::from_secs(3600);
+
+/// How often managed instance profiles are garbage-collected (upstream: 30 minutes).
+pub const PROFILE_GC_INTERVAL: Duration = Duration::from_secs(30 * 60);
+
+/// Validation results by class name and the inputs they were computed from.
+type ValidationCache = Arc<Mutex<BTreeMap<String, (Instant, ValidationObservation)>>>;
+
 /// Resolves EC2NodeClasses for one cluster.
 #[derive(Debug, Clone)]
 pub struct NodeClassResolver {
     clients: AwsClients,
     cluster_name: String,
     kubernetes_version: String,
+    dry_run: bool,
+    validations: ValidationCache,
+    protected: Arc<Mutex<BTreeMap<String, Instant>>>,
+    protection: Duration,
 }
 
 impl NodeClassResolver {
@@ -61,7 +84,25 @@ impl NodeClassResolver {
             clients,
             cluster_name: cluster_name.into(),
             kubernetes_version: kubernetes_version.into(),
+            dry_run: true,
+            validations: Arc::new(Mutex::new(BTreeMap::new())),
+            protected: Arc::new(Mutex::new(BTreeMap::new())),
+            protection: PROFILE_PROTECTION,
         }
+    }
+
+    /// The resolver keeping profiles it created or replaced from garbage collection for
+    /// `protection` (default [`PROFILE_PROTECTION`]).
+    pub fn with_profile_protection(mut self, protection: Duration) -> Self {
+        self.protection = protection;
+        self
+    }
+
+    /// The resolver with the dry-run permission checks on (the default) or off (upstream's
+    /// `DISABLE_DRY_RUN=true`: `ValidationSucceeded` is set True without calling EC2).
+    pub fn with_dry_run(mut self, enabled: bool) -> Self {
+        self.dry_run = enabled;
+        self
     }
 
     /// Resolves `class` and computes its status at `now`.
@@ -84,13 +125,191 @@ impl NodeClassResolver {
         let security_groups = self.security_groups(class).await?;
         let amis = self.amis(class, now).await?;
         let instance_profile = self.instance_profile(class).await;
-        Ok(Observations {
+        let mut obs = Observations {
             amis,
             subnets,
             security_groups,
             instance_profile,
             validation: ValidationObservation::Passed,
-        })
+        };
+        if self.dry_run {
+            // The status the checks launch from: what the other observations make of it.
+            let mut resolved = class.clone();
+            resolved.status = reconcile(class, &obs, now).status;
+            obs.validation = self.validate(&resolved).await?;
+        }
+        Ok(obs)
+    }
+
+    /// The dry-run permission checks of `ValidationSucceeded` for `class` with its resolved
+    /// status, in upstream's order: CreateFleet (on-demand, a placeholder launch template),
+    /// CreateLaunchTemplate (the class's launch-template data for its first AMI), RunInstances
+    /// (that data in the first subnet, tags on instance, volume and network interface). Only
+    /// `UnauthorizedOperation` fails the condition (`CreateFleetAuthCheckFailed`, ...); a
+    /// throttled or failing check is an error (the class is resolved again later). Skipped
+    /// (passed) while a dependency (AMIs, subnets, security groups, instance profile) is not
+    /// ready: the condition is `DependenciesNotReady` then anyway. The result is cached for
+    /// [`VALIDATION_TTL`] per class and inputs (status subnets, security groups, AMIs, instance
+    /// profile, metadata options, block devices, tags).
+    pub async fn validate(
+        &self,
+        class: &EC2NodeClass,
+    ) -> Result<ValidationObservation, ResolveError> {
+        let status = &class.status;
+        let ready = DEPENDENTS
+            .iter()
+            .filter(|c| **c != VALIDATION_SUCCEEDED)
+            .all(|c| {
+                status
+                    .condition(c)
+                    .is_some_and(|x| x.status == karpenter_core::api::ConditionStatus::True)
+            });
+        let (Some(ami), Some(subnet), Some(profile)) = (
+            status.amis.first(),
+            status.subnets.first(),
+            status.instance_profile.as_deref(),
+        ) else {
+            return Ok(ValidationObservation::Passed);
+        };
+        if !ready {
+            return Ok(ValidationObservation::Passed);
+        }
+        let tags =
+            crate::launch::launch_tags(&class.spec.tags, &self.cluster_name, "", class.name());
+        let key = format!(
+            "{}:{}",
+            class.name(),
+            serde_json::json!([
+                status.subnets,
+                status.security_groups,
+                status.amis,
+                profile,
+                format!("{:?}", class.spec.resolved_metadata_options()),
+                class.spec.block_device_mappings,
+                tags,
+            ])
+        );
+        {
+            let mut cache = self
+                .validations
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            cache.retain(|_, (at, _)| at.elapsed() < VALIDATION_TTL);
+            if let Some((_, v)) = cache.get(&key) {
+                return Ok(v.clone());
+            }
+        }
+        let arm = ami.requirements.iter().any(|r| {
+            r.key == karpenter_core::labels::ARCH && r.values.iter().any(|v| v == "arm64")
+        });
+        let instance_type = if arm { "m6g.large" } else { "m5.large" };
+        let data = super::provider::launch_template_data(class, &ami.id, None, &tags);
+        let ec2c = &self.clients.ec2;
+        let tag_spec = |r: ec2::ResourceType| {
+            ec2::TagSpecification::builder()
+                .resource_type(r)
+                .set_tags(Some(convert::to_tags(&tags)))
+                .build()
+        };
+        let mut outcomes = Vec::new();
+        // CreateFleet with a placeholder launch template: the check is about the permission
+        // (and its tag conditions), not the template.
+        let fleet = ec2c
+            .create_fleet()
+            .dry_run(true)
+            .r#type(ec2::FleetType::Instant)
+            .target_capacity_specification(
+                ec2::TargetCapacitySpecificationRequest::builder()
+                    .total_target_capacity(1)
+                    .default_target_capacity_type(ec2::DefaultTargetCapacityType::OnDemand)
+                    .build(),
+            )
+            .launch_template_configs(
+                ec2::FleetLaunchTemplateConfigRequest::builder()
+                    .launch_template_specification(
+                        ec2::FleetLaunchTemplateSpecificationRequest::builder()
+                            .launch_template_name("karpenter-validation")
+                            .version("$Latest")
+                            .build(),
+                    )
+                    .overrides(
+                        ec2::FleetLaunchTemplateOverridesRequest::builder()
+                            .instance_type(ec2::InstanceType::from(instance_type))
+                            .subnet_id(&subnet.id)
+                            .build(),
+                    )
+                    .build(),
+            )
+            .tag_specifications(tag_spec(ec2::ResourceType::Instance))
+            .tag_specifications(tag_spec(ec2::ResourceType::Volume))
+            .tag_specifications(tag_spec(ec2::ResourceType::Fleet))
+            .send()
+            .await;
+        outcomes.push(dry_run(AuthCheck::CreateFleet, fleet.err()));
+        let template = ec2c
+            .create_launch_template()
+            .dry_run(true)
+            .launch_template_name("karpenter-validation")
+            .launch_template_data(data)
+            .tag_specifications(tag_spec(ec2::ResourceType::LaunchTemplate))
+            .send()
+            .await;
+        outcomes.push(dry_run(AuthCheck::CreateLaunchTemplate, template.err()));
+        let metadata = class.spec.resolved_metadata_options();
+        let run = ec2c
+            .run_instances()
+            .dry_run(true)
+            .min_count(1)
+            .max_count(1)
+            .image_id(&ami.id)
+            .instance_type(ec2::InstanceType::from(instance_type))
+            .iam_instance_profile(
+                ec2::IamInstanceProfileSpecification::builder()
+                    .name(profile)
+                    .build(),
+            )
+            .network_interfaces(
+                ec2::InstanceNetworkInterfaceSpecification::builder()
+                    .device_index(0)
+                    .subnet_id(&subnet.id)
+                    .set_associate_public_ip_address(class.spec.associate_public_ip_address)
+                    .set_groups(Some(
+                        status
+                            .security_groups
+                            .iter()
+                            .map(|g| g.id.clone())
+                            .collect(),
+                    ))
+                    .build(),
+            )
+            .metadata_options(
+                ec2::InstanceMetadataOptionsRequest::builder()
+                    .http_endpoint(ec2::InstanceMetadataEndpointState::from(
+                        metadata.http_endpoint.as_str(),
+                    ))
+                    .http_put_response_hop_limit(
+                        i32::try_from(metadata.http_put_response_hop_limit).unwrap_or(1),
+                    )
+                    .http_tokens(ec2::HttpTokensState::from(metadata.http_tokens.as_str()))
+                    .build(),
+            )
+            .tag_specifications(tag_spec(ec2::ResourceType::Instance))
+            .tag_specifications(tag_spec(ec2::ResourceType::Volume))
+            .tag_specifications(tag_spec(ec2::ResourceType::NetworkInterface))
+            .send()
+            .await;
+        outcomes.push(dry_run(AuthCheck::RunInstances, run.err()));
+        let Some(observation) = instanceprofile::validation_observation(&outcomes) else {
+            return Err(ResolveError {
+                call: "dry-run permission checks",
+                message: "throttled or unavailable; retried at the next reconcile".into(),
+            });
+        };
+        self.validations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, (Instant::now(), observation.clone()));
+        Ok(observation)
     }
 
     /// The subnets of the class's terms (one DescribeSubnets per filter set, de-duplicated).
@@ -302,6 +521,16 @@ impl NodeClassResolver {
                             .ok()
                     })
                     .collect();
+                {
+                    let mut protected = self
+                        .protected
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    protected.insert(name.clone(), Instant::now());
+                    if let Some(old) = &class.status.instance_profile {
+                        protected.insert(old.clone(), Instant::now());
+                    }
+                }
                 iam.create_instance_profile()
                     .instance_profile_name(&name)
                     .path(&path)
@@ -350,7 +579,13 @@ impl NodeClassResolver {
         let Some(profile) = self.get_profile(name).await? else {
             return Ok(());
         };
+        self.delete_profile(&profile).await
+    }
+
+    /// Removes the profile's roles and deletes it.
+    async fn delete_profile(&self, profile: &ProfileInfo) -> Result<(), String> {
         let iam = &self.clients.iam;
+        let name = &profile.name;
         for r in &profile.roles {
             iam.remove_role_from_instance_profile()
                 .instance_profile_name(name)
@@ -365,6 +600,102 @@ impl NodeClassResolver {
             .await
             .map_err(|e| format!("DeleteInstanceProfile: {}", error_text(&e)))?;
         Ok(())
+    }
+
+    /// Garbage-collects the instance profiles the resolver manages for this cluster (IAM
+    /// ListInstanceProfiles under `/karpenter/{region}/{cluster}/`, the path checked here too):
+    /// a profile no class in `classes` lists in its status, not created or replaced within
+    /// the protection period ([`PROFILE_PROTECTION`]) and not named by a live NodeClaim (`in_use`, the
+    /// `karpenter.k8s.aws/instance-profile-name` annotations) is deleted, as upstream. Run it
+    /// every [`PROFILE_GC_INTERVAL`]; returns the deleted names.
+    pub async fn garbage_collect_instance_profiles(
+        &self,
+        classes: &[EC2NodeClass],
+        in_use: &BTreeSet<String>,
+    ) -> Result<Vec<String>, ResolveError> {
+        let prefix = instanceprofile::cluster_path(&self.clients.region, &self.cluster_name);
+        let mut listed = Vec::new();
+        let mut marker = None;
+        loop {
+            let page = self
+                .clients
+                .iam
+                .list_instance_profiles()
+                .path_prefix(&prefix)
+                .set_marker(marker)
+                .send()
+                .await
+                .map_err(|e| ResolveError {
+                    call: "ListInstanceProfiles",
+                    message: display_chain(&e),
+                })?;
+            for p in page.instance_profiles() {
+                listed.push(ProfileInfo {
+                    name: p.instance_profile_name().to_string(),
+                    path: p.path().to_string(),
+                    roles: p
+                        .roles()
+                        .iter()
+                        .map(|r| r.role_name().to_string())
+                        .collect(),
+                });
+            }
+            marker = page
+                .marker()
+                .filter(|m| page.is_truncated() && !m.is_empty())
+                .map(str::to_string);
+            if marker.is_none() {
+                break;
+            }
+        }
+        let referenced: BTreeSet<String> = classes
+            .iter()
+            .filter_map(|c| c.status.instance_profile.clone())
+            .collect();
+        let protected: BTreeSet<String> = {
+            let mut p = self
+                .protected
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            p.retain(|_, at| at.elapsed() < self.protection);
+            p.keys().cloned().collect()
+        };
+        let garbage = instanceprofile::garbage_profiles(
+            &listed,
+            &self.clients.region,
+            &self.cluster_name,
+            &referenced,
+            &protected,
+            in_use,
+        );
+        let mut deleted = Vec::new();
+        for name in garbage {
+            if let Some(p) = listed.iter().find(|p| p.name == name) {
+                self.delete_profile(p)
+                    .await
+                    .map_err(|message| ResolveError {
+                        call: "DeleteInstanceProfile",
+                        message,
+                    })?;
+                deleted.push(name);
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// The meaning of a dry run's answer (`None`: the call succeeded, which a dry run never does
+/// on EC2, so a permitted call).
+fn dry_run<E>(check: AuthCheck, err: Option<aws_sdk_ec2::error::SdkError<E>>) -> DryRunOutcome
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match err {
+        None => instanceprofile::dry_run_outcome(check, None, ""),
+        Some(e) => {
+            let (code, message) = error_code(&e);
+            instanceprofile::dry_run_outcome(check, Some(&code), &message)
+        }
     }
 }
 

@@ -158,6 +158,7 @@ pub fn is_currently_reschedulable(pod: &Pod, pdbs: &PdbLimits, now: Timestamp) -
 
 /// Why PodDisruptionBudgets prevent evicting a set of pods. PDBs are named `namespace/name`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PdbError {
     /// The PDB covering a pod blocks its eviction.
     #[error("pdb prevents pod evictions (PodDisruptionBudget=[{pdb}])")]
@@ -261,6 +262,7 @@ impl PdbLimits {
 /// Why a node's pods prevent its disruption (upstream's `PodBlockEvictionError`). Eventual
 /// methods ignore these for NodeClaims with a `terminationGracePeriod`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PodBlockEvictionError {
     /// An active pod has an active `karpenter.sh/do-not-disrupt` annotation.
     #[error("pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod={pod})")]
@@ -411,8 +413,10 @@ pub struct Candidate {
     pub capacity_type: String,
     /// The price of the node's current offering (see [`current_price`]); 0 when unknown.
     pub price: f64,
-    /// The bound pods that would need a new home ([`is_reschedulable`]), in node order.
-    pub reschedulable_pods: Vec<Pod>,
+    /// Positions in `node.pods` of the bound pods that would need a new home
+    /// ([`is_reschedulable`]), in node order: the candidate refers to the node's pods rather than
+    /// copying them (see [`Candidate::reschedulable_pods`]).
+    reschedulable: Vec<u32>,
     /// 1 + the sum of the reschedulable pods' positive eviction costs.
     pub reschedule_disruption_cost: f64,
     /// Whether the NodePool is static (`spec.replicas` set).
@@ -420,6 +424,18 @@ pub struct Candidate {
 }
 
 impl Candidate {
+    /// The bound pods that would need a new home ([`is_reschedulable`]), in node order.
+    pub fn reschedulable_pods(&self) -> impl Iterator<Item = &Pod> + Clone + '_ {
+        self.reschedulable
+            .iter()
+            .filter_map(|&i| self.node.pods.get(i as usize))
+    }
+
+    /// How many of the node's pods would need a new home.
+    pub fn reschedulable_pod_count(&self) -> usize {
+        self.reschedulable.len()
+    }
+
     /// The node's name.
     pub fn name(&self) -> &str {
         self.node.name()
@@ -542,13 +558,18 @@ pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> 
     let zone = node.zone().unwrap_or_default().to_string();
     let capacity_type = node.capacity_type().unwrap_or_default().to_string();
     let price = current_price(instance_type.as_deref(), &zone, &capacity_type);
-    let reschedulable_pods: Vec<Pod> = node
+    let reschedulable: Vec<u32> = node
         .pods
         .iter()
-        .filter(|p| is_reschedulable(p))
-        .cloned()
+        .enumerate()
+        .filter(|(_, p)| is_reschedulable(p))
+        .filter_map(|(i, _)| u32::try_from(i).ok())
         .collect();
-    let reschedule_disruption_cost = cost::reschedule_disruption_cost(&reschedulable_pods);
+    let reschedule_disruption_cost = cost::reschedule_disruption_cost(
+        reschedulable
+            .iter()
+            .filter_map(|&i| node.pods.get(i as usize)),
+    );
     Candidate {
         node: Arc::clone(node),
         node_pool: pool_name.to_string(),
@@ -556,7 +577,7 @@ pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> 
         zone,
         capacity_type,
         price,
-        reschedulable_pods,
+        reschedulable,
         reschedule_disruption_cost,
         owned_by_static_node_pool: pool.is_some_and(|p| p.node_pool.is_static()),
     }
@@ -595,6 +616,7 @@ pub fn get_candidates(
 /// capacity again. The message is that of upstream's `Unconsolidatable` event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Node {node:?} has buffer pods")]
+#[non_exhaustive]
 pub struct BufferPodsError {
     /// The node's name.
     pub node: String,
@@ -674,5 +696,5 @@ pub fn sort_for_drift(candidates: &mut [Candidate]) {
             .then_with(|| a.name().cmp(b.name()))
     });
     // A stable sort on a boolean key is a stable partition.
-    candidates.sort_by_key(|c| !c.reschedulable_pods.is_empty());
+    candidates.sort_by_key(|c| c.reschedulable_pod_count() != 0);
 }

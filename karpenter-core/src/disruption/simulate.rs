@@ -312,7 +312,7 @@ impl Simulator<'_> {
                 Some(r) => *r = true,
                 None => return Err(SimulationError::UnknownCandidate(c.name().to_string())),
             }
-            for p in &c.reschedulable_pods {
+            for p in c.reschedulable_pods() {
                 if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {
                     displaced.insert(p.key());
                     pods.push(p.clone());

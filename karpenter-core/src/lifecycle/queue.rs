@@ -69,6 +69,7 @@ pub fn backoff(failures: u32) -> SignedDuration {
 
 /// One node a command disrupts.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandCandidate {
     /// The provider id (the queue's key).
     pub provider_id: String,
@@ -200,7 +201,7 @@ impl QueuedCommand {
                 cc.nodepool = c.node_pool.clone();
                 cc.capacity_type = c.capacity_type.clone();
                 cc.termination_mode = claim.map_or(TerminationMode::Graceful, TerminationMode::of);
-                cc.reschedulable_pods = c.reschedulable_pods.len();
+                cc.reschedulable_pods = c.reschedulable_pod_count();
                 cc
             })
             .collect();

@@ -170,12 +170,26 @@ impl Operator {
         }
     }
 
-    /// The resources a NodePool's NodeClaims hold: the sum of their capacities (of their
-    /// requests while they have not launched).
+    /// What a NodePool's NodeClaims count against its limits, as upstream counts a NodePool's
+    /// usage (its `status.resources`, which the provisioner's limit check reads): the capacity
+    /// of every NodeClaim of the pool (its requests while it has not launched) plus `nodes: 1`
+    /// each, leaving out the NodeClaims marked for deletion (deleting, their Node deleting, or
+    /// candidates of a disruption command in flight). A deleted or replaced node's instance
+    /// still runs while it drains, so the pool's running capacity can exceed its limits for
+    /// that time; the limits bound what the pool keeps.
     pub(super) fn pool_usage(&self, pool: &str) -> ResourceList {
         let mut total = ResourceList::new();
+        let deleting_nodes: std::collections::BTreeSet<&str> = self
+            .view
+            .nodes
+            .values()
+            .filter(|n| n.deletion_timestamp.is_some())
+            .map(|n| n.provider_id.as_str())
+            .collect();
         for c in self.view.claims.values() {
-            if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool) {
+            if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool)
+                || self.marked_for_deletion(c, &deleting_nodes)
+            {
                 continue;
             }
             if c.status.capacity.is_empty() {
@@ -183,8 +197,34 @@ impl Operator {
             } else {
                 total.add_assign(&c.status.capacity);
             }
+            total.add_assign(&ResourceList::from_iter([(
+                crate::resources::names::NODES,
+                crate::resources::Quantity::from_milli(1000),
+            )]));
         }
         total
+    }
+
+    /// Whether a NodeClaim is marked for deletion as upstream's cluster state says it: being
+    /// deleted, its Node being deleted (`deleting_nodes`: the provider ids of the Nodes being
+    /// deleted), or a candidate of a disruption command in flight.
+    fn marked_for_deletion(
+        &self,
+        claim: &NodeClaim,
+        deleting_nodes: &std::collections::BTreeSet<&str>,
+    ) -> bool {
+        if lifecycle::claim_is_deleting(claim) {
+            return true;
+        }
+        let Some(pid) = claim
+            .status
+            .provider_id
+            .as_deref()
+            .filter(|p| !p.is_empty())
+        else {
+            return false;
+        };
+        self.marked.contains(pid) || deleting_nodes.contains(pid)
     }
 
     /// Records a pod event (bound, terminal, terminating) on the NodeClaim of `node` for the

@@ -398,3 +398,70 @@ fn every_answered_call_id_is_unique_and_unknown_ids_are_ignored() {
     let unique: std::collections::BTreeSet<CallId> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len());
 }
+
+/// A launched NodeClaim of the `default` pool with `cpu` cores and its provider id.
+fn launched_claim(name: &str, pid: &str, cpu: i64) -> NodeClaim {
+    let class = NodeClassReference::new("karpenter.test.sh", "TestNodeClass", "default");
+    let mut c = NodeClaim::new(name, crate::api::NodeClaimSpec::new(class));
+    c.metadata
+        .labels
+        .insert(crate::labels::NODEPOOL.to_string(), "default".to_string());
+    c.metadata.resource_version = Some("1".into());
+    c.status.provider_id = Some(pid.to_string());
+    c.status.capacity.insert("cpu", Quantity::from_units(cpu));
+    c
+}
+
+/// The chaos suite's seed 13 (a user deletes a node of a NodePool at its cpu limit while its
+/// pods need a new home), reduced to what the limit check reads: as upstream's NodePool
+/// usage (`status.resources`), a NodePool's usage against its limits leaves out the NodeClaims
+/// marked for deletion (deleting, their Node deleting, or candidates of a disruption command),
+/// and counts `nodes: 1` per NodeClaim, so the replacement of a deleted node is not blocked by
+/// the instance that is draining.
+#[test]
+fn pool_usage_leaves_out_claims_marked_for_deletion_as_upstream() {
+    let mut op = ready_operator();
+    let active = launched_claim("default-a", "fake://a", 4);
+    let mut deleting = launched_claim("default-b", "fake://b", 4);
+    deleting.metadata.deletion_timestamp = Some("2026-01-01T00:00:05Z".into());
+    let node_deleting = launched_claim("default-c", "fake://c", 2);
+    let pending = {
+        let mut c = launched_claim("default-d", "fake://d", 0);
+        c.status.provider_id = None;
+        c.status.capacity = ResourceList::new();
+        c.spec
+            .resources
+            .requests
+            .insert("cpu", Quantity::from_milli(1500));
+        c
+    };
+    for c in [&active, &deleting, &node_deleting, &pending] {
+        op.handle(Input::NodeClaimApplied(Box::new(c.clone())), at(10));
+    }
+    let mut node = crate::lifecycle::Node::new("node-c", "fake://c");
+    node.deletion_timestamp = Some(at(11));
+    op.handle(Input::NodeApplied(Box::new(node)), at(11));
+    let usage = op.pool_usage("default");
+    // a (4 cpu) and d (not launched: its 1.5 cpu of requests); b and c are being deleted.
+    assert_eq!(
+        usage.get_or_zero("cpu"),
+        Quantity::from_milli(5500),
+        "{usage:?}"
+    );
+    assert_eq!(
+        usage.get_or_zero("nodes"),
+        Quantity::from_units(2),
+        "{usage:?}"
+    );
+    // A disruption command's candidates are marked too (in memory, as upstream's).
+    op.marked.insert("fake://a".to_string());
+    assert_eq!(
+        op.pool_usage("default").get_or_zero("cpu"),
+        Quantity::from_milli(1500)
+    );
+    // Within limits of 6 cpu and 2 nodes: nothing exceeded; 1 node too few.
+    let limits: ResourceList = [("cpu", Quantity::from_units(6))].into_iter().collect();
+    assert_eq!(usage.exceeds(&limits), None);
+    let nodes: ResourceList = [("nodes", Quantity::from_units(1))].into_iter().collect();
+    assert_eq!(usage.exceeds(&nodes).as_deref(), Some("nodes"));
+}

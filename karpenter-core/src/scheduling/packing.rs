@@ -401,6 +401,16 @@ struct Search<'a> {
     /// Per pool: the topology keys and their domain values over all of the pool's types.
     keys: BTreeSet<String>,
     pool_reqs: Vec<Requirements>,
+    /// A cap at or above which a capped solve provably repeats the faithful packing (see
+    /// [`Search::repeat_cap`]); `None` when that cannot be shown.
+    repeat_cap: Option<i64>,
+    /// The smallest cap that can hold every pod of the cost pools' new NodeClaims (see
+    /// [`Search::cap_floor`]).
+    cap_floor: i64,
+    /// Per cost pool (index): its instance types without offering overrides, cheapest first at
+    /// the pool's offerings, for [`Search::widen`]; empty when some DaemonSet's overhead
+    /// depends on the instance type (a node selector or required node affinity).
+    by_price: Vec<(usize, Vec<Arc<InstanceType>>)>,
 }
 
 impl<'a> Search<'a> {
@@ -416,37 +426,192 @@ impl<'a> Search<'a> {
             .filter(|(_, p)| **p == PackingPolicy::Cost)
             .map(|(i, _)| i)
             .collect();
-        Search {
+        let mut search = Search {
             input,
             options,
             cost_pools,
             guard: Guard::new(faithful, options),
             keys: topology_keys(input),
             pool_reqs: input.node_pools.iter().map(pool_key_requirements).collect(),
-        }
+            repeat_cap: None,
+            cap_floor: 0,
+            by_price: Vec::new(),
+        };
+        search.by_price = search.by_price();
+        search.cap_floor = search.cap_floor(faithful);
+        search.repeat_cap = search.repeat_cap(faithful);
+        search
     }
 
-    /// The candidate caps: the distinct CPU capacities of the cost pools' instance types at or
-    /// above the minimum node size, largest first, without the largest (no cap at all), thinned
-    /// to the solve budget by keeping caps spread evenly over the list.
-    fn caps(&self) -> Vec<i64> {
+    /// The cost pools' instance types by price (see [`Search::by_price`]'s field).
+    fn by_price(&self) -> Vec<(usize, Vec<Arc<InstanceType>>)> {
+        let policy = &self.options.label_policy;
+        let uniform_overhead = self.input.daemonsets.iter().all(|d| {
+            d.pod.node_selector.is_empty()
+                && d.pod
+                    .node_affinity
+                    .as_ref()
+                    .is_none_or(|a| a.required.is_empty())
+        });
+        if !uniform_overhead {
+            return Vec::new();
+        }
+        self.cost_pools
+            .iter()
+            .map(|&i| {
+                let mut priced: Vec<(f64, &Arc<InstanceType>)> = self.input.node_pools[i]
+                    .instance_types
+                    .iter()
+                    .filter(|it| !it.has_offering_overrides())
+                    .filter_map(|it| {
+                        it.cheapest_offering(&self.pool_reqs[i], policy)
+                            .map(|o| (o.price, it))
+                    })
+                    .collect();
+                priced.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (i, priced.into_iter().map(|(_, it)| it.clone()).collect())
+            })
+            .collect()
+    }
+
+    /// The smallest cap that can hold every pod the faithful plan puts on the cost pools' new
+    /// NodeClaims: per resource, the largest such request needs an instance type whose
+    /// allocatable holds it, so a cap below the smallest such type leaves that pod out (or
+    /// sends it elsewhere). `i64::MAX` when no type of the cost pools holds it.
+    fn cap_floor(&self, faithful: &Results) -> i64 {
+        let placed: BTreeSet<&str> = faithful
+            .new_node_claims
+            .iter()
+            .filter(|c| {
+                self.cost_pools
+                    .iter()
+                    .any(|&i| self.input.node_pools[i].name == c.node_pool)
+            })
+            .flat_map(|c| c.pods.iter().map(String::as_str))
+            .collect();
+        let mut largest = crate::resources::ResourceList::new();
+        for pod in self
+            .input
+            .pods
+            .iter()
+            .filter(|p| placed.contains(p.key().as_str()))
+        {
+            for (name, q) in pod.scheduling_requests().iter() {
+                if largest.get(name).is_none_or(|l| q > l) {
+                    largest.insert(name, q);
+                }
+            }
+        }
+        let types: Vec<&Arc<InstanceType>> = self
+            .cost_pools
+            .iter()
+            .flat_map(|&i| self.input.node_pools[i].instance_types.iter())
+            .collect();
+        largest
+            .iter()
+            .map(|(name, q)| {
+                types
+                    .iter()
+                    .filter(|it| it.allocatable().get_or_zero(name) >= q)
+                    .map(|it| cpu_millis(it))
+                    .min()
+                    .unwrap_or(i64::MAX)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The smallest CPU cap at or above which a capped solve makes exactly the faithful solve's
+    /// decisions, so that it cannot be cheaper; `None` when that cannot be shown.
+    ///
+    /// The argument: take a cap under which every new NodeClaim of a cost pool in the faithful
+    /// plan keeps an instance type (at or above the minimum node size, and with the pool's
+    /// `minValues` still met by the kept types). The capped solve then decides every step as
+    /// the faithful one does, by induction over the steps: a pod the faithful solve adds to a
+    /// claim (or opens a claim with) leaves that claim a part of a final claim, and the kept
+    /// type that holds the final claim holds the part too (requests only grow and requirements
+    /// only narrow as pods are added); a placement the faithful solve rejects has no instance
+    /// type left among all of them, so none among the kept ones either; the topology domains
+    /// are the same ([`Search::capped_pools`] checks that) and the other NodePools are
+    /// untouched. Same claims with fewer instance types each cannot cost less. Reserved
+    /// offerings (counted across claims) and relaxed `minValues` void the argument.
+    fn repeat_cap(&self, faithful: &Results) -> Option<i64> {
         let min = self.options.packing.min_node_cpu_millis;
+        let reserved = self.cost_pools.iter().any(|&i| {
+            self.input.node_pools[i]
+                .instance_types
+                .iter()
+                .any(|it| it.offerings.iter().any(|o| o.is_reserved()))
+        });
+        if reserved {
+            return None;
+        }
+        let cost_names: BTreeSet<&str> = self
+            .cost_pools
+            .iter()
+            .map(|&i| self.input.node_pools[i].name.as_str())
+            .collect();
+        let mut repeat = i64::MIN;
+        for claim in &faithful.new_node_claims {
+            if !cost_names.contains(claim.node_pool.as_str()) {
+                continue;
+            }
+            if claim.min_values_relaxed {
+                return None;
+            }
+            let mut kept: Vec<&InstanceType> = claim
+                .instance_types
+                .iter()
+                .map(|it| it.as_ref())
+                .filter(|it| cpu_millis(it) >= min)
+                .collect();
+            kept.sort_by_key(|it| cpu_millis(it));
+            let holds = |cap: i64| {
+                !claim.requirements.has_min_values()
+                    || claim
+                        .requirements
+                        .satisfies_min_values(
+                            kept.iter()
+                                .filter(|it| cpu_millis(it) <= cap)
+                                .map(|it| it.requirements()),
+                        )
+                        .is_ok()
+            };
+            let need = kept
+                .iter()
+                .map(|it| cpu_millis(it))
+                .find(|&cap| holds(cap))?;
+            repeat = repeat.max(need);
+        }
+        Some(repeat)
+    }
+
+    /// The candidate caps, smallest first: the distinct CPU capacities of the cost pools'
+    /// instance types at or above the minimum node size and the [floor](Search::cap_floor) (a
+    /// smaller cap has no type for some pod), and below the [repeat cap](Search::repeat_cap) (caps at or above
+    /// it repeat the faithful plan); thinned to the solve budget by keeping caps spread evenly
+    /// over the list.
+    fn caps(&self) -> Vec<i64> {
+        let min = self.options.packing.min_node_cpu_millis.max(self.cap_floor);
+        let below = self.repeat_cap.unwrap_or(i64::MAX);
         let caps: BTreeSet<i64> = self
             .cost_pools
             .iter()
             .flat_map(|&i| self.input.node_pools[i].instance_types.iter())
             .map(|it| cpu_millis(it))
-            .filter(|&c| c >= min)
+            .filter(|&c| c >= min && c < below)
             .collect();
-        let mut caps: Vec<i64> = caps.into_iter().rev().collect();
-        // A cap at the largest size is the faithful solve unless a floor applies.
+        let mut caps: Vec<i64> = caps.into_iter().collect();
+        // Without a repeat cap: a cap at the largest size is the faithful solve unless a floor
+        // applies.
+        let floor = self.options.packing.min_node_cpu_millis;
         let floor_removes = self
             .cost_pools
             .iter()
             .flat_map(|&i| self.input.node_pools[i].instance_types.iter())
-            .any(|it| cpu_millis(it) < min);
-        if !floor_removes && !caps.is_empty() {
-            caps.remove(0);
+            .any(|it| cpu_millis(it) < floor);
+        if self.repeat_cap.is_none() && !floor_removes {
+            caps.pop();
         }
         let budget = self.options.packing.max_candidate_solves;
         if caps.len() > budget && budget > 0 {
@@ -455,7 +620,6 @@ impl<'a> Search<'a> {
                 .map(|i| caps[i * (n - 1) / (budget - 1).max(1)])
                 .collect::<BTreeSet<_>>()
                 .into_iter()
-                .rev()
                 .collect();
         } else if budget == 0 {
             caps.clear();
@@ -532,6 +696,74 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// A capped candidate with its spot flexibility restored where the cap took it away: a
+    /// NodeClaim of a cost pool that may launch as spot and offers fewer instance types than
+    /// the guard asks for gets the pool's other instance types that hold it (compatible with its
+    /// requirements, with an offering it may launch, its requests within their allocatable),
+    /// cheapest first at the pool's offerings, whatever their size, up to the guard's count. The claim's pods and
+    /// requirements stay as the capped solve decided them; only its choice of instance types
+    /// grows, as the faithful solve's would with the same pods. It is done only where each
+    /// instance type's overhead is the same (no DaemonSet with a node selector or required node
+    /// affinity, no offering override, no reservation), and the widened plan must keep the cost
+    /// pools' limits (each claim counted at its largest instance type); otherwise the candidate
+    /// is returned as it is.
+    fn widen(&self, mut candidate: Results) -> Results {
+        let policy = &self.options.label_policy;
+        let want = self.guard.spot_min_types;
+        let needs = |c: &NewNodeClaim| {
+            c.instance_types.len() < want
+                && c.reservation_ids.is_empty()
+                && may_launch_spot(c, policy)
+        };
+        if self.by_price.is_empty() || !candidate.new_node_claims.iter().any(needs) {
+            return candidate;
+        }
+        let mut widened = false;
+        let mut claims = candidate.new_node_claims.clone();
+        for claim in claims.iter_mut().filter(|c| needs(c)) {
+            let Some((_, types)) = self
+                .by_price
+                .iter()
+                .find(|(i, _)| self.input.node_pools[*i].name == claim.node_pool)
+            else {
+                continue;
+            };
+            let missing = want - claim.instance_types.len();
+            let extra: Vec<Arc<InstanceType>> = types
+                .iter()
+                .filter(|it| {
+                    !claim.instance_types.iter().any(|c| c.name() == it.name())
+                        && crate::resources::ResourceList::fits(&claim.requests, it.allocatable())
+                        && it.requirements().intersects(&claim.requirements).is_ok()
+                        && it.cheapest_offering(&claim.requirements, policy).is_some()
+                })
+                .take(missing)
+                .cloned()
+                .collect();
+            if extra.is_empty() {
+                continue;
+            }
+            claim.instance_types.extend(extra);
+            let price = |it: &Arc<InstanceType>| {
+                it.cheapest_offering(&claim.requirements, policy)
+                    .map_or(f64::INFINITY, |o| o.price)
+            };
+            let mut priced: Vec<(f64, Arc<InstanceType>)> = claim
+                .instance_types
+                .drain(..)
+                .map(|it| (price(&it), it))
+                .collect();
+            priced.sort_by(|a, b| a.0.total_cmp(&b.0));
+            claim.instance_types = priced.into_iter().map(|(_, it)| it).collect();
+            widened = true;
+        }
+        // Otherwise the capped solve's own claims stay (and the guard judges them).
+        if widened && improve::within_limits(self, &claims) {
+            candidate.new_node_claims = claims;
+        }
+        candidate
+    }
+
     /// The cap sweep over `input` (the search's input or a sub-solve's, with the same NodePools
     /// in the same order): starting from `base` at `base_cost`, the cheapest accepted candidate.
     fn sweep(
@@ -546,9 +778,9 @@ impl<'a> Search<'a> {
         let mut work = input.clone();
         let mut best = base;
         let mut best_cost = base_cost;
-        let mut best_cap: Option<i64> = None;
-        let mut worse_in_a_row = 0;
-        let base_errors = best.pod_errors.len();
+        let mut found = false;
+        let mut rising = 0;
+        let mut previous = f64::INFINITY;
         for cap in self.caps() {
             let Some(pools) = self.capped_pools(cap) else {
                 continue;
@@ -559,29 +791,30 @@ impl<'a> Search<'a> {
             for (i, kept) in &pools {
                 work.node_pools[*i].instance_types = kept.clone();
             }
-            let candidate = solve(&work, self.options);
+            let candidate = self.widen(solve(&work, self.options));
             *solves += 1;
+            // A candidate that leaves pods out is skipped: larger caps may hold them.
             if !accept(&candidate) {
-                // Smaller caps only leave more pods out.
-                if candidate.pod_errors.len() > base_errors {
-                    break;
-                }
                 continue;
             }
             let cost = plan_cost(&candidate, policy);
             if cost < best_cost * (1.0 - 1e-9) {
                 best = candidate;
                 best_cost = cost;
-                best_cap = Some(cap);
-                worse_in_a_row = 0;
-            } else {
-                worse_in_a_row += 1;
-                // Past the best cap the cost rises with every smaller one (more nodes, more
-                // DaemonSet overhead): stop after two in a row.
-                if best_cap.is_some() && worse_in_a_row >= 2 {
+                found = true;
+                rising = 0;
+            } else if cost > previous * (1.0 + 1e-9) {
+                // The cost over the caps falls to a minimum, then rises towards the faithful
+                // plan's (fewer, larger nodes that fill less evenly): two rises in a row past
+                // the best cap, or three before any cheaper plan, end the sweep.
+                rising += 1;
+                if rising >= if found { 2 } else { 3 } {
                     break;
                 }
+            } else {
+                rising = 0;
             }
+            previous = cost;
         }
         (best, best_cost)
     }

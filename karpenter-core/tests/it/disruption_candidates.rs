@@ -292,7 +292,7 @@ fn should_consider_candidates_that_have_do_not_disrupt_pods_scheduled_with_a_ter
     let c = accepted(&s, DisruptionClass::Eventual);
     assert_eq!(c.name(), "n");
     // The blocking pod is still one to reschedule.
-    assert_eq!(c.reschedulable_pods.len(), 1);
+    assert_eq!(c.reschedulable_pod_count(), 1);
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn should_consider_candidates_that_have_do_not_disrupt_terminating_pods() {
     let s = one_node(with_pods(managed_node("n", "default"), vec![p]));
     let c = accepted(&s, DisruptionClass::Graceful);
     // A terminating ReplicaSet pod needs no new home.
-    assert!(c.reschedulable_pods.is_empty());
+    assert!((c.reschedulable_pod_count() == 0));
 }
 
 #[test]
@@ -521,7 +521,7 @@ fn should_consider_candidates_that_have_fully_blocking_pdbs_on_mirror_pods() {
         vec![pdb("pdb", true)],
     );
     let c = accepted(&s, DisruptionClass::Graceful);
-    assert!(c.reschedulable_pods.is_empty());
+    assert!((c.reschedulable_pod_count() == 0));
 }
 
 #[test]
@@ -1113,7 +1113,7 @@ fn candidate_price_cost_and_emptiness() {
     assert_eq!(c.zone, ZONE);
     assert_eq!(c.capacity_type, "on-demand");
     assert_eq!(c.provider_id(), "fake:///n");
-    assert_eq!(c.reschedulable_pods.len(), 1);
+    assert_eq!(c.reschedulable_pod_count(), 1);
     // The only reschedulable pod has a negative eviction cost: the node counts as empty.
     assert_eq!(c.reschedule_disruption_cost, 1.0);
     assert!(c.is_empty());

@@ -10,7 +10,7 @@ use karpenter_core::lifecycle::ObjectKind;
 use karpenter_core::model::{PodDisruptionBudget, Timestamp};
 use karpenter_core::resources::ResourceList;
 
-use super::Sim;
+use super::{Sim, lifecycle_add};
 
 /// An invariant that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,8 +124,15 @@ impl Violation {
 pub struct Bounds {
     /// How long an instance may stay unreferenced.
     pub leak: SignedDuration,
-    /// How long a pod may stay pending without being reported unschedulable.
+    /// How long a pod may stay pending without being reported unschedulable, when no launch
+    /// that never registers happened while it waited.
     pub pending: SignedDuration,
+    /// How much longer it may wait for each launch that never registers while it waits (the
+    /// registration timeout).
+    pub registration_timeout: SignedDuration,
+    /// How much longer an instance may stay unreferenced for each cloud call made to fail
+    /// around it (the garbage collection's period: a failed pass is retried one period later).
+    pub gc_period: SignedDuration,
 }
 
 /// The checker's memory between steps.
@@ -174,6 +181,27 @@ impl Checker {
         sim.observed.evictions.drain(..n);
         self.evictions_seen = 0;
         sim.metrics.clear();
+        // Failed calls long before every unreferenced instance no longer count (an hour is
+        // more than any leak bound).
+        let horizon = self
+            .unreferenced
+            .values()
+            .min()
+            .copied()
+            .unwrap_or(sim.now())
+            .checked_sub(SignedDuration::from_hours(1))
+            .unwrap_or(Timestamp::MIN);
+        sim.observed.failed_calls.retain(|t| *t >= horizon);
+        // Lost launches before the oldest pending pod started waiting no longer count.
+        match self.pending.values().min() {
+            Some(oldest) => {
+                let timeout = karpenter_core::lifecycle::nodeclaim::REGISTRATION_TIMEOUT;
+                sim.observed
+                    .lost_launches
+                    .retain(|t| lifecycle_add(*t, timeout) > *oldest);
+            }
+            None => sim.observed.lost_launches.clear(),
+        }
     }
 
     fn check_launches(&mut self, sim: &Sim) -> Result<(), Violation> {
@@ -193,7 +221,14 @@ impl Checker {
         for pid in leaked {
             let since = *self.unreferenced.entry(pid.clone()).or_insert(now);
             let age = now.duration_since(since);
-            if age > b.leak {
+            let failed = sim
+                .observed
+                .failed_calls
+                .iter()
+                .filter(|t| lifecycle_add(**t, b.leak) >= since)
+                .count();
+            let bound = b.leak + b.gc_period * i32::try_from(failed).unwrap_or(i32::MAX);
+            if age > bound {
                 return Err(Violation::Leak {
                     provider_id: pid,
                     since,
@@ -220,10 +255,20 @@ impl Checker {
             .collect();
         self.pending.retain(|k, _| pending.contains(k));
         self.reported.retain(|k, _| pending.contains(k));
+        let lost = &sim.observed.lost_launches;
         for key in pending {
             let since = *self.pending.entry(key.clone()).or_insert(now);
             let age = now.duration_since(since);
-            if age > b.pending && !self.reported.contains_key(&key) {
+            // Each launch that never registers and whose NodeClaim still lives while the pod
+            // waits may hold it for one registration timeout (upstream's 15 minutes) before
+            // the NodeClaim is deleted and the pod provisioned again.
+            let waited_on = lost
+                .iter()
+                .filter(|t| lifecycle_add(**t, b.registration_timeout) > since)
+                .count();
+            let bound =
+                b.pending + b.registration_timeout * i32::try_from(waited_on).unwrap_or(i32::MAX);
+            if age > bound && !self.reported.contains_key(&key) {
                 return Err(Violation::PodNeverScheduled {
                     pod: key,
                     since,
@@ -361,21 +406,50 @@ impl Checker {
     }
 }
 
-/// Every NodePool's launched capacity (every NodeClaim with an instance, deleting ones
-/// included: their instances still run) within its `spec.limits`.
+/// Every NodePool's active capacity within its `spec.limits`, counted as upstream counts a
+/// NodePool's usage against its limits (the NodePool's `status.resources`, which the
+/// provisioner's limit check and the scheduler's remaining resources read): the capacity of
+/// every NodeClaim of the pool with an instance, plus `nodes: 1` each, leaving out the ones
+/// marked for deletion (a deletion timestamp on the NodeClaim or its Node, or the `disrupted`
+/// taint a disruption command puts on its candidates before it creates their replacements).
+/// Instances being deleted or replaced still run, so the pool's running capacity can exceed
+/// its limits while they drain: that is upstream's semantics (a replacement is launched before
+/// its candidate goes), not a violation.
 fn check_limits(sim: &Sim) -> Result<(), Violation> {
     let api = sim.api();
+    let marked: BTreeSet<&str> = api
+        .nodes
+        .values()
+        .filter(|n| {
+            n.deletion_timestamp.is_some()
+                || n.taints
+                    .iter()
+                    .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+        })
+        .map(|n| n.provider_id.as_str())
+        .collect();
     for (name, pool) in &api.node_pools {
         let Some(limits) = pool.spec.limits.as_ref().filter(|l| !l.is_empty()) else {
             continue;
         };
         let mut used = ResourceList::new();
         for c in api.node_claims.values() {
-            if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) == Some(name.as_str())
-                && c.status.provider_id.is_some()
+            if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) != Some(name.as_str())
+                || c.metadata.deletion_timestamp.is_some()
             {
-                used.add_assign(&c.status.capacity);
+                continue;
             }
+            let Some(pid) = c.status.provider_id.as_deref() else {
+                continue;
+            };
+            if marked.contains(pid) {
+                continue;
+            }
+            used.add_assign(&c.status.capacity);
+            used.add_assign(&ResourceList::from_iter([(
+                karpenter_core::resources::names::NODES.to_string(),
+                karpenter_core::resources::Quantity::from_milli(1000),
+            )]));
         }
         if let Some(resource) = used.exceeds(limits) {
             return Err(Violation::LimitExceeded {

@@ -53,6 +53,9 @@ pub struct Deployment {
     /// A PodDisruptionBudget over its pods: `maxUnavailable` (count or percent); used when
     /// `min_available` is not set.
     pub max_unavailable: Option<IntOrPercent>,
+    /// A pod template (requests, requirements, tolerations, labels, ...) used instead of
+    /// `cpu_milli`/`memory_mib` (see [`Deployment::with_template`]).
+    pub template: Option<Box<Pod>>,
 }
 
 impl Deployment {
@@ -66,7 +69,16 @@ impl Deployment {
             do_not_disrupt: false,
             min_available: None,
             max_unavailable: None,
+            template: None,
         }
+    }
+
+    /// With pods made from `template` (its namespace, requests, requirements, tolerations,
+    /// affinity, labels and annotations; its name, UID, node and owner are replaced). Its
+    /// `app` label is set to the Deployment's name when it has none.
+    pub fn with_template(mut self, template: Pod) -> Self {
+        self.template = Some(Box::new(template));
+        self
     }
 
     /// With pods annotated `karpenter.sh/do-not-disrupt: "true"`.
@@ -92,9 +104,18 @@ impl Deployment {
         if self.min_available.is_none() && self.max_unavailable.is_none() {
             return None;
         }
-        let pdb = PodDisruptionBudget::new(NAMESPACE, self.name.clone()).with_selector(
-            LabelSelector::from_labels([(APP_LABEL, self.name.as_str())]),
-        );
+        // A template's own `app` label (kept on its pods) is what the budget selects.
+        let (namespace, app) = match &self.template {
+            Some(t) => (
+                t.namespace.as_str(),
+                t.labels
+                    .get(APP_LABEL)
+                    .map_or(self.name.as_str(), String::as_str),
+            ),
+            None => (NAMESPACE, self.name.as_str()),
+        };
+        let pdb = PodDisruptionBudget::new(namespace, self.name.clone())
+            .with_selector(LabelSelector::from_labels([(APP_LABEL, app)]));
         Some(match (self.min_available, self.max_unavailable) {
             (Some(min), _) => pdb.with_min_available(min),
             (None, Some(max)) => pdb.with_max_unavailable(max),
@@ -103,6 +124,15 @@ impl Deployment {
     }
 
     fn pod(&self, name: String) -> Pod {
+        if let Some(template) = &self.template {
+            return templated_pod(
+                template,
+                name,
+                &self.name,
+                "ReplicaSet",
+                self.do_not_disrupt,
+            );
+        }
         workload_pod(
             name,
             &self.name,
@@ -130,6 +160,8 @@ pub struct Job {
     pub run_for: SignedDuration,
     /// Whether its pods carry `karpenter.sh/do-not-disrupt: "true"`.
     pub do_not_disrupt: bool,
+    /// A pod template used instead of `cpu_milli`/`memory_mib` (see [`Job::with_template`]).
+    pub template: Option<Box<Pod>>,
 }
 
 impl Job {
@@ -149,7 +181,14 @@ impl Job {
             memory_mib,
             run_for,
             do_not_disrupt: false,
+            template: None,
         }
+    }
+
+    /// With pods made from `template`, as [`Deployment::with_template`] does.
+    pub fn with_template(mut self, template: Pod) -> Self {
+        self.template = Some(Box::new(template));
+        self
     }
 
     /// With pods annotated `karpenter.sh/do-not-disrupt: "true"`.
@@ -191,6 +230,40 @@ fn workload_pod(
         Quantity::from_bytes(memory_mib.saturating_mul(1 << 20)),
     );
     pod.labels.insert(APP_LABEL.to_string(), app.to_string());
+    let api_version = if owner_kind == "Job" {
+        "batch/v1"
+    } else {
+        "apps/v1"
+    };
+    pod.owner = Some(OwnerReference::new(api_version, owner_kind, app).with_controller(true));
+    if do_not_disrupt {
+        pod.annotations.insert(
+            labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+            "true".to_string(),
+        );
+    }
+    pod
+}
+
+/// A pod of the workload `app` made from `template`: a fresh pending pod named `name`, owned
+/// by `owner_kind` `app`.
+fn templated_pod(
+    template: &Pod,
+    name: String,
+    app: &str,
+    owner_kind: &str,
+    do_not_disrupt: bool,
+) -> Pod {
+    let mut pod = template.clone();
+    pod.name = name;
+    pod.uid = String::new();
+    pod.node_name = None;
+    pod.phase = karpenter_core::model::PodPhase::Pending;
+    pod.deletion_timestamp = None;
+    pod.start_time = None;
+    pod.labels
+        .entry(APP_LABEL.to_string())
+        .or_insert_with(|| app.to_string());
     let api_version = if owner_kind == "Job" {
         "batch/v1"
     } else {
@@ -262,14 +335,18 @@ impl Sim {
     /// Starts a Job's pods.
     pub fn add_job(&mut self, job: Job) {
         for i in 0..job.pods {
-            let mut pod = workload_pod(
-                format!("{}-{i}", job.name),
-                &job.name,
-                "Job",
-                job.cpu_milli,
-                job.memory_mib,
-                job.do_not_disrupt,
-            );
+            let name = format!("{}-{i}", job.name);
+            let mut pod = match &job.template {
+                Some(t) => templated_pod(t, name, &job.name, "Job", job.do_not_disrupt),
+                None => workload_pod(
+                    name,
+                    &job.name,
+                    "Job",
+                    job.cpu_milli,
+                    job.memory_mib,
+                    job.do_not_disrupt,
+                ),
+            };
             let secs = job.run_for.as_secs().max(1);
             pod.annotations
                 .insert(RUN_FOR_ANNOTATION.to_string(), format!("{secs}s"));

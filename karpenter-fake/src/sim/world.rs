@@ -97,6 +97,11 @@ pub struct Observations {
     /// Provider ids of instances whose node was disrupted involuntarily (an interruption, a
     /// Node deleted by someone else, a launch that never registered).
     pub involuntary: BTreeSet<String>,
+    /// When each launch whose node never registers (an injected fault) succeeded, in order.
+    pub lost_launches: Vec<karpenter_core::model::Timestamp>,
+    /// When each injected failing cloud call (throttled or timed out) was injected, one entry
+    /// per call.
+    pub failed_calls: Vec<karpenter_core::model::Timestamp>,
 }
 
 impl Sim {

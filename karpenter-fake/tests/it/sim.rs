@@ -481,6 +481,68 @@ fn a_change_after_a_quiet_spell_is_acted_on() {
     );
 }
 
+/// The chaos suite's seed 3 (2,000 steps), reduced: the launches of a pod's first two
+/// NodeClaims succeed but their nodes never register. Each NodeClaim holds the pod's
+/// nomination until the registration timeout (15 minutes, as upstream) deletes it; the pod is
+/// then provisioned again at once, and binds to the third NodeClaim's node: pending for two
+/// registration timeouts plus seconds, never longer.
+#[test]
+fn a_pod_whose_claims_never_register_gets_a_new_claim_after_each_registration_timeout() {
+    let mut sim = Sim::new(SimConfig::default());
+    sim.apply_node_pool(node_pool("default"));
+    sim.lose_next_launches(2);
+    sim.add_pod(deployment_pod("app-0", 1000));
+    sim.start();
+    let start = sim.now();
+    let mut claims: Vec<(String, jiff::Timestamp)> = Vec::new();
+    let mut deleted: Vec<(String, jiff::Timestamp)> = Vec::new();
+    let bound = sim
+        .run_until(SignedDuration::from_mins(40), |s| {
+            for name in s.api().node_claims.keys() {
+                if !claims.iter().any(|(n, _)| n == name) {
+                    claims.push((name.clone(), s.now()));
+                }
+            }
+            for (name, _) in &claims {
+                if !s.api().node_claims.contains_key(name)
+                    && !deleted.iter().any(|(n, _)| n == name)
+                {
+                    deleted.push((name.clone(), s.now()));
+                }
+            }
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    assert!(bound, "the pod was bound within 40 minutes");
+    assert_eq!(
+        claims.len(),
+        3,
+        "two lost launches, then one that registers: {claims:?}"
+    );
+    assert_eq!(sim.observed.lost_launches.len(), 2);
+    // The first two NodeClaims go at their registration timeout, and the next one follows
+    // within seconds of each.
+    for (i, (name, gone)) in deleted.iter().take(2).enumerate() {
+        let created = claims.iter().find(|(n, _)| n == name).unwrap().1;
+        let lived = gone.duration_since(created);
+        assert!(
+            lived >= SignedDuration::from_mins(15)
+                && lived <= SignedDuration::from_secs(15 * 60 + 30),
+            "claim {name} lived {lived}"
+        );
+        let next = claims[i + 1].1.duration_since(*gone);
+        assert!(
+            next <= SignedDuration::from_secs(15),
+            "next claim {next} after the deletion"
+        );
+    }
+    let waited = sim.now().duration_since(start);
+    assert!(
+        waited <= SignedDuration::from_mins(32),
+        "pending for {waited}: two registration timeouts plus seconds"
+    );
+}
+
 /// The operator reports, per disruption reason, how many nodes the last pass found eligible
 /// (upstream's `karpenter_voluntary_disruption_eligible_nodes{reason}`), before budgets: with a
 /// budget of zero the two empty nodes are counted and none is disrupted.

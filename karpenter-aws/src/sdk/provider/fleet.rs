@@ -65,7 +65,7 @@ impl AwsCloudProvider {
         {
             let mut cache = lock(&self.launch_templates);
             if let Some(seen) = cache.get_mut(&name)
-                && seen.elapsed() < LAUNCH_TEMPLATE_TTL
+                && seen.elapsed() < self.options.launch_template_ttl
             {
                 *seen = Instant::now();
                 return Ok(name);
@@ -76,7 +76,7 @@ impl AwsCloudProvider {
         let _single = self.launch_template_lock.lock().await;
         if lock(&self.launch_templates)
             .get(&name)
-            .is_some_and(|seen| seen.elapsed() < LAUNCH_TEMPLATE_TTL)
+            .is_some_and(|seen| seen.elapsed() < self.options.launch_template_ttl)
         {
             return Ok(name);
         }
@@ -102,79 +102,7 @@ impl AwsCloudProvider {
             }
         };
         if !exists {
-            let mut data = ec2::RequestLaunchTemplateData::builder()
-                .image_id(image_id)
-                .user_data(&user_data)
-                .metadata_options(
-                    ec2::LaunchTemplateInstanceMetadataOptionsRequest::builder()
-                        .http_endpoint(ec2::LaunchTemplateInstanceMetadataEndpointState::from(
-                            metadata.http_endpoint.as_str(),
-                        ))
-                        .http_protocol_ipv6(ec2::LaunchTemplateInstanceMetadataProtocolIpv6::from(
-                            metadata.http_protocol_ipv6.as_str(),
-                        ))
-                        .http_put_response_hop_limit(
-                            i32::try_from(metadata.http_put_response_hop_limit).unwrap_or(1),
-                        )
-                        .http_tokens(ec2::LaunchTemplateHttpTokensState::from(
-                            metadata.http_tokens.as_str(),
-                        ))
-                        .instance_metadata_tags(
-                            ec2::LaunchTemplateInstanceMetadataTagsState::Disabled,
-                        )
-                        .build(),
-                )
-                .monitoring(
-                    ec2::LaunchTemplatesMonitoringRequest::builder()
-                        .enabled(class.spec.detailed_monitoring.unwrap_or(false))
-                        .build(),
-                )
-                .network_interfaces(
-                    ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                        .device_index(0)
-                        .set_associate_public_ip_address(class.spec.associate_public_ip_address)
-                        .set_groups(Some(security_groups.clone()))
-                        .build(),
-                )
-                .tag_specifications(
-                    ec2::LaunchTemplateTagSpecificationRequest::builder()
-                        .resource_type(ec2::ResourceType::NetworkInterface)
-                        .set_tags(Some(convert::to_tags(tags)))
-                        .build(),
-                );
-            if let Some(p) = &profile {
-                data = data.iam_instance_profile(
-                    ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
-                        .name(p)
-                        .build(),
-                );
-            }
-            for m in &class.spec.block_device_mappings {
-                let mut b = ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
-                    .set_device_name(m.device_name.clone());
-                if let Some(e) = &m.ebs {
-                    let size = e
-                        .volume_size
-                        .as_deref()
-                        .and_then(|s| karpenter_core::resources::Quantity::parse(s).ok())
-                        .map(|q| {
-                            i32::try_from((q.value() + (1 << 30) - 1) >> 30).unwrap_or(i32::MAX)
-                        });
-                    b = b.ebs(
-                        ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
-                            .set_delete_on_termination(e.delete_on_termination)
-                            .set_encrypted(e.encrypted)
-                            .set_iops(e.iops.and_then(|v| i32::try_from(v).ok()))
-                            .set_kms_key_id(e.kms_key_id.clone())
-                            .set_snapshot_id(e.snapshot_id.clone())
-                            .set_throughput(e.throughput.and_then(|v| i32::try_from(v).ok()))
-                            .set_volume_size(size)
-                            .set_volume_type(e.volume_type.as_deref().map(ec2::VolumeType::from))
-                            .build(),
-                    );
-                }
-                data = data.block_device_mappings(b.build());
-            }
+            let data = launch_template_data(class, image_id, Some(&user_data), tags);
             self.counters
                 .create_launch_template
                 .fetch_add(1, Ordering::Relaxed);
@@ -183,7 +111,7 @@ impl AwsCloudProvider {
                 .ec2
                 .create_launch_template()
                 .launch_template_name(&name)
-                .launch_template_data(data.build())
+                .launch_template_data(data)
                 .tag_specifications(
                     ec2::TagSpecification::builder()
                         .resource_type(ec2::ResourceType::LaunchTemplate)
@@ -291,6 +219,96 @@ impl AwsCloudProvider {
             ))
         })
     }
+}
+
+/// The launch-template data of `class` for `image_id`: user data (base64), metadata options,
+/// monitoring, one network interface with the status security groups, the status instance
+/// profile, block devices, tags on the network interface. Launches and the dry-run permission
+/// check of `ValidationSucceeded` build it the same way.
+pub(crate) fn launch_template_data(
+    class: &EC2NodeClass,
+    image_id: &str,
+    user_data: Option<&str>,
+    tags: &BTreeMap<String, String>,
+) -> ec2::RequestLaunchTemplateData {
+    let metadata = class.spec.resolved_metadata_options();
+    let security_groups: Vec<String> = class
+        .status
+        .security_groups
+        .iter()
+        .map(|g| g.id.clone())
+        .collect();
+    let profile = class.status.instance_profile.clone();
+    let mut data = ec2::RequestLaunchTemplateData::builder()
+        .image_id(image_id)
+        .set_user_data(user_data.map(str::to_string))
+        .metadata_options(
+            ec2::LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                .http_endpoint(ec2::LaunchTemplateInstanceMetadataEndpointState::from(
+                    metadata.http_endpoint.as_str(),
+                ))
+                .http_protocol_ipv6(ec2::LaunchTemplateInstanceMetadataProtocolIpv6::from(
+                    metadata.http_protocol_ipv6.as_str(),
+                ))
+                .http_put_response_hop_limit(
+                    i32::try_from(metadata.http_put_response_hop_limit).unwrap_or(1),
+                )
+                .http_tokens(ec2::LaunchTemplateHttpTokensState::from(
+                    metadata.http_tokens.as_str(),
+                ))
+                .instance_metadata_tags(ec2::LaunchTemplateInstanceMetadataTagsState::Disabled)
+                .build(),
+        )
+        .monitoring(
+            ec2::LaunchTemplatesMonitoringRequest::builder()
+                .enabled(class.spec.detailed_monitoring.unwrap_or(false))
+                .build(),
+        )
+        .network_interfaces(
+            ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .device_index(0)
+                .set_associate_public_ip_address(class.spec.associate_public_ip_address)
+                .set_groups(Some(security_groups.clone()))
+                .build(),
+        )
+        .tag_specifications(
+            ec2::LaunchTemplateTagSpecificationRequest::builder()
+                .resource_type(ec2::ResourceType::NetworkInterface)
+                .set_tags(Some(convert::to_tags(tags)))
+                .build(),
+        );
+    if let Some(p) = &profile {
+        data = data.iam_instance_profile(
+            ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
+                .name(p)
+                .build(),
+        );
+    }
+    for m in &class.spec.block_device_mappings {
+        let mut b = ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
+            .set_device_name(m.device_name.clone());
+        if let Some(e) = &m.ebs {
+            let size = e
+                .volume_size
+                .as_deref()
+                .and_then(|s| karpenter_core::resources::Quantity::parse(s).ok())
+                .map(|q| i32::try_from((q.value() + (1 << 30) - 1) >> 30).unwrap_or(i32::MAX));
+            b = b.ebs(
+                ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
+                    .set_delete_on_termination(e.delete_on_termination)
+                    .set_encrypted(e.encrypted)
+                    .set_iops(e.iops.and_then(|v| i32::try_from(v).ok()))
+                    .set_kms_key_id(e.kms_key_id.clone())
+                    .set_snapshot_id(e.snapshot_id.clone())
+                    .set_throughput(e.throughput.and_then(|v| i32::try_from(v).ok()))
+                    .set_volume_size(size)
+                    .set_volume_type(e.volume_type.as_deref().map(ec2::VolumeType::from))
+                    .build(),
+            );
+        }
+        data = data.block_device_mappings(b.build());
+    }
+    data.build()
 }
 
 /// One CreateFleet call for `n` instances; its instances and errors as plain data, or the API

@@ -55,14 +55,24 @@ use crate::{ami, drift};
 pub const INSTANCE_TYPES_TTL: Duration = Duration::from_secs(5 * 60);
 /// How often instance types, offerings and spot prices are described again.
 pub const EC2_REFRESH_INTERVAL: Duration = Duration::from_secs(12 * 3600);
-/// How long a launch template is trusted to exist without looking again.
+/// How long a launch template is trusted to exist without a launch using it (upstream: a
+/// minute; then it is deleted).
 pub const LAUNCH_TEMPLATE_TTL: Duration = Duration::from_secs(60);
 /// CreateFleet batching: a window closes after this long without a new identical request...
 pub const FLEET_BATCH_IDLE: Duration = Duration::from_millis(35);
 /// ...or this long after it opened.
 pub const FLEET_BATCH_MAX: Duration = Duration::from_secs(1);
+/// DescribeInstances / TerminateInstances batching: a window closes after this long without a
+/// new request (upstream's 100 ms)...
+pub const INSTANCE_BATCH_IDLE: Duration = Duration::from_millis(100);
+/// ...or this long after it opened...
+pub const INSTANCE_BATCH_MAX: Duration = Duration::from_secs(1);
+/// ...or at this many instance ids.
+pub const INSTANCE_BATCH_MAX_ITEMS: usize = 500;
 /// The instance states Get and List consider alive.
 pub const LIVE_STATES: &[&str] = &["pending", "running", "stopping", "stopped", "shutting-down"];
+/// `topology.k8s.aws/zone-id`.
+const ZONE_ID: &str = crate::catalog::labels::TOPOLOGY_ZONE_ID;
 /// The annotation naming the instance profile a NodeClaim launched with.
 pub const INSTANCE_PROFILE_ANNOTATION: &str = "karpenter.k8s.aws/instance-profile-name";
 
@@ -84,6 +94,14 @@ pub struct ProviderOptions {
     /// CreateFleet batching: the window closes after this long without a new identical
     /// request (default [`FLEET_BATCH_IDLE`], upstream's 35 ms; at most [`FLEET_BATCH_MAX`]).
     pub fleet_batch_idle: Duration,
+    /// DescribeInstances / TerminateInstances batching: the window closes after this long
+    /// without a new request (default [`INSTANCE_BATCH_IDLE`], upstream's 100 ms; at most
+    /// [`INSTANCE_BATCH_MAX`] or [`INSTANCE_BATCH_MAX_ITEMS`] ids).
+    pub instance_batch_idle: Duration,
+    /// How long a launch template is trusted to exist without a launch using it; then
+    /// [`AwsCloudProvider::cleanup_launch_templates`] deletes it (default
+    /// [`LAUNCH_TEMPLATE_TTL`], upstream's minute).
+    pub launch_template_ttl: Duration,
 }
 
 impl ProviderOptions {
@@ -97,6 +115,8 @@ impl ProviderOptions {
             vm_memory_overhead_percent: crate::catalog::DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
             reserved_enis: 0,
             fleet_batch_idle: FLEET_BATCH_IDLE,
+            instance_batch_idle: INSTANCE_BATCH_IDLE,
+            launch_template_ttl: LAUNCH_TEMPLATE_TTL,
         }
     }
 }
@@ -118,6 +138,8 @@ pub struct ApiCounters {
     pub create_launch_template: AtomicU64,
     /// DescribeLaunchTemplates.
     pub describe_launch_templates: AtomicU64,
+    /// DeleteLaunchTemplate.
+    pub delete_launch_template: AtomicU64,
     /// DescribeInstanceTypes pages.
     pub describe_instance_types: AtomicU64,
 }
@@ -136,6 +158,7 @@ impl ApiCounters {
                 g(&self.describe_launch_templates),
             ),
             ("DescribeInstanceTypes", g(&self.describe_instance_types)),
+            ("DeleteLaunchTemplate", g(&self.delete_launch_template)),
         ])
     }
 }
@@ -175,6 +198,8 @@ pub struct AwsCloudProvider {
     launch_templates: Mutex<BTreeMap<String, Instant>>,
     launch_template_lock: tokio::sync::Mutex<()>,
     fleet_batches: Arc<Mutex<HashMap<String, FleetBucket>>>,
+    describe_batcher: batch::IdBatcher<ec2::Instance>,
+    terminate_batcher: batch::IdBatcher<()>,
     counters: Arc<ApiCounters>,
 }
 
@@ -226,6 +251,7 @@ impl AwsCloudProvider {
     ) -> Result<Self, CloudProviderError> {
         let prices = Prices::embedded()
             .map_err(|e| CloudProviderError::other(format!("loading embedded prices: {e}")))?;
+        let instance_idle = options.instance_batch_idle;
         Ok(AwsCloudProvider {
             clients,
             options,
@@ -237,6 +263,16 @@ impl AwsCloudProvider {
             launch_templates: Mutex::new(BTreeMap::new()),
             launch_template_lock: tokio::sync::Mutex::new(()),
             fleet_batches: Arc::new(Mutex::new(HashMap::new())),
+            describe_batcher: batch::IdBatcher::new(
+                instance_idle,
+                INSTANCE_BATCH_MAX,
+                INSTANCE_BATCH_MAX_ITEMS,
+            ),
+            terminate_batcher: batch::IdBatcher::new(
+                instance_idle,
+                INSTANCE_BATCH_MAX,
+                INSTANCE_BATCH_MAX_ITEMS,
+            ),
             counters: Arc::new(ApiCounters::default()),
         })
     }
@@ -341,9 +377,14 @@ impl AwsCloudProvider {
     }
 }
 
+mod batch;
 mod fleet;
+mod housekeeping;
 mod instances;
 mod types;
+
+pub(crate) use fleet::launch_template_data;
+pub use housekeeping::{LAUNCH_TEMPLATE_PREFIX, PRICE_REFRESH_INTERVAL};
 
 #[async_trait]
 impl CloudProvider for AwsCloudProvider {
@@ -367,8 +408,15 @@ impl CloudProvider for AwsCloudProvider {
                     && ResourceList::fits(requests, it.allocatable())
             })
             .collect();
+        // The zone-id requirement is checked per offering here (the type lists the ids of
+        // all its zones).
+        let zone_ids = types::zone_ids(&class);
+        let zone_id_requirement = requirements.get(ZONE_ID);
         let usable = |o: &karpenter_core::model::Offering| {
-            o.available && requirements.is_compatible(o.requirements(), Some(&policy))
+            o.available
+                && requirements.is_compatible(o.requirements(), Some(&policy))
+                && zone_id_requirement
+                    .is_none_or(|r| zone_ids.get(o.zone()).is_some_and(|id| r.has(id)))
         };
         let has = |ct: &str| {
             candidates.iter().any(|it| {
@@ -540,6 +588,10 @@ impl CloudProvider for AwsCloudProvider {
             &node_claim.metadata.labels,
             None,
         );
+        match zone_ids.get(&fi.zone) {
+            Some(id) => launched.metadata.labels.insert(ZONE_ID.into(), id.clone()),
+            None => launched.metadata.labels.remove(ZONE_ID),
+        };
         for (k, v) in drift::hash_annotations(&class) {
             launched.metadata.annotations.insert(k.to_string(), v);
         }
@@ -565,26 +617,9 @@ impl CloudProvider for AwsCloudProvider {
         if instance.state().and_then(|s| s.name()) == Some(&ec2::InstanceStateName::ShuttingDown) {
             return Ok(());
         }
-        self.counters
-            .terminate_instances
-            .fetch_add(1, Ordering::Relaxed);
-        match self
-            .clients
-            .ec2
-            .terminate_instances()
-            .instance_ids(&id)
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let (code, message) = error_code(&e);
-                if code == "InvalidInstanceID.NotFound" {
-                    Err(CloudProviderError::not_found(provider_id))
-                } else {
-                    Err(other("TerminateInstances", &code, &message))
-                }
-            }
+        match self.terminate_instance(&id).await {
+            Err(e) if e.is_not_found() => Err(CloudProviderError::not_found(provider_id)),
+            r => r,
         }
     }
 
@@ -740,6 +775,7 @@ impl CloudProvider for AwsCloudProvider {
     fn well_known_labels(&self) -> Vec<String> {
         crate::catalog::labels::WELL_KNOWN
             .iter()
+            .chain([&ZONE_ID])
             .map(|s| s.to_string())
             .collect()
     }

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// Zone name → zone id of the class's subnets (`status.subnets[].zoneID`).
+pub(super) fn zone_ids(class: &EC2NodeClass) -> BTreeMap<String, String> {
+    class
+        .status
+        .subnets
+        .iter()
+        .filter_map(|s| s.zone_id.clone().map(|id| (s.zone.clone(), id)))
+        .collect()
+}
+
 impl AwsCloudProvider {
     /// Describes instance types, offerings and spot prices now (also done lazily on first use
     /// and every [`EC2_REFRESH_INTERVAL`]).
@@ -177,8 +187,9 @@ impl AwsCloudProvider {
         let opts = class.catalog_options(&base).map_err(|e| {
             CloudProviderError::node_class_not_ready(format!("EC2NodeClass {name}: {e}"))
         })?;
+        let zone_ids = zone_ids(class);
         let key = format!(
-            "{zones:?}|{:?}|{opts:?}",
+            "{zone_ids:?}|{zones:?}|{:?}|{opts:?}",
             class.status.amis.iter().map(|a| &a.id).collect::<Vec<_>>()
         );
         let cached = {
@@ -191,7 +202,7 @@ impl AwsCloudProvider {
         let types = match cached {
             Some(t) => t,
             None => {
-                let built = self.build_types(&data, &zones, &opts)?;
+                let built = self.build_types(&data, &zones, &zone_ids, &opts)?;
                 lock(&self.types).insert(
                     name,
                     TypesEntry {
@@ -210,6 +221,7 @@ impl AwsCloudProvider {
         &self,
         data: &Ec2Data,
         zones: &BTreeSet<String>,
+        zone_ids: &BTreeMap<String, String>,
         opts: &AwsCatalogOptions,
     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
         let prices = lock(&self.prices).clone();
@@ -241,9 +253,24 @@ impl AwsCloudProvider {
                     }
                 }
             }
-            let converted = it.to_instance_type().map_err(|e| {
+            let mut converted = it.to_instance_type().map_err(|e| {
                 CloudProviderError::other(format!("instance type {}: {e}", it.name))
             })?;
+            // `topology.k8s.aws/zone-id`: the ids of the zones the type is offered in, from
+            // the class's subnets (upstream takes them from there too; the catalog has no
+            // subnets, so the provider adds the requirement).
+            let ids: BTreeSet<&str> = converted
+                .offerings
+                .iter()
+                .filter_map(|o| zone_ids.get(o.zone()).map(String::as_str))
+                .collect();
+            if !ids.is_empty() {
+                converted.add_requirement(karpenter_core::requirements::Requirement::new(
+                    crate::catalog::labels::TOPOLOGY_ZONE_ID,
+                    karpenter_core::requirements::Operator::In,
+                    ids,
+                ));
+            }
             out.push(Arc::new(converted));
         }
         Ok(out)

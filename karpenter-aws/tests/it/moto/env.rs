@@ -249,6 +249,7 @@ impl Cluster {
         // A wider batching window than upstream's 35 ms: a debug build on a loaded machine
         // may take longer than that between two launches of one round.
         options.fleet_batch_idle = std::time::Duration::from_millis(250);
+        options.instance_batch_idle = std::time::Duration::from_millis(250);
         Arc::new(AwsCloudProvider::new(self.clients.clone(), options, store).unwrap())
     }
 }

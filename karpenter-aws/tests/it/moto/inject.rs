@@ -1,7 +1,9 @@
 //! Fault injection at the SDK's HTTP layer: moto never reports CreateFleet errors, so this
 //! client answers a CreateFleet whose overrides include an exhausted instance type with
 //! `InsufficientInstanceCapacity` for those overrides and no instance, as EC2 does when a pool
-//! has no capacity. Every other request goes to moto unchanged.
+//! has no capacity. It also records the EC2 actions sent with `DryRun=true` and can answer them
+//! `UnauthorizedOperation` (moto never checks permissions). Every other request goes to moto
+//! unchanged.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -16,11 +18,13 @@ use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
 
 /// Instance types with no capacity, and how many CreateFleet calls were answered with an
-/// error.
+/// error; EC2 actions whose dry runs are unauthorized, and the dry runs seen.
 #[derive(Debug, Default)]
 pub struct Faults {
     pub exhausted: Mutex<BTreeSet<String>>,
     pub injected: Mutex<usize>,
+    pub unauthorized: Mutex<BTreeSet<String>>,
+    pub dry_runs: Mutex<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -126,6 +130,22 @@ impl HttpConnector for InjectingConnector {
             .bytes()
             .map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default();
+        if body.contains("DryRun=true")
+            && let Some(action) = body
+                .split('&')
+                .find_map(|p| p.strip_prefix("Action="))
+                .map(str::to_string)
+        {
+            self.faults.dry_runs.lock().unwrap().push(action.clone());
+            if self.faults.unauthorized.lock().unwrap().contains(&action) {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error>\
+                           <Code>UnauthorizedOperation</Code><Message>You are not authorized to \
+                           perform this operation.</Message></Error></Errors>\
+                           <RequestID>injected</RequestID></Response>";
+                let resp = Response::new(StatusCode::try_from(403).unwrap(), SdkBody::from(xml));
+                return HttpConnectorFuture::ready(Ok(resp));
+            }
+        }
         if body.contains("Action=CreateFleet") {
             let exhausted = self.faults.exhausted.lock().unwrap().clone();
             let all = overrides(&body);

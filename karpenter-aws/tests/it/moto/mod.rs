@@ -6,7 +6,9 @@
 //! either the tests skip with a warning, except under `CI=true`, where they fail. Fake
 //! credentials, a fixed loopback endpoint: nothing talks to AWS.
 
+mod conformance;
 mod env;
+mod housekeeping;
 mod inject;
 mod interruption;
 mod provider;

@@ -113,6 +113,16 @@ async fn instance_types_come_from_describe_instance_types() {
     // Offerings only in the zones of the class's subnets.
     let zones: std::collections::BTreeSet<&str> = m5.offerings.iter().map(|o| o.zone()).collect();
     assert_eq!(zones, ["us-east-1a", "us-east-1b"].into_iter().collect());
+    // The zone ids of those zones (from the subnets) are the type's zone-id requirement.
+    let ids: std::collections::BTreeSet<String> = class
+        .status
+        .subnets
+        .iter()
+        .filter_map(|s| s.zone_id.clone())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let req = m5.requirements().get("topology.k8s.aws/zone-id").unwrap();
+    assert!(ids.iter().all(|id| req.has(id)), "{req:?}");
     // On-demand at the snapshot price, spot at moto's spot price history.
     let od = m5
         .offerings
@@ -161,6 +171,16 @@ async fn create_get_list_drift_delete() {
     assert_eq!(labels["node.kubernetes.io/instance-type"], "m5.large");
     assert_eq!(labels["karpenter.sh/capacity-type"], "on-demand");
     assert_eq!(labels["karpenter.k8s.aws/instance-family"], "m5");
+    // topology.k8s.aws/zone-id: the id of the launched zone, from the class's subnets.
+    let zone = &labels["topology.kubernetes.io/zone"];
+    let subnet = class
+        .status
+        .subnets
+        .iter()
+        .find(|s| &s.zone == zone)
+        .unwrap();
+    let zone_id = subnet.zone_id.clone().expect("moto reports zone ids");
+    assert_eq!(labels["topology.k8s.aws/zone-id"], zone_id);
     assert_eq!(
         launched.status.image_id.as_deref(),
         Some(cluster.ami.as_str())
@@ -215,6 +235,7 @@ async fn create_get_list_drift_delete() {
         got.metadata.labels["karpenter.k8s.aws/instance-family"],
         "m5"
     );
+    assert_eq!(got.metadata.labels["topology.k8s.aws/zone-id"], zone_id);
 
     // A second launch of the same shape reuses the launch template.
     let b = provider
@@ -359,6 +380,32 @@ async fn insufficient_capacity_marks_the_offering_and_the_next_round_picks_anoth
             .all(|o| o.available)
     );
 
+    // A claim pinned to a zone id launches only in that id's zone.
+    let b = class
+        .status
+        .subnets
+        .iter()
+        .find(|s| s.zone == "us-east-1b")
+        .unwrap();
+    let b_id = b.zone_id.clone().unwrap();
+    let mut pinned = claim("z", "default", &["m5.xlarge"]);
+    pinned
+        .spec
+        .requirements
+        .as_mut()
+        .unwrap()
+        .push(NodeSelectorRequirement::new(
+            "topology.k8s.aws/zone-id",
+            Operator::In,
+            [b_id.as_str()],
+        ));
+    let z = provider.create(&pinned).await.unwrap();
+    assert_eq!(
+        z.metadata.labels["topology.kubernetes.io/zone"],
+        "us-east-1b"
+    );
+    assert_eq!(z.metadata.labels["topology.k8s.aws/zone-id"], b_id);
+
     // The next round: the exhausted type is left out of the request, moto launches the other.
     let launched = provider.create(&c).await.unwrap();
     assert_eq!(
@@ -438,8 +485,10 @@ async fn a_class_that_is_not_ready_or_missing_does_not_launch() {
 }
 
 /// One provisioning round of 100 NodeClaims in four launch shapes: one CreateFleet per shape,
-/// one launch template, no DescribeInstances on the launch path. Prints the wall time (the
-/// number recorded in docs/performance.md; not asserted).
+/// one launch template, no DescribeInstances on the launch path; then Get of all 100 at once is
+/// one DescribeInstances, and deleting all 100 at once is one DescribeInstances and one
+/// TerminateInstances. Prints the wall times (the numbers recorded in docs/performance.md; not
+/// asserted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_of_100_claims_makes_one_create_fleet_per_shape() {
     let Some(clients) = clients(None).await else {
@@ -463,9 +512,10 @@ async fn a_round_of_100_claims_makes_one_create_fleet_per_shape() {
     let started = std::time::Instant::now();
     let results = futures::future::join_all(claims.iter().map(|c| provider.create(c))).await;
     let wall = started.elapsed();
-    let ids: std::collections::BTreeSet<String> = results
-        .into_iter()
-        .map(|r| r.unwrap().status.provider_id.unwrap())
+    let launched: Vec<NodeClaim> = results.into_iter().map(Result::unwrap).collect();
+    let ids: std::collections::BTreeSet<String> = launched
+        .iter()
+        .map(|c| c.status.provider_id.clone().unwrap())
         .collect();
     assert_eq!(ids.len(), 100);
     let calls = provider.counters().snapshot();
@@ -474,4 +524,127 @@ async fn a_round_of_100_claims_makes_one_create_fleet_per_shape() {
     assert_eq!(calls["CreateLaunchTemplate"], 1);
     assert_eq!(calls["DescribeInstances"], 0);
     assert_eq!(provider.list().await.unwrap().len(), 100);
+
+    // Get of every claim at once: one batched DescribeInstances.
+    let before = provider.counters().snapshot();
+    let started = std::time::Instant::now();
+    let got = futures::future::join_all(ids.iter().map(|id| provider.get(id))).await;
+    let get_wall = started.elapsed();
+    for (id, g) in ids.iter().zip(got) {
+        assert_eq!(g.unwrap().status.provider_id.as_deref(), Some(id.as_str()));
+    }
+    let after = provider.counters().snapshot();
+    let describes = after["DescribeInstances"] - before["DescribeInstances"];
+    eprintln!("Get of 100 NodeClaims: {get_wall:?}, {describes} DescribeInstances");
+    assert_eq!(describes, 1);
+
+    // Delete of every claim at once, plus one id EC2 never issued: one DescribeInstances that
+    // fails naming the unknown id, one for the other 100, and one TerminateInstances for them.
+    let mut unknown = launched[0].clone();
+    unknown.status.provider_id = Some("aws:///us-east-1a/i-0123456789abcdef0".into());
+    let before = provider.counters().snapshot();
+    let started = std::time::Instant::now();
+    let deleted = futures::future::join_all(
+        launched
+            .iter()
+            .chain(std::iter::once(&unknown))
+            .map(|c| provider.delete(c)),
+    )
+    .await;
+    let delete_wall = started.elapsed();
+    let (unknown_result, known) = deleted.split_last().unwrap();
+    assert!(unknown_result.as_ref().unwrap_err().is_not_found());
+    assert!(known.iter().all(Result::is_ok), "{known:?}");
+    let after = provider.counters().snapshot();
+    let describes = after["DescribeInstances"] - before["DescribeInstances"];
+    let terminates = after["TerminateInstances"] - before["TerminateInstances"];
+    eprintln!(
+        "Delete of 100 NodeClaims (+1 unknown): {delete_wall:?}, {describes} DescribeInstances, \
+         {terminates} TerminateInstances"
+    );
+    assert_eq!(describes, 2);
+    assert_eq!(terminates, 1);
+    assert!(provider.list().await.unwrap().is_empty());
+
+    // Deleting all 100 again: the batched DescribeInstances finds none live, so each answers
+    // not-found; nothing is terminated.
+    let before = provider.counters().snapshot();
+    let again = futures::future::join_all(launched.iter().map(|c| provider.delete(c))).await;
+    assert!(again.iter().all(|r| r.as_ref().unwrap_err().is_not_found()));
+    let after = provider.counters().snapshot();
+    assert_eq!(after["DescribeInstances"] - before["DescribeInstances"], 1);
+    assert_eq!(after["TerminateInstances"], before["TerminateInstances"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_permission_checks_set_validation_succeeded() {
+    let faults = Arc::new(Faults::default());
+    let Some(clients) = clients(Some(inject::client(Arc::clone(&faults)))).await else {
+        return;
+    };
+    let cluster = Cluster::create(&cluster_name("dryrun"), clients).await;
+    // moto answers every dry run DryRunOperation: validation passes, the class is ready.
+    let class = cluster.resolved(cluster.node_class("default")).await;
+    let condition = |c: &karpenter_aws::nodeclass::EC2NodeClass, t: &str| {
+        c.status.condition(t).cloned().unwrap()
+    };
+    assert_eq!(
+        condition(&class, "ValidationSucceeded").status,
+        ConditionStatus::True
+    );
+    assert_eq!(
+        *faults.dry_runs.lock().unwrap(),
+        ["CreateFleet", "CreateLaunchTemplate", "RunInstances"]
+    );
+    // Nothing was created by the checks.
+    assert!(
+        cluster
+            .clients
+            .ec2
+            .describe_instances()
+            .filters(
+                aws_sdk_ec2::types::Filter::builder()
+                    .name("subnet-id")
+                    .values(&cluster.subnets[0].0)
+                    .build()
+            )
+            .send()
+            .await
+            .unwrap()
+            .reservations()
+            .is_empty()
+    );
+
+    // An unauthorized RunInstances: ValidationSucceeded False with upstream's reason, the
+    // class not ready. A new resolver (the result is cached 30 minutes per resolver).
+    faults
+        .unauthorized
+        .lock()
+        .unwrap()
+        .insert("RunInstances".into());
+    faults.dry_runs.lock().unwrap().clear();
+    let denied = cluster.resolved(cluster.node_class("default")).await;
+    let v = condition(&denied, "ValidationSucceeded");
+    assert_eq!(v.status, ConditionStatus::False);
+    assert_eq!(v.reason.as_deref(), Some("RunInstancesAuthCheckFailed"));
+    assert_eq!(condition(&denied, READY).status, ConditionStatus::False);
+    assert_eq!(faults.dry_runs.lock().unwrap().len(), 3);
+
+    // With dry runs disabled (upstream's DISABLE_DRY_RUN) nothing is sent and the condition
+    // is True.
+    faults.dry_runs.lock().unwrap().clear();
+    let resolver = karpenter_aws::sdk::nodeclass::NodeClassResolver::new(
+        cluster.clients.clone(),
+        &cluster.name,
+        "1.33",
+    )
+    .with_dry_run(false);
+    let r = resolver
+        .reconcile(&cluster.node_class("default"), jiff::Timestamp::now())
+        .await
+        .unwrap();
+    assert!(faults.dry_runs.lock().unwrap().is_empty());
+    let mut c = cluster.node_class("default");
+    c.status = r.status;
+    assert_eq!(condition(&c, READY).status, ConditionStatus::True);
 }

@@ -87,7 +87,7 @@ pub(super) fn apply(
     let displaced: BTreeMap<String, Pod> = cmd
         .candidates
         .iter()
-        .flat_map(|c| c.reschedulable_pods.iter())
+        .flat_map(|c| c.reschedulable_pods())
         .map(|p| (p.key(), p.clone()))
         .collect();
     snapshot.nodes.retain(|n| !gone.contains(n.name()));

@@ -92,7 +92,7 @@ pub(crate) fn evaluate_split(
     // re-packed; pending pods stay out of the command (provisioning places them).
     let displaced: BTreeMap<String, &Pod> = candidates
         .iter()
-        .flat_map(|c| c.reschedulable_pods.iter())
+        .flat_map(|c| c.reschedulable_pods())
         .map(|p| (p.key(), p))
         .collect();
     let to_pack: Vec<Pod> = sim

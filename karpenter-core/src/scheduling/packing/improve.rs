@@ -140,7 +140,7 @@ fn sub_input(search: &Search<'_>, pods: Vec<Pod>) -> SchedulingInput {
 
 /// Whether the claims keep every cost pool's limits (each counted at its largest instance
 /// type's capacity; existing nodes of the pool at theirs).
-fn within_limits(search: &Search<'_>, claims: &[NewNodeClaim]) -> bool {
+pub(super) fn within_limits(search: &Search<'_>, claims: &[NewNodeClaim]) -> bool {
     let input = search.input;
     search.cost_pools.iter().all(|&i| {
         let np = &input.node_pools[i];

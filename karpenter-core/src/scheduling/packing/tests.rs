@@ -274,3 +274,204 @@ fn a_cap_that_would_hide_a_zone_from_a_spread_constraint_is_not_tried() {
         .collect();
     assert!(zones.contains("zone-b"), "{zones:?}");
 }
+
+/// A spot and on-demand instance type in zones a and b.
+fn spot_it(name: &str, cpu: i64, price: f64) -> Arc<InstanceType> {
+    let offerings = ["zone-a", "zone-b"]
+        .iter()
+        .flat_map(|z| {
+            [
+                Offering::new(*z, labels::CAPACITY_TYPE_SPOT, price),
+                Offering::new(*z, labels::CAPACITY_TYPE_ON_DEMAND, price),
+            ]
+        })
+        .collect();
+    let mut reqs = Requirements::new();
+    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
+    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+    Arc::new(InstanceType::new(
+        name,
+        reqs,
+        offerings,
+        rl(&[
+            ("cpu", &cpu.to_string()),
+            ("memory", &format!("{}Gi", 4 * cpu)),
+            ("pods", "110"),
+        ]),
+        Overhead::default(),
+    ))
+}
+
+/// 2-8 CPU at 0.05 per CPU, 9-16 CPU at a premium (0.1 per CPU).
+fn premium_catalog() -> Vec<Arc<InstanceType>> {
+    (2..=16)
+        .map(|k| {
+            spot_it(
+                &format!("c{k}"),
+                k,
+                if k <= 8 { 0.05 } else { 0.1 } * k as f64,
+            )
+        })
+        .collect()
+}
+
+/// `n` pods of `cpu` spread over zones (maxSkew 1).
+fn spread_pods(n: usize, cpu: &str) -> Vec<Pod> {
+    let spread = TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: labels::ZONE.to_string(),
+        when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+        label_selector: Some(LabelSelector {
+            match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+            match_expressions: Vec::new(),
+        }),
+        min_domains: None,
+        node_affinity_policy: None,
+        node_taints_policy: None,
+        match_label_keys: Vec::new(),
+    };
+    pods(n, cpu)
+        .into_iter()
+        .map(|mut p| {
+            p.labels.insert("app".into(), "web".into());
+            p.topology_spread_constraints = vec![spread.clone()];
+            p
+        })
+        .collect()
+}
+
+fn packing(r: &Results) -> Vec<Vec<String>> {
+    r.new_node_claims.iter().map(|c| c.pods.clone()).collect()
+}
+
+#[test]
+fn caps_at_or_above_the_repeat_cap_repeat_the_faithful_packing() {
+    let i = input(
+        NodePoolInput::new("default", premium_catalog()),
+        spread_pods(20, "1500m"),
+    );
+    let options = cost_options();
+    let faithful = solve(&i, &options);
+    let policies = pool_policies(&i, &options);
+    let search = Search::new(&i, &options, &policies, &faithful);
+    // Each zone's claim holds 10 pods (15 CPU): only the 15- and 16-CPU types hold it.
+    assert_eq!(search.repeat_cap, Some(15_000));
+    for cap in [15_000, 16_000] {
+        let mut work = i.clone();
+        for (p, kept) in search.capped_pools(cap).expect("same domains") {
+            work.node_pools[p].instance_types = kept;
+        }
+        assert_eq!(
+            packing(&solve(&work, &options)),
+            packing(&faithful),
+            "cap {cap}"
+        );
+    }
+    // So the sweep only tries caps below it, and above the floor (a 1.5-CPU pod needs 2).
+    let caps = search.caps();
+    assert!(!caps.is_empty());
+    assert!(
+        caps.iter().all(|&c| (2_000..15_000).contains(&c)),
+        "{caps:?}"
+    );
+    assert!(caps.windows(2).all(|w| w[0] < w[1]), "{caps:?}");
+}
+
+#[test]
+fn a_reserved_offering_voids_the_repeat_cap() {
+    let mut types = premium_catalog();
+    let mut reserved = (*types[0]).clone();
+    reserved.offerings.push(Offering::reserved(
+        "zone-a",
+        "r-1",
+        1,
+        0.01,
+        "example.com/reservation-id",
+    ));
+    types[0] = Arc::new(reserved);
+    let i = input(
+        NodePoolInput::new("default", types),
+        spread_pods(20, "1500m"),
+    );
+    let options = cost_options();
+    let faithful = solve(&i, &options);
+    let search = Search::new(&i, &options, &pool_policies(&i, &options), &faithful);
+    assert_eq!(search.repeat_cap, None);
+}
+
+#[test]
+fn widening_restores_spot_flexibility_with_types_that_hold_the_claim() {
+    let i = input(
+        NodePoolInput::new("default", premium_catalog()),
+        spread_pods(20, "1500m"),
+    );
+    let options = SchedulerOptions::default().with_packing(
+        PackingOptions::default()
+            .with_policy(Some(PackingPolicy::Cost))
+            .with_spot_min_instance_types(2),
+    );
+    let faithful = solve(&i, &options);
+    let search = Search::new(&i, &options, &pool_policies(&i, &options), &faithful);
+    assert_eq!(search.guard.spot_min_types, 2);
+    let mut work = i.clone();
+    for (p, kept) in search.capped_pools(3_000).expect("same domains") {
+        work.node_pools[p].instance_types = kept;
+    }
+    let capped = solve(&work, &options);
+    // Two 1.5-CPU pods fill a 3-CPU claim: the cap leaves it one instance type.
+    assert!(
+        capped
+            .new_node_claims
+            .iter()
+            .any(|c| c.instance_types.len() < 2)
+    );
+    assert!(!search.guard.accepts(&capped));
+    let widened = search.widen(capped.clone());
+    assert_eq!(packing(&widened), packing(&capped));
+    assert!(search.guard.accepts(&widened));
+    let policy = LabelPolicy::core();
+    for c in &widened.new_node_claims {
+        assert!(c.instance_types.len() >= 2);
+        let prices: Vec<f64> = c
+            .instance_types
+            .iter()
+            .map(|t| {
+                t.cheapest_offering(&c.requirements, &policy)
+                    .expect("offering")
+                    .price
+            })
+            .collect();
+        assert!(prices.windows(2).all(|w| w[0] <= w[1]), "{prices:?}");
+        for t in &c.instance_types {
+            assert!(ResourceList::fits(&c.requests, t.allocatable()));
+        }
+    }
+}
+
+#[test]
+fn the_cap_sweep_beats_a_premium_type_under_a_spread_constraint() {
+    let i = input(
+        NodePoolInput::new("default", premium_catalog()),
+        spread_pods(20, "1500m"),
+    );
+    let options = cost_options();
+    let outcome = solve_packed(&i, &options);
+    assert!(
+        outcome.improved,
+        "{} vs {}",
+        outcome.cost, outcome.faithful_cost
+    );
+    assert!(outcome.results.pod_errors.is_empty());
+    assert!(outcome.cost < outcome.faithful_cost);
+    // The spread holds: ten pods per zone.
+    let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &outcome.results.new_node_claims {
+        let zone = c
+            .requirements
+            .get(labels::ZONE)
+            .and_then(|r| r.values().next().map(str::to_string))
+            .expect("a zone");
+        *per_zone.entry(zone).or_default() += c.pods.len();
+    }
+    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![10, 10]);
+}
