@@ -91,7 +91,7 @@ controller.env. A controller.env entry named like a setting's variable replaces 
   (dict "name" "BATCH_IDLE_DURATION" "value" $v.settings.batchIdleDuration)
   (dict "name" "BATCH_MAX_DURATION" "value" $v.settings.batchMaxDuration)
   (dict "name" "FEATURE_GATES" "value" (include "karpenter.featureGates" .))
-  (dict "name" "PREFERENCES_POLICY" "value" $v.settings.preferencesPolicy)
+  (dict "name" "PREFERENCE_POLICY" "value" $v.settings.preferencesPolicy)
   (dict "name" "MIN_VALUES_POLICY" "value" $v.settings.minValuesPolicy)
   (dict "name" "LOG_LEVEL" "value" $v.logLevel)
   (dict "name" "METRICS_PORT" "value" (toString $v.controller.metrics.port))

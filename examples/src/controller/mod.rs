@@ -235,6 +235,9 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     ));
 
     let (leading_tx, leading) = watch::channel(args.disable_leader_election);
+    // The Lease is released only after the operator stopped and its calls in flight finished,
+    // so a successor never acts while this replica still writes.
+    let (release_tx, release) = watch::channel(false);
     let election = if args.disable_leader_election {
         None
     } else {
@@ -256,7 +259,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             Api::<Lease>::namespaced(client.clone(), &namespace),
             cfg,
             leading_tx,
-            shutdown.clone(),
+            release.clone(),
         )))
     };
 
@@ -285,6 +288,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         }
         None => changes,
     };
+    let (in_flight, mut in_flight_done) = operate::InFlight::new();
     let operator = tokio::spawn(operate::run(
         operate::Context {
             client: client.clone(),
@@ -292,6 +296,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             caches,
             metrics,
             settings: args.clone(),
+            in_flight,
         },
         changes,
         leading.clone(),
@@ -321,12 +326,24 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             }
         }
     }
+    // Graceful shutdown, in upstream's order: stop acting (the operator loops return after
+    // the call they are making), let the calls in flight (evictions, cloud calls, events)
+    // finish, then release the Lease and stop the servers.
     let _ = shutdown_tx.send(true);
+    let _ = tokio::time::timeout(operate::SHUTDOWN_GRACE, operator).await;
+    let finished = tokio::time::timeout(operate::SHUTDOWN_GRACE, in_flight_done.recv())
+        .await
+        .is_ok();
+    if finished {
+        tracing::info!("calls in flight finished");
+    } else {
+        tracing::warn!(grace = ?operate::SHUTDOWN_GRACE, "calls still in flight after the grace period; stopping anyway");
+    }
+    let _ = release_tx.send(true);
     if let Some(e) = election {
         // The election releases the Lease on shutdown.
         let _ = tokio::time::timeout(Duration::from_secs(5), e).await;
     }
-    let _ = tokio::time::timeout(Duration::from_secs(10), operator).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), metrics_server).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), probes_server).await;
     tracing::info!("karpenter controller stopped");
@@ -340,4 +357,5 @@ pub const KNOWN_GATES: &[&str] = &[
     "SpotToSpotConsolidation",
     "NodeOverlay",
     "StaticCapacity",
+    "CapacityBuffer",
 ];

@@ -41,7 +41,28 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The settings.
     pub settings: ControllerArgs,
+    /// Held (a clone) by every API or cloud call that runs in a task of its own; shutdown
+    /// waits until every clone is dropped (see [`InFlight`]).
+    pub in_flight: InFlight,
 }
+
+/// Tracks the calls still running in tasks of their own, so that a shutdown lets them finish.
+#[derive(Clone)]
+pub struct InFlight {
+    _held: mpsc::Sender<()>,
+}
+
+impl InFlight {
+    /// A tracker, and the receiver whose `recv()` returns `None` once the tracker and every
+    /// clone of it are dropped.
+    pub fn new() -> (InFlight, mpsc::Receiver<()>) {
+        let (tx, rx) = mpsc::channel(1);
+        (InFlight { _held: tx }, rx)
+    }
+}
+
+/// How long a shutdown waits for calls in flight (evictions, cloud calls, events).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// The operator's configuration from the settings, with the provider's repair policies (read
 /// only when the `NodeRepair` feature gate is on).
@@ -493,7 +514,9 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
         Action::EvictPod { id, pod, uid } => {
             let client = ctx.client.clone();
             let results = results.clone();
+            let guard = ctx.in_flight.clone();
             tokio::spawn(async move {
+                let _guard = guard;
                 let response = evict(client, &pod, &uid).await;
                 let _ = results.send(Input::EvictionResult { id, response });
             });
@@ -539,7 +562,9 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             let provider = ctx.provider.clone();
             let metrics = ctx.metrics.clone();
             let results = results.clone();
+            let guard = ctx.in_flight.clone();
             tokio::spawn(async move {
+                let _guard = guard;
                 let method = cloud_method(&call);
                 let started = Instant::now();
                 let response = call.execute(provider.as_ref()).await;
@@ -755,7 +780,9 @@ fn record_event(ctx: &Context, event: lifecycle::Event) {
         ..core::Event::default()
     };
     let api: Api<core::Event> = Api::namespaced(ctx.client.clone(), &namespace);
+    let guard = ctx.in_flight.clone();
     tokio::spawn(async move {
+        let _guard = guard;
         if let Err(e) = api.create(&PostParams::default(), &k8s_event).await {
             tracing::debug!(error = %e, "recording an event failed");
         }

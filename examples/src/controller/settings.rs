@@ -78,12 +78,18 @@ pub struct ControllerArgs {
         long,
         env = "FEATURE_GATES",
         value_parser = parse_feature_gates,
-        default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false"
+        default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
     )]
     pub feature_gates: FeatureGates,
     /// Preferred affinities and topology spreads: Respect or Ignore.
-    #[arg(long, env = "PREFERENCES_POLICY", default_value = "Respect", value_parser = ["Respect", "Ignore"])]
-    pub preferences_policy: String,
+    #[arg(
+        long,
+        env = "PREFERENCE_POLICY",
+        alias = "preferences-policy",
+        default_value = "Respect",
+        value_parser = ["Respect", "Ignore"]
+    )]
+    pub preference_policy: String,
     /// minValues: Strict or BestEffort.
     #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = ["Strict", "BestEffort"])]
     pub min_values_policy: String,

@@ -136,11 +136,23 @@ impl ClusterView {
         nominated: &BTreeMap<String, Timestamp>,
         unavailable: &BTreeSet<UnavailableOffering>,
     ) -> ClusterSnapshot {
-        let mut pods_by_node: BTreeMap<&str, Vec<Pod>> = BTreeMap::new();
+        // References first, so each pod is copied once, into the node that holds it.
+        let mut pods_by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
         for p in self.pods.values() {
             if let Some(n) = p.node_name.as_deref() {
-                pods_by_node.entry(n).or_default().push(p.clone());
+                pods_by_node.entry(n).or_default().push(p);
             }
+        }
+        let pods_of = |name: &str| -> Vec<Pod> {
+            pods_by_node
+                .get(name)
+                .map(|ps| ps.iter().map(|p| (*p).clone()).collect())
+                .unwrap_or_default()
+        };
+        // Nodes by provider id, so matching claims to nodes is not quadratic.
+        let mut by_provider_id: BTreeMap<&str, &Node> = BTreeMap::new();
+        for n in self.nodes.values() {
+            by_provider_id.entry(n.provider_id.as_str()).or_insert(n);
         }
         let mut nodes = Vec::new();
         let mut claimed_nodes: BTreeSet<&str> = BTreeSet::new();
@@ -150,7 +162,7 @@ impl ClusterView {
                 .provider_id
                 .as_deref()
                 .filter(|p| !p.is_empty())
-                .and_then(|p| self.nodes.values().find(|n| n.provider_id == p));
+                .and_then(|p| by_provider_id.get(p).copied());
             if let Some(n) = node {
                 claimed_nodes.insert(&n.name);
             }
@@ -159,7 +171,7 @@ impl ClusterView {
             let mut sn = StateNode {
                 node: node.map(|n| cluster_node_of(n, Some(claim))),
                 node_claim: Some(claim.clone()),
-                pods: pods_by_node.get(name).cloned().unwrap_or_default(),
+                pods: pods_of(name),
                 marked_for_deletion: !provider_id.is_empty() && marked.contains(&provider_id),
                 nominated_until: nominated.get(name).copied(),
                 ready: node.is_some_and(Node::is_ready),
@@ -184,10 +196,7 @@ impl ClusterView {
             nodes.push(Arc::new(StateNode {
                 node: Some(cluster_node_of(n, None)),
                 node_claim: None,
-                pods: pods_by_node
-                    .get(n.name.as_str())
-                    .cloned()
-                    .unwrap_or_default(),
+                pods: pods_of(n.name.as_str()),
                 marked_for_deletion: marked.contains(&n.name),
                 nominated_until: nominated.get(&n.name).copied(),
                 ready: n.is_ready(),

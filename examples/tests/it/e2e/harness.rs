@@ -69,6 +69,64 @@ pub fn env(test: &str) -> Option<Env> {
     })
 }
 
+/// The environment of an opt-in measurement (`KARPENTER_E2E_PERF=1`; they take minutes), or
+/// `None` (skip).
+pub fn perf_env(test: &str) -> Option<Env> {
+    if std::env::var("KARPENTER_E2E_PERF").ok().as_deref() != Some("1") {
+        eprintln!("{test}: skipped (set KARPENTER_E2E_PERF=1)");
+        return None;
+    }
+    env(test)
+}
+
+/// The admin client of a cluster made ready for a test: the CRDs and RBAC installed, every
+/// e2e object of earlier tests gone.
+pub async fn ready_cluster(env: &Env, test: &str) -> Client {
+    let admin = client(&env.admin).await;
+    install(&admin).await;
+    cleanup(&admin, test).await;
+    admin
+}
+
+/// A field of `/proc/<pid>/status` in KiB (`VmRSS:`, `VmHWM:`); 0 when unreadable.
+pub fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// CPU seconds (user + system) a process has used.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11)
+        .and_then(|u| u.parse::<f64>().ok())
+        .unwrap_or(0.0)
+        + fields
+            .get(12)
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    ticks / 100.0
+}
+
+/// The `karpenter` binary the tests run: `KARPENTER_E2E_BIN` when set (a release build, for
+/// the measurements), else the one cargo built for this test binary.
+pub fn karpenter_bin() -> PathBuf {
+    std::env::var_os("KARPENTER_E2E_BIN")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_karpenter")))
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -214,6 +272,16 @@ pub struct Controller {
 impl Controller {
     /// Starts `karpenter controller --cloud-provider fake` as the karpenter service account.
     pub fn start(env: &Env, identity: &str, extra: &[&str]) -> Controller {
+        Controller::start_bin(env, &karpenter_bin(), identity, extra)
+    }
+
+    /// Starts `bin controller --cloud-provider fake` as the karpenter service account.
+    pub fn start_bin(
+        env: &Env,
+        bin: &std::path::Path,
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
         let metrics_port = free_port();
         let probe_port = free_port();
         let dir = std::env::temp_dir().join("karpenter-rs-e2e");
@@ -221,7 +289,7 @@ impl Controller {
         let log = dir.join(format!("{identity}.log"));
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        let child = Command::new(bin)
             .arg("controller")
             .args(["--cloud-provider", "fake"])
             .arg("--kubeconfig")
@@ -245,6 +313,16 @@ impl Controller {
             probe_port,
             identity: identity.to_string(),
         }
+    }
+
+    /// Waits until `/readyz` answers 200 (panics after `timeout`).
+    pub async fn wait_ready(&self, timeout: Duration) {
+        wait_for("controller ready", timeout, || async {
+            self.get(self.probe_port, "/readyz")
+                .await
+                .filter(|(s, _)| *s == 200)
+        })
+        .await;
     }
 
     /// The process id (0 once stopped).

@@ -11,6 +11,7 @@
 //! initial lists carry the whole cluster), and its resident memory is sampled after its caches
 //! synced and its first passes ran.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -143,27 +144,36 @@ async fn create_bound_pod(admin: &kube::Client, i: usize) {
     }
 }
 
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+/// The binaries to measure, one after the other on the same cluster: the paths in
+/// `KARPENTER_E2E_MEM_BINS` (comma-separated; to compare two builds interleaved), else the
+/// harness's binary.
+fn binaries() -> Vec<PathBuf> {
+    match std::env::var("KARPENTER_E2E_MEM_BINS") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+        _ => vec![karpenter_bin()],
+    }
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0)
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]
 fn perf_memory_at_rest_with_1000_nodes_and_20000_pods() {
     let test = "mem";
-    if std::env::var("KARPENTER_E2E_PERF").ok().as_deref() != Some("1") {
-        eprintln!("{test}: skipped (set KARPENTER_E2E_PERF=1)");
-        return;
-    }
-    let Some(env) = env(test) else { return };
+    let Some(env) = perf_env(test) else { return };
     env.rt.block_on(async {
-        let admin = client(&env.admin).await;
-        install(&admin).await;
-        cleanup(&admin, test).await;
+        let admin = ready_cluster(&env, test).await;
         apply_value(
             &admin,
             json!({
@@ -217,38 +227,52 @@ fn perf_memory_at_rest_with_1000_nodes_and_20000_pods() {
         })
         .await;
         eprintln!("MEM: all pods Running after {:.1} s", t1.elapsed().as_secs_f64());
-        let ctl = Controller::start(&env, "mem", &[]);
-        let started = Instant::now();
-        wait_for("controller ready", Duration::from_secs(300), || async {
-            ctl.get(ctl.probe_port, "/readyz")
-                .await
-                .filter(|(s, _)| *s == 200)
-        })
-        .await;
-        let synced = started.elapsed();
-        let pid = ctl.pid();
-        // Let the first passes (provisioning, disruption, NodePool status, GC) run.
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        let mut samples = Vec::new();
-        for _ in 0..6 {
-            samples.push(status_kib(pid, "VmRSS:"));
-            tokio::time::sleep(Duration::from_secs(5)).await;
+        for (run, bin) in binaries().iter().enumerate() {
+            let ctl = Controller::start_bin(&env, bin, &format!("mem-{run}"), &[]);
+            let started = Instant::now();
+            ctl.wait_ready(Duration::from_secs(300)).await;
+            let synced = started.elapsed();
+            let pid = ctl.pid();
+            // Let the first passes (provisioning, disruption, NodePool status, GC) run, and
+            // scrape the metrics until the gauges, computed from the operator's view, hold
+            // every pod (a scrape serves the last values when the operator is busy).
+            tokio::time::sleep(Duration::from_secs(45)).await;
+            let scraped = wait_for("every pod in pods_state", Duration::from_secs(300), || async {
+                let (_, body) = ctl.get(ctl.metrics_port, "/metrics").await?;
+                let n = body
+                    .lines()
+                    .filter(|l| l.starts_with("karpenter_pods_state{"))
+                    .count();
+                (n == NODES * PODS_PER_NODE).then_some(n)
+            })
+            .await;
+            tokio::time::sleep(Duration::from_secs(15)).await;
+            let mut samples = Vec::new();
+            for _ in 0..6 {
+                samples.push(proc_status_kib(pid, "VmRSS:"));
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            let hwm = proc_status_kib(pid, "VmHWM:");
+            let rss = samples.iter().copied().max().unwrap_or(0);
+            let claims = nodeclaims(&admin).await.len();
+            eprintln!(
+                "MEM: {} (MALLOC_ARENA_MAX={}): caches synced {:.1} s after start; at rest with \
+                 {claims} NodeClaims, {NODES} Nodes, {} pods ({scraped} pods_state series): RSS \
+                 {} MiB (max of 6 samples over 30 s; samples {:?} KiB), peak RSS {} MiB; load \
+                 average {}",
+                bin.display(),
+                std::env::var("MALLOC_ARENA_MAX").unwrap_or_else(|_| "unset".to_string()),
+                synced.as_secs_f64(),
+                NODES * PODS_PER_NODE,
+                rss / 1024,
+                samples,
+                hwm / 1024,
+                load_average()
+            );
+            assert_eq!(claims, NODES, "the controller disrupted nothing");
+            assert_eq!(scraped, NODES * PODS_PER_NODE, "every pod has its pods_state series");
+            drop(ctl);
         }
-        let hwm = status_kib(pid, "VmHWM:");
-        let rss = samples.iter().copied().max().unwrap_or(0);
-        let claims = nodeclaims(&admin).await.len();
-        eprintln!(
-            "MEM: controller caches synced {:.1} s after start; at rest with {claims} NodeClaims, \
-             {NODES} Nodes, {} pods: RSS {} MiB (max of 6 samples over 30 s; samples {:?} KiB), \
-             peak RSS {} MiB",
-            synced.as_secs_f64(),
-            NODES * PODS_PER_NODE,
-            rss / 1024,
-            samples,
-            hwm / 1024
-        );
-        assert_eq!(claims, NODES, "the controller disrupted nothing");
-        drop(ctl);
         cleanup(&admin, test).await;
     });
 }

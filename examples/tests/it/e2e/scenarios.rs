@@ -647,21 +647,12 @@ fn plan_from_cluster_reads_the_live_cluster() {
 #[test]
 fn perf_a_thousand_pending_pods_to_all_bound() {
     let test = "perf";
-    if std::env::var("KARPENTER_E2E_PERF").ok().as_deref() != Some("1") {
-        eprintln!("{test}: skipped (set KARPENTER_E2E_PERF=1)");
-        return;
-    }
-    let Some(env) = env(test) else { return };
+    let Some(env) = perf_env(test) else { return };
     env.rt.block_on(async {
-        let admin = client(&env.admin).await;
-        install(&admin).await;
-        cleanup(&admin, test).await;
+        let admin = ready_cluster(&env, test).await;
         apply_value(&admin, nodepool("e2e-perf", json!({}), json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}))).await;
         let ctl = Controller::start(&env, "perf", &[]);
-        wait_for("controller ready", Duration::from_secs(60), || async {
-            ctl.get(ctl.probe_port, "/readyz").await.filter(|(s, _)| *s == 200)
-        })
-        .await;
+        ctl.wait_ready(Duration::from_secs(60)).await;
         let pid = ctl.pid();
         let cpu0 = cpu_seconds(pid);
         let requests0 = ctl.log_text().matches("\"message\":\"requesting\"").count();
@@ -683,7 +674,7 @@ fn perf_a_thousand_pending_pods_to_all_bound() {
         .await;
         let bound = started.elapsed();
         let cpu = cpu_seconds(pid) - cpu0;
-        let hwm = peak_rss_mib(pid);
+        let hwm = proc_status_kib(pid, "VmHWM:") / 1024;
         let requests = ctl.log_text().matches("\"message\":\"requesting\"").count() - requests0;
         let nodes = kwok_nodes(&admin).await.len();
         eprintln!(
@@ -695,33 +686,4 @@ fn perf_a_thousand_pending_pods_to_all_bound() {
         drop(ctl);
         cleanup(&admin, test).await;
     });
-}
-
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let ticks: f64 = fields
-        .get(11)
-        .and_then(|u| u.parse::<f64>().ok())
-        .unwrap_or(0.0)
-        + fields
-            .get(12)
-            .and_then(|s| s.parse::<f64>().ok())
-            .unwrap_or(0.0);
-    ticks / 100.0
-}
-
-fn peak_rss_mib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0)
-        / 1024
 }
