@@ -5,4 +5,5 @@ pub mod cost;
 pub mod gorand;
 pub mod report;
 pub mod scenario;
+pub mod simulation;
 pub mod workload;

@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use karpenter_core::model::Timestamp;
 
 use crate::catalog::CatalogSpec;
+#[cfg(feature = "controller")]
 use crate::controller::settings::ControllerArgs;
 use crate::manifests::{Input, read_inputs};
 use crate::output;
@@ -41,6 +42,7 @@ pub enum Command {
     /// YAML.
     Crds,
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).
+    #[cfg(feature = "controller")]
     Controller(Box<ControllerArgs>),
 }
 
@@ -285,6 +287,7 @@ pub fn run(
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
         Command::Simulate(args) => run_simulate(&args, stdin, stdout, stderr, progress_on_tty),
         Command::Crds => run_crds(stdout, stderr),
+        #[cfg(feature = "controller")]
         Command::Controller(args) => match crate::controller::run_blocking(*args) {
             Ok(()) => 0,
             Err(e) => {
@@ -295,6 +298,18 @@ pub fn run(
     }
 }
 
+#[cfg(not(feature = "controller"))]
+fn run_crds(_stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let _ = writeln!(stderr, "error: {WITHOUT_CONTROLLER}");
+    2
+}
+
+/// What the cluster-facing commands say when the binary was built without them.
+#[cfg(not(feature = "controller"))]
+const WITHOUT_CONTROLLER: &str = "this karpenter binary was built without the `controller` \
+    feature (cargo build -p karpenter-cli with default features enables it)";
+
+#[cfg(feature = "controller")]
 fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     match crate::crds::to_yaml(&crate::crds::all()) {
         Ok(text) => match stdout
@@ -312,6 +327,20 @@ fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
             1
         }
     }
+}
+
+/// The live cluster's documents for `--from-cluster`.
+#[cfg(feature = "controller")]
+fn read_cluster(kubeconfig: Option<&str>) -> Result<Vec<crate::manifests::Document>, PlanError> {
+    crate::live::read_cluster_blocking(kubeconfig)
+        .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))
+}
+
+#[cfg(not(feature = "controller"))]
+fn read_cluster(_: Option<&str>) -> Result<Vec<crate::manifests::Document>, PlanError> {
+    Err(PlanError::Input(format!(
+        "--from-cluster: {WITHOUT_CONTROLLER}"
+    )))
 }
 
 fn run_plan(
@@ -366,9 +395,7 @@ fn run_plan(
         .and_then(|mut docs| {
             if from_cluster {
                 progress.phase("reading the cluster");
-                let live = crate::live::read_cluster_blocking(args.kubeconfig.as_deref())
-                    .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))?;
-                docs.extend(live);
+                docs.extend(read_cluster(args.kubeconfig.as_deref())?);
             }
             plan(&docs, &opts, &mut |p| progress.phase(p))
         });

@@ -10,19 +10,28 @@
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
-//! - [`live`]: `karpenter plan --from-cluster`, the live cluster as documents;
+//! - `live`: `karpenter plan --from-cluster`, the live cluster as documents (feature
+//!   `controller`);
 //! - [`simulate`]: `karpenter simulate`, the operator loops over a simulated day of a
 //!   workload, with and without consolidation;
-//! - [`crds`]: `karpenter crds`;
-//! - [`controller`]: `karpenter controller`, the kube-rs shell around the operator loops;
+//! - `crds`: `karpenter crds` (feature `controller`);
+//! - `controller`: `karpenter controller`, the kube-rs shell around the operator loops (feature
+//!   `controller`, on by default);
 //! - [`cli`]: the command line.
+//!
+//! Without the `controller` feature (`default-features = false`) the crate is the offline
+//! planner alone: no kube-rs, tokio or HTTP server is built, and the cluster-facing commands
+//! answer that the binary was built without them.
 
 pub mod catalog;
 pub mod cli;
+#[cfg(feature = "controller")]
 pub mod controller;
+#[cfg(feature = "controller")]
 pub mod crds;
 pub mod disruption;
 pub mod explain;
+#[cfg(feature = "controller")]
 pub mod live;
 pub mod manifests;
 pub mod output;

@@ -3,9 +3,10 @@
 //! [`ec2nodeclass_crd`] builds the CustomResourceDefinition: group `karpenter.k8s.aws`,
 //! version `v1`, cluster-scoped, status subresource, short names `ec2nc` / `ec2ncs`,
 //! upstream's printer columns, and a structural OpenAPI schema generated with `schemars` from
-//! the [`crate::nodeclass`] types (the same generator settings as karpenter-core's NodePool CRD),
-//! patched with upstream's validation: the id patterns, alias pattern and length, enums,
-//! ranges, list sizes, the `metadataOptions` default (IMDSv2 required, hop limit 1) and the CEL
+//! the [`crate::nodeclass`] types by karpenter-core's generator
+//! ([`karpenter_core::crd::schema_for`], with the derived defaults stripped), patched with
+//! upstream's validation: the id patterns, alias pattern and length, enums, ranges, list sizes,
+//! the `metadataOptions` default (IMDSv2 required, hop limit 1) and the CEL
 //! rules of the spec, the selector terms, the tags and the block devices. `kubelet` keeps
 //! unknown fields (upstream's open map).
 //!
@@ -17,10 +18,10 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
-use schemars::{JsonSchema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde_json::{Value, json};
 
-use karpenter_core::crd::{cel, patch, schema_at as at};
+use karpenter_core::crd::{SchemaStyle, cel, patch, schema_at as at, schema_for, schema_props};
 
 use crate::nodeclass::{EC2NodeClassSpec, EC2NodeClassStatus, GROUP, KIND};
 
@@ -29,44 +30,15 @@ pub const CRD_NAME: &str = "ec2nodeclasses.karpenter.k8s.aws";
 /// Short names (`kubectl get ec2nc`).
 pub const SHORT_NAMES: &[&str] = &["ec2nc", "ec2ncs"];
 
-fn generator() -> SchemaGenerator {
-    schemars::generate::SchemaSettings::openapi3()
-        .with(|s| {
-            s.inline_subschemas = true;
-            s.meta_schema = None;
-        })
-        .with_transform(schemars::transform::AddNullable::default())
-        .with_transform(kube::core::schema::StructuralSchemaRewriter)
-        .with_transform(kube::core::schema::OptionalEnum)
-        .into_generator()
-}
-
+/// The schema of `T` in core's generator style with the derived defaults stripped (upstream's
+/// CRD has none of them; its own, `metadataOptions`, are patched in afterwards), not nullable
+/// at the root.
 fn schema_value<T: JsonSchema>() -> Value {
-    let mut value = generator().into_root_schema_for::<T>().to_value();
+    let mut value = schema_for::<T>(SchemaStyle::new().with_defaults_stripped());
     if let Some(map) = value.as_object_mut() {
-        map.remove("title");
         map.remove("nullable");
     }
-    strip_defaults(&mut value);
     value
-}
-
-/// Removes the `default`s schemars derives from `#[serde(default)]` (empty lists, empty
-/// strings): a real kube-apiserver rejects a CRD whose default breaks its own schema (an empty
-/// `subnetSelectorTerms` against `minItems: 1`, `""` against the `interfaceType` enum), and
-/// upstream's CRD has none of them. Upstream's own defaults (`metadataOptions`) are patched in
-/// afterwards.
-fn strip_defaults(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            map.remove("default");
-            for v in map.values_mut() {
-                strip_defaults(v);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(strip_defaults),
-        _ => {}
-    }
 }
 
 fn selector_tags() -> Value {
@@ -469,12 +441,7 @@ pub fn ec2nodeclass_crd() -> apiext::CustomResourceDefinition {
             ..Default::default()
         }
     };
-    let props: apiext::JSONSchemaProps =
-        serde_json::from_value(schema().0).unwrap_or_else(|_| apiext::JSONSchemaProps {
-            type_: Some("object".into()),
-            x_kubernetes_preserve_unknown_fields: Some(true),
-            ..Default::default()
-        });
+    let props = schema_props(schema().0);
     apiext::CustomResourceDefinition {
         metadata: meta::ObjectMeta {
             name: Some(CRD_NAME.into()),

@@ -551,6 +551,7 @@ impl fmt::Display for ConformanceReport {
 /// The failed checks of a [`ConformanceReport`], as one error.
 #[derive(Debug, thiserror::Error)]
 #[error("provider {provider}: {} conformance check(s) failed: {}", failures.len(), list(failures))]
+#[non_exhaustive]
 pub struct ConformanceFailures {
     /// The provider's name.
     pub provider: String,
@@ -624,6 +625,46 @@ fn expect_not_found<T>(
     }
 }
 
+/// Maps a failed provider call of `check` to [`ConformanceError::Call`].
+fn call_failed(
+    check: Check,
+    call: &'static str,
+) -> impl FnOnce(CloudProviderError) -> ConformanceError {
+    move |source| ConformanceError::Call {
+        check,
+        call,
+        source,
+    }
+}
+
+/// When [`with_launched`] deletes the claim it launched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cleanup {
+    /// After the body, whatever its result.
+    Always,
+    /// Only when the body failed (a passing body deleted the claim itself).
+    OnFailure,
+}
+
+/// The set-up the launching checks share: launches `check`'s claim (the template renamed for
+/// the check), runs `body` with the claim sent, the launched claim and its provider id, and
+/// deletes the launched claim as `cleanup` says.
+async fn with_launched(
+    provider: &dyn CloudProvider,
+    config: &ConformanceConfig,
+    check: Check,
+    cleanup_when: Cleanup,
+    body: impl AsyncFnOnce(&NodeClaim, &NodeClaim, &str) -> Result<(), ConformanceError>,
+) -> Result<(), ConformanceError> {
+    let claim = config.claim_for(check);
+    let (launched, id) = launch(provider, check, &claim).await?;
+    let result = body(&claim, &launched, &id).await;
+    if cleanup_when == Cleanup::Always || result.is_err() {
+        cleanup(provider, &launched).await;
+    }
+    result
+}
+
 /// Launches `claim` and returns it with its provider id (checked present).
 async fn launch(
     provider: &dyn CloudProvider,
@@ -633,11 +674,7 @@ async fn launch(
     let launched = provider
         .create(claim)
         .await
-        .map_err(|source| ConformanceError::Call {
-            check,
-            call: "create",
-            source,
-        })?;
+        .map_err(call_failed(check, "create"))?;
     match launched.status.provider_id.clone() {
         Some(id) if !id.is_empty() => Ok((launched, id)),
         _ => Err(ConformanceError::MissingProviderId { check }),
@@ -655,14 +692,7 @@ async fn list_ids(
     provider: &dyn CloudProvider,
     check: Check,
 ) -> Result<BTreeSet<String>, ConformanceError> {
-    let claims = provider
-        .list()
-        .await
-        .map_err(|source| ConformanceError::Call {
-            check,
-            call: "list",
-            source,
-        })?;
+    let claims = provider.list().await.map_err(call_failed(check, "list"))?;
     Ok(claims
         .into_iter()
         .filter_map(|c| c.status.provider_id)
@@ -696,12 +726,14 @@ pub async fn check_create_get_list_delete(
     config: &ConformanceConfig,
 ) -> Result<(), ConformanceError> {
     let check = Check::CreateGetListDelete;
-    let (launched, id) = launch(provider, check, &config.claim_for(check)).await?;
-    let result = create_get_list_delete(provider, check, &launched, &id).await;
-    if result.is_err() {
-        cleanup(provider, &launched).await;
-    }
-    result
+    with_launched(
+        provider,
+        config,
+        check,
+        Cleanup::OnFailure,
+        async |_, launched, id| create_get_list_delete(provider, check, launched, id).await,
+    )
+    .await
 }
 
 async fn create_get_list_delete(
@@ -716,14 +748,7 @@ async fn create_get_list_delete(
             provider_id: id.to_string(),
         });
     }
-    let got = provider
-        .get(id)
-        .await
-        .map_err(|source| ConformanceError::Call {
-            check,
-            call: "get",
-            source,
-        })?;
+    let got = provider.get(id).await.map_err(call_failed(check, "get"))?;
     if got.status.provider_id.as_deref() != Some(id) {
         return Err(ConformanceError::WrongProviderId {
             check,
@@ -740,11 +765,7 @@ async fn create_get_list_delete(
     provider
         .delete(launched)
         .await
-        .map_err(|source| ConformanceError::Call {
-            check,
-            call: "delete",
-            source,
-        })?;
+        .map_err(call_failed(check, "delete"))?;
     expect_not_found(check, "get after delete", id, provider.get(id).await)?;
     if list_ids(provider, check).await?.contains(id) {
         return Err(ConformanceError::ListedAfterDelete {
@@ -763,12 +784,14 @@ pub async fn check_launched_labels(
     provider: &dyn CloudProvider,
     config: &ConformanceConfig,
 ) -> Result<(), ConformanceError> {
-    let check = Check::LaunchedLabels;
-    let claim = config.claim_for(check);
-    let (launched, id) = launch(provider, check, &claim).await?;
-    let result = launched_labels(provider, config, &claim, &launched, &id).await;
-    cleanup(provider, &launched).await;
-    result
+    with_launched(
+        provider,
+        config,
+        Check::LaunchedLabels,
+        Cleanup::Always,
+        async |claim, launched, id| launched_labels(provider, config, claim, launched, id).await,
+    )
+    .await
 }
 
 async fn launched_labels(
@@ -813,14 +836,7 @@ async fn launched_labels(
             });
         }
     }
-    let got = provider
-        .get(id)
-        .await
-        .map_err(|source| ConformanceError::Call {
-            check,
-            call: "get",
-            source,
-        })?;
+    let got = provider.get(id).await.map_err(call_failed(check, "get"))?;
     for key in [labels::INSTANCE_TYPE, labels::ZONE, labels::CAPACITY_TYPE] {
         let Some(want) = labels.get(key) else {
             continue;
@@ -845,24 +861,28 @@ pub async fn check_idempotent_delete(
     config: &ConformanceConfig,
 ) -> Result<(), ConformanceError> {
     let check = Check::IdempotentDelete;
-    let (launched, id) = launch(provider, check, &config.claim_for(check)).await?;
-    if let Err(source) = provider.delete(&launched).await {
-        cleanup(provider, &launched).await;
-        return Err(ConformanceError::Call {
-            check,
-            call: "delete",
-            source,
-        });
-    }
-    match provider.delete(&launched).await {
-        Ok(()) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(source) => Err(ConformanceError::SecondDelete {
-            check,
-            provider_id: id,
-            source,
-        }),
-    }
+    with_launched(
+        provider,
+        config,
+        check,
+        Cleanup::OnFailure,
+        async |_, launched, id| {
+            provider
+                .delete(launched)
+                .await
+                .map_err(call_failed(check, "delete"))?;
+            match provider.delete(launched).await {
+                Ok(()) => Ok(()),
+                Err(e) if e.is_not_found() => Ok(()),
+                Err(source) => Err(ConformanceError::SecondDelete {
+                    check,
+                    provider_id: id.to_string(),
+                    source,
+                }),
+            }
+        },
+    )
+    .await
 }
 
 /// [`Check::InsufficientCapacity`]: with the configured case (a check without one passes

@@ -240,29 +240,80 @@ impl JsonSchema for NodeSelectorRequirement {
 // Schema generation and upstream's extra validation
 // ---------------------------------------------------------------------------------------------
 
-/// The generator kube's `#[derive(CustomResource)]` uses: OpenAPI v3, everything inlined,
-/// `nullable` for options, structural-schema rewrites.
-fn generator() -> SchemaGenerator {
-    schemars::generate::SchemaSettings::openapi3()
-        .with(|s| {
-            s.inline_subschemas = true;
-            s.meta_schema = None;
-        })
-        .with_transform(schemars::transform::AddNullable::default())
-        .with_transform(kube::core::schema::StructuralSchemaRewriter)
-        .with_transform(kube::core::schema::OptionalEnum)
-        .with_transform(kube::core::schema::OptionalIntOrString)
-        .into_generator()
+/// How [`schema_for`] shapes a generated schema beyond kube's `#[derive(CustomResource)]`
+/// settings (OpenAPI v3, everything inlined, `nullable` for options, structural-schema
+/// rewrites, optional enums). Built with [`SchemaStyle::new`] and the `with_*` methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchemaStyle {
+    int_or_string: bool,
+    strip_defaults: bool,
 }
 
-fn schema_value<T: JsonSchema>() -> Value {
-    let mut value = generator().into_root_schema_for::<T>().to_value();
+impl SchemaStyle {
+    /// kube's derive settings and nothing more.
+    pub const fn new() -> Self {
+        SchemaStyle {
+            int_or_string: false,
+            strip_defaults: false,
+        }
+    }
+
+    /// Int-or-string fields (`x-kubernetes-int-or-string`, such as [`Quantity`]) are written
+    /// as Kubernetes writes them, `anyOf: [{type: integer}, {type: string}]`, and an optional
+    /// one gets kube's `OptionalIntOrString` rewrite. Karpenter's own CRDs use it.
+    pub const fn with_int_or_string(mut self) -> Self {
+        self.int_or_string = true;
+        self
+    }
+
+    /// Every `default` schemars derives from `#[serde(default)]` (empty lists, empty strings)
+    /// is removed: a real kube-apiserver rejects a CRD whose default breaks its own schema (an
+    /// empty list against `minItems: 1`, `""` against an enum). A CRD's own defaults are patched
+    /// in afterwards with [`patch`].
+    pub const fn with_defaults_stripped(mut self) -> Self {
+        self.strip_defaults = true;
+        self
+    }
+
+    fn generator(self) -> SchemaGenerator {
+        let settings = schemars::generate::SchemaSettings::openapi3()
+            .with(|s| {
+                s.inline_subschemas = true;
+                s.meta_schema = None;
+            })
+            .with_transform(schemars::transform::AddNullable::default())
+            .with_transform(kube::core::schema::StructuralSchemaRewriter)
+            .with_transform(kube::core::schema::OptionalEnum);
+        if self.int_or_string {
+            settings
+                .with_transform(kube::core::schema::OptionalIntOrString)
+                .into_generator()
+        } else {
+            settings.into_generator()
+        }
+    }
+}
+
+/// The OpenAPI v3 schema of `T` as JSON, in the given style, without the root's `title` (a
+/// CRD's sub-schemas need none). Providers generate their own CRDs' schemas with it, then
+/// [`patch`] in upstream's validation.
+pub fn schema_for<T: JsonSchema>(style: SchemaStyle) -> Value {
+    let mut value = style.generator().into_root_schema_for::<T>().to_value();
     if let Some(map) = value.as_object_mut() {
-        // A root schema carries a title; sub-schemas of a CRD do not need one.
         map.remove("title");
     }
-    restore_int_or_string(&mut value);
+    if style.int_or_string {
+        restore_int_or_string(&mut value);
+    }
+    if style.strip_defaults {
+        strip_defaults(&mut value);
+    }
     value
+}
+
+/// The style of karpenter.sh's CRDs.
+fn schema_value<T: JsonSchema>() -> Value {
+    schema_for::<T>(SchemaStyle::new().with_int_or_string())
 }
 
 /// kube's structural rewrite hoists the `type`s out of an int-or-string's `anyOf`, leaving
@@ -280,6 +331,18 @@ fn restore_int_or_string(value: &mut Value) {
             map.values_mut().for_each(restore_int_or_string);
         }
         Value::Array(items) => items.iter_mut().for_each(restore_int_or_string),
+        _ => {}
+    }
+}
+
+/// Removes every `default` key (see [`SchemaStyle::with_defaults_stripped`]).
+fn strip_defaults(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("default");
+            map.values_mut().for_each(strip_defaults);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_defaults),
         _ => {}
     }
 }
@@ -593,9 +656,12 @@ fn nodeclaim_schema_value() -> (Value, Vec<String>) {
     (schema, missing)
 }
 
-fn props(value: Value) -> apiext::JSONSchemaProps {
-    // Every schema built here deserialises; a failure would be a bug caught by the tests, which
-    // compare the result with the JSON. Fall back to an open object rather than panic.
+/// A schema built as JSON (by [`schema_for`] and [`patch`]) as the CRD's `JSONSchemaProps`.
+///
+/// Every schema built from API types deserialises; a failure would be a bug the CRD tests
+/// catch by comparing the result with the JSON, so this falls back to an open object
+/// (`x-kubernetes-preserve-unknown-fields`) rather than panic.
+pub fn schema_props(value: Value) -> apiext::JSONSchemaProps {
     serde_json::from_value(value).unwrap_or_else(|_| apiext::JSONSchemaProps {
         type_: Some("object".to_string()),
         x_kubernetes_preserve_unknown_fields: Some(true),
@@ -635,7 +701,7 @@ fn crd(
             ..Default::default()
         });
     version.schema = Some(apiext::CustomResourceValidation {
-        open_api_v3_schema: Some(props(schema)),
+        open_api_v3_schema: Some(schema_props(schema)),
     });
     apiext::CustomResourceDefinition {
         metadata: meta::ObjectMeta {

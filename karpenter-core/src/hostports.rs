@@ -64,6 +64,7 @@ impl fmt::Display for HostPort {
 /// A requested host port clashes with one already used by another pod.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("hostPort conflict: {port} with pod {pod}")]
+#[non_exhaustive]
 pub struct HostPortConflict {
     /// The requested port that cannot be bound.
     pub port: HostPort,

@@ -80,6 +80,51 @@
 //! implement (see `karpenter-fake` for an in-memory provider and `karpenter-aws` for EC2).
 //!
 //! Data flows one way: [`api`] → [`model`] → scheduling / disruption → results.
+//!
+//! ## Stability
+//!
+//! How the public types may grow without breaking users (0.x releases: a minor release may
+//! break, a patch release never does):
+//!
+//! - **The CRD mirror types** in [`api`] (`NodePool`, `NodePoolSpec`, `NodeClaimTemplate`,
+//!   `NodeClaimTemplateSpec`, `NodeClaim`, `NodeClaimSpec`, `NodeClaimStatus`, `ObjectMeta`,
+//!   `Disruption`, `Budget`, `Condition`, ...) mirror the `karpenter.sh/v1` schema the way
+//!   `k8s-openapi` mirrors Kubernetes': exhaustive, every field public, and every one
+//!   implements [`Default`]. Build them with a constructor or with struct update syntax,
+//!   `Budget { schedule: Some("@daily".into()), ..Default::default() }`, and code keeps compiling
+//!   when a field is added. A field upstream adds to the CRD arrives in a minor release. The
+//!   same holds for the other schema mirrors: the Kubernetes shapes in [`model`] (affinity terms,
+//!   label selectors, volumes, Node conditions), [`requirements::NodeSelectorRequirement`],
+//!   [`taints::Taint`] and the catalog file format in [`catalog`]. None of them caches a value
+//!   derived from another field, so no public field can leave one stale.
+//! - **Types with derived state** keep it private behind constructors and setters:
+//!   [`model::InstanceType`] (requirements, allocatable) and [`model::Offering`]
+//!   (requirements). `InstanceType::offerings` stays public because availability changes while
+//!   a provider runs; its zone and capacity-type requirements are computed once, from the
+//!   offerings available at construction, as upstream does.
+//! - **The scheduler's model and inputs** ([`model::Pod`], `SchedulingInput`,
+//!   `SchedulerOptions`, ...) are `#[non_exhaustive]` and built with `new` and `with_*` methods.
+//! - **Values core produces** (decisions, updates, reports, budgets, error structs) are
+//!   `#[non_exhaustive]`: read their fields, do not build them. **Error enums** are
+//!   `#[non_exhaustive]`: match them with a wildcard arm.
+//! - **Exhaustive on purpose**: the operator's [`operator::Input`] / [`operator::Action`] /
+//!   `CloudCall` / `CloudResponse`, the lifecycle decision enums and the inputs the lifecycle
+//!   state machines take from a shell (`LifecycleInputs`, `DriftCheck`, `RegistrationHook`,
+//!   `QueuedCommand`, ...). A new action or decision must be a compile error in every shell that
+//!   interprets them, and a new input field must be filled in by every shell rather than
+//!   silently defaulted: a decision made on a missing observation is a wrong decision.
+//!
+//! ```
+//! use karpenter_core::api::{Budget, NodePool, NodePoolSpec};
+//!
+//! let budget = Budget { schedule: Some("@daily".into()), ..Default::default() };
+//! assert_eq!(budget.nodes, "10%");
+//! let pool = NodePool {
+//!     spec: NodePoolSpec { weight: Some(10), ..Default::default() },
+//!     ..Default::default()
+//! };
+//! assert_eq!(pool.kind, "NodePool");
+//! ```
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

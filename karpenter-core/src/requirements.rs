@@ -134,6 +134,7 @@ impl NodeSelectorRequirement {
 
 /// Why two sets of requirements are not compatible.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IncompatibleError {
     /// A key the constraints require (with a value) is not defined by the node side.
     #[error("label \"{key}\" does not have known values")]
@@ -160,6 +161,7 @@ pub enum IncompatibleError {
     "minValues requirement is not met for label(s) (label(s)=[{}])",
     join_keys(.achieved)
 )]
+#[non_exhaustive]
 pub struct MinValuesError {
     /// For every unsatisfied key, the number of distinct values the instance types offered.
     pub achieved: BTreeMap<String, usize>,
@@ -182,12 +184,37 @@ fn join_keys(map: &BTreeMap<String, usize>) -> String {
 ///
 /// Keys are normalised when requirements are built; lookups (`get`, `has`, …) use the key as
 /// given.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+///
+/// Stored as a vector sorted by key (a requirement carries its key): requirement sets hold a
+/// few keys, so a vector is a fraction of a B-tree node's size and clones in one allocation.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Requirements {
-    map: BTreeMap<String, Requirement>,
+    reqs: Vec<Requirement>,
+}
+
+impl fmt::Debug for Requirements {
+    /// `Requirements { map: {"key": Requirement { .. }, ..} }`, keyed like a map.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Map<'a>(&'a [Requirement]);
+        impl fmt::Debug for Map<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_map()
+                    .entries(self.0.iter().map(|r| (&r.key, r)))
+                    .finish()
+            }
+        }
+        f.debug_struct("Requirements")
+            .field("map", &Map(&self.reqs))
+            .finish()
+    }
 }
 
 impl Requirements {
+    /// Position of `key` in the sorted vector (or where it would go).
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.reqs.binary_search_by(|r| r.key.as_str().cmp(key))
+    }
+
     /// No requirements.
     pub fn new() -> Self {
         Self::default()
@@ -209,34 +236,39 @@ impl Requirements {
 
     /// Adds a requirement: stores `r ∩ existing` if the key is present, else `r`.
     pub fn add(&mut self, r: Requirement) {
-        match self.map.get_mut(&r.key) {
-            Some(existing) => *existing = r.intersection(existing),
-            None => {
-                self.map.insert(r.key.clone(), r);
+        match self.position(&r.key) {
+            Ok(i) => {
+                if let Some(existing) = self.reqs.get_mut(i) {
+                    *existing = r.intersection(existing);
+                }
             }
+            Err(i) => self.reqs.insert(i, r),
         }
     }
 
     /// Adds every requirement of `other` (see [`add`](Self::add)).
     pub fn add_all(&mut self, other: &Requirements) {
-        for r in other.map.values() {
-            match self.map.get_mut(&r.key) {
-                Some(existing) => *existing = r.intersection(existing),
-                None => {
-                    self.map.insert(r.key.clone(), r.clone());
+        self.reqs.reserve(other.reqs.len());
+        for r in &other.reqs {
+            match self.position(&r.key) {
+                Ok(i) => {
+                    if let Some(existing) = self.reqs.get_mut(i) {
+                        *existing = r.intersection(existing);
+                    }
                 }
+                Err(i) => self.reqs.insert(i, r.clone()),
             }
         }
     }
 
     /// The requirement for `key`, if defined.
     pub fn get(&self, key: &str) -> Option<&Requirement> {
-        self.map.get(key)
+        self.reqs.get(self.position(key).ok()?)
     }
 
     /// Upstream `Get`: the requirement for `key`, or a fresh `key Exists` when undefined.
     pub fn get_or_exists(&self, key: &str) -> Cow<'_, Requirement> {
-        match self.map.get(key) {
+        match self.get(key) {
             Some(r) => Cow::Borrowed(r),
             None => Cow::Owned(Requirement::exists(key)),
         }
@@ -244,37 +276,39 @@ impl Requirements {
 
     /// Mutable access to the requirement for `key` (e.g. to lower its `minValues`).
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Requirement> {
-        self.map.get_mut(key)
+        let i = self.position(key).ok()?;
+        self.reqs.get_mut(i)
     }
 
     /// Whether `key` is defined.
     pub fn has(&self, key: &str) -> bool {
-        self.map.contains_key(key)
+        self.position(key).is_ok()
     }
 
     /// Removes and returns the requirement for `key`.
     pub fn remove(&mut self, key: &str) -> Option<Requirement> {
-        self.map.remove(key)
+        let i = self.position(key).ok()?;
+        Some(self.reqs.remove(i))
     }
 
     /// The requirements, sorted by key.
     pub fn iter(&self) -> impl Iterator<Item = &Requirement> + Clone {
-        self.map.values()
+        self.reqs.iter()
     }
 
     /// The keys, sorted.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.map.keys().map(String::as_str)
+        self.reqs.iter().map(|r| r.key.as_str())
     }
 
     /// The number of keys.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.reqs.len()
     }
 
     /// Whether no key is defined.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.reqs.is_empty()
     }
 
     /// Upstream `Intersects` (upstream `Requirements.Intersects`): for every key defined on both
@@ -284,14 +318,15 @@ impl Requirements {
     ///
     /// Reports the first failing key in key order (upstream aggregates all failures).
     pub fn intersects(&self, other: &Requirements) -> Result<(), IncompatibleError> {
-        let self_smaller = self.map.len() <= other.map.len();
+        let self_smaller = self.reqs.len() <= other.reqs.len();
         let (small, large) = if self_smaller {
             (self, other)
         } else {
             (other, self)
         };
-        for (key, s) in &small.map {
-            let Some(l) = large.map.get(key) else {
+        for s in &small.reqs {
+            let key = &s.key;
+            let Some(l) = large.get(key) else {
                 continue;
             };
             let (left, right) = if self_smaller { (s, l) } else { (l, s) };
@@ -325,11 +360,12 @@ impl Requirements {
         other: &Requirements,
         allow_undefined: Option<&LabelPolicy>,
     ) -> Result<(), IncompatibleError> {
-        for (key, r) in &other.map {
+        for r in &other.reqs {
+            let key = &r.key;
             if allow_undefined.is_some_and(|p| p.is_well_known(key)) {
                 continue;
             }
-            if !self.map.contains_key(key) && !absent_ok(r.operator()) {
+            if !self.has(key) && !absent_ok(r.operator()) {
                 return Err(IncompatibleError::UndefinedKey { key: key.clone() });
             }
         }
@@ -354,14 +390,14 @@ impl Requirements {
 
     /// Whether any requirement has `minValues`.
     pub fn has_min_values(&self) -> bool {
-        self.map.values().any(|r| r.min_values.is_some())
+        self.reqs.iter().any(|r| r.min_values.is_some())
     }
 
     /// The YAML entries of every requirement, sorted by key (see
     /// [`Requirement::to_node_selector_requirements`]).
     pub fn to_node_selector_requirements(&self) -> Vec<NodeSelectorRequirement> {
-        self.map
-            .values()
+        self.reqs
+            .iter()
             .flat_map(Requirement::to_node_selector_requirements)
             .collect()
     }
@@ -371,10 +407,10 @@ impl Requirements {
     /// restricted nor well-known in `policy`, `key → any()` (keys whose requirement allows no
     /// deterministic value, e.g. `DoesNotExist`, are skipped).
     pub fn labels(&self, policy: &LabelPolicy) -> BTreeMap<String, String> {
-        self.map
+        self.reqs
             .iter()
-            .filter(|(k, _)| !policy.is_restricted(k) && !policy.is_well_known(k))
-            .filter_map(|(k, r)| r.any().map(|v| (k.clone(), v)))
+            .filter(|r| !policy.is_restricted(&r.key) && !policy.is_well_known(&r.key))
+            .filter_map(|r| r.any().map(|v| (r.key.clone(), v)))
             .collect()
     }
 
@@ -394,9 +430,9 @@ impl Requirements {
         I: IntoIterator<Item = &'a Requirements>,
     {
         let keyed: SmallVec<[(&str, i64); 4]> = self
-            .map
+            .reqs
             .iter()
-            .filter_map(|(k, r)| r.min_values.map(|m| (k.as_str(), m)))
+            .filter_map(|r| r.min_values.map(|m| (r.key.as_str(), m)))
             .collect();
         if keyed.is_empty() {
             return Ok(0);
@@ -446,16 +482,16 @@ impl Extend<Requirement> for Requirements {
 
 impl<'a> IntoIterator for &'a Requirements {
     type Item = &'a Requirement;
-    type IntoIter = std::collections::btree_map::Values<'a, String, Requirement>;
+    type IntoIter = std::slice::Iter<'a, Requirement>;
     fn into_iter(self) -> Self::IntoIter {
-        self.map.values()
+        self.reqs.iter()
     }
 }
 
 /// The requirements sorted by key, separated by `, `.
 impl fmt::Display for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, r) in self.map.values().enumerate() {
+        for (i, r) in self.reqs.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }

@@ -38,19 +38,49 @@ pub mod names {
 }
 
 /// A map from resource name to quantity, iterated in name order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ResourceList(BTreeMap<String, Quantity>);
+///
+/// Stored as a vector sorted by name (lists hold a handful of entries: a vector is a fraction of
+/// a B-tree node's size), with the well-known [`names`] kept as static strings.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct ResourceList(Vec<(Name, Quantity)>);
+
+/// A resource name: the well-known ones are not allocated.
+type Name = std::borrow::Cow<'static, str>;
+
+/// `name` as a [`Name`], static when it is one of the well-known [`names`].
+fn name_of(name: String) -> Name {
+    const KNOWN: [&str; 5] = [
+        names::CPU,
+        names::MEMORY,
+        names::PODS,
+        names::EPHEMERAL_STORAGE,
+        names::NODES,
+    ];
+    match KNOWN.iter().find(|k| **k == name) {
+        Some(k) => Name::Borrowed(k),
+        None => Name::Owned(name),
+    }
+}
 
 impl ResourceList {
     /// An empty list.
     pub fn new() -> Self {
-        ResourceList(BTreeMap::new())
+        ResourceList(Vec::new())
+    }
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| (**k).cmp(name))
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut Quantity> {
+        let i = self.position(name).ok()?;
+        self.0.get_mut(i).map(|(_, q)| q)
     }
 
     /// The quantity of `name`, if present.
     pub fn get(&self, name: &str) -> Option<Quantity> {
-        self.0.get(name).copied()
+        let i = self.position(name).ok()?;
+        self.0.get(i).map(|(_, q)| *q)
     }
 
     /// The quantity of `name`, or zero when absent.
@@ -60,22 +90,38 @@ impl ResourceList {
 
     /// Sets `name` to `q`, replacing any previous value.
     pub fn insert(&mut self, name: impl Into<String>, q: Quantity) {
-        self.0.insert(name.into(), q);
+        let name = name.into();
+        match self.position(&name) {
+            Ok(i) => {
+                if let Some(entry) = self.0.get_mut(i) {
+                    entry.1 = q;
+                }
+            }
+            Err(i) => self.0.insert(i, (name_of(name), q)),
+        }
+    }
+
+    /// Sets `name` (absent) to `q`, copying the name only when it is not a well-known one.
+    fn insert_new(&mut self, name: &str, q: Quantity) {
+        if let Err(i) = self.position(name) {
+            self.0.insert(i, (name_of(name.to_owned()), q));
+        }
     }
 
     /// Removes `name`, returning its quantity.
     pub fn remove(&mut self, name: &str) -> Option<Quantity> {
-        self.0.remove(name)
+        let i = self.position(name).ok()?;
+        Some(self.0.remove(i).1)
     }
 
     /// The entries, sorted by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, Quantity)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+        self.into_iter()
     }
 
     /// The resource names, sorted.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
+        self.0.iter().map(|(k, _)| &**k)
     }
 
     /// The number of entries.
@@ -90,7 +136,7 @@ impl ResourceList {
 
     /// Whether `name` has an entry.
     pub fn contains_key(&self, name: &str) -> bool {
-        self.0.contains_key(name)
+        self.position(name).is_ok()
     }
 
     /// The per-resource sum over the union of both lists' names.
@@ -103,11 +149,9 @@ impl ResourceList {
     /// Adds `other` into `self`, per resource, over the union of names.
     pub fn add_assign(&mut self, other: &ResourceList) {
         for (name, q) in other.iter() {
-            match self.0.get_mut(name) {
+            match self.get_mut(name) {
                 Some(existing) => *existing += q,
-                None => {
-                    self.0.insert(name.to_owned(), q);
-                }
+                None => self.insert_new(name, q),
             }
         }
     }
@@ -117,11 +161,9 @@ impl ResourceList {
     pub fn sub(&self, other: &ResourceList) -> ResourceList {
         let mut out = self.clone();
         for (name, q) in other.iter() {
-            match out.0.get_mut(name) {
+            match out.get_mut(name) {
                 Some(existing) => *existing -= q,
-                None => {
-                    out.0.insert(name.to_owned(), -q);
-                }
+                None => out.insert_new(name, -q),
             }
         }
         out
@@ -132,7 +174,7 @@ impl ResourceList {
     /// (an absent entry of `total` counts as zero, so a zero request of an unknown resource
     /// fits and a non-zero one does not).
     pub fn fits(candidate: &ResourceList, total: &ResourceList) -> bool {
-        if total.0.values().any(Quantity::is_negative) {
+        if total.0.iter().any(|(_, q)| q.is_negative()) {
             return false;
         }
         candidate
@@ -145,11 +187,9 @@ impl ResourceList {
         let mut out = ResourceList::new();
         for list in lists {
             for (name, q) in list.iter() {
-                match out.0.get_mut(name) {
+                match out.get_mut(name) {
                     Some(existing) => *existing = Ord::max(*existing, q),
-                    None => {
-                        out.0.insert(name.to_owned(), q);
-                    }
+                    None => out.insert_new(name, q),
                 }
             }
         }
@@ -165,7 +205,7 @@ impl ResourceList {
         };
         let mut out = first.clone();
         for list in iter {
-            out.0.retain(|name, existing| match list.get(name) {
+            out.0.retain_mut(|(name, existing)| match list.get(name) {
                 Some(q) => {
                     *existing = Ord::min(*existing, q);
                     true
@@ -178,7 +218,7 @@ impl ResourceList {
 
     /// Replaces negative quantities with zero.
     pub fn clamp_non_negative(&mut self) {
-        for q in self.0.values_mut() {
+        for (_, q) in self.0.iter_mut() {
             if q.is_negative() {
                 *q = Quantity {
                     nanos: 0,
@@ -194,6 +234,31 @@ impl ResourceList {
         self.iter()
             .find(|(name, q)| limits.get(name).is_some_and(|limit| *q > limit))
             .map(|(name, _)| name.to_owned())
+    }
+}
+
+impl fmt::Debug for ResourceList {
+    /// `ResourceList({"cpu": …, "memory": …})`, as a map.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ResourceList(")?;
+        f.debug_map()
+            .entries(self.0.iter().map(|(k, v)| (&**k, v)))
+            .finish()?;
+        f.write_str(")")
+    }
+}
+
+impl Serialize for ResourceList {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (&**k, v)))
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Through a map: duplicate names resolve as they always have (the last one wins).
+        let map = BTreeMap::<String, Quantity>::deserialize(deserializer)?;
+        Ok(map.into_iter().collect())
     }
 }
 
@@ -213,22 +278,25 @@ impl fmt::Display for ResourceList {
 
 impl<K: Into<String>> FromIterator<(K, Quantity)> for ResourceList {
     fn from_iter<I: IntoIterator<Item = (K, Quantity)>>(iter: I) -> Self {
-        ResourceList(iter.into_iter().map(|(k, q)| (k.into(), q)).collect())
+        let mut list = ResourceList::new();
+        list.extend(iter);
+        list
     }
 }
 
 impl<K: Into<String>> Extend<(K, Quantity)> for ResourceList {
+    /// Later entries replace earlier ones of the same name.
     fn extend<I: IntoIterator<Item = (K, Quantity)>>(&mut self, iter: I) {
-        self.0.extend(iter.into_iter().map(|(k, q)| (k.into(), q)));
+        for (k, q) in iter {
+            self.insert(k, q);
+        }
     }
 }
 
-type EntryFn = for<'a> fn((&'a String, &'a Quantity)) -> (&'a str, Quantity);
+type EntryFn = for<'a> fn(&'a (Name, Quantity)) -> (&'a str, Quantity);
 
 /// Iterator over a [`ResourceList`]'s entries in name order.
-pub struct Iter<'a>(
-    std::iter::Map<std::collections::btree_map::Iter<'a, String, Quantity>, EntryFn>,
-);
+pub struct Iter<'a>(std::iter::Map<std::slice::Iter<'a, (Name, Quantity)>, EntryFn>);
 
 impl<'a> Iterator for Iter<'a> {
     type Item = (&'a str, Quantity);
@@ -244,8 +312,8 @@ impl<'a> IntoIterator for &'a ResourceList {
     type Item = (&'a str, Quantity);
     type IntoIter = Iter<'a>;
     fn into_iter(self) -> Iter<'a> {
-        fn entry<'b>((k, v): (&'b String, &'b Quantity)) -> (&'b str, Quantity) {
-            (k.as_str(), *v)
+        fn entry((k, v): &(Name, Quantity)) -> (&str, Quantity) {
+            (&**k, *v)
         }
         Iter(self.0.iter().map(entry as EntryFn))
     }

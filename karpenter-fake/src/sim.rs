@@ -46,6 +46,7 @@ use crate::FakeCloudProvider;
 mod api;
 pub mod chaos;
 mod invariants;
+mod rng;
 pub mod scripted;
 pub mod workload;
 mod world;

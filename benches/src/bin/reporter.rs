@@ -43,6 +43,9 @@ const DEFAULT_ROWS: &[&str] = &[
     "cost:1000",
     "cost:5000",
     "cost-diverse:1000",
+    // The simulator (karpenter_bench::simulation).
+    "sim:1000",
+    "soak:10000",
 ];
 
 /// The tag of a consolidation row's output line.
@@ -73,6 +76,10 @@ ROWS (default: every row below):
     cost:N[:SEED]    a generic mix of N pods on the embedded AWS catalog: faithful and cost-aware
                      plans, the lower bound, solve times (karpenter_bench::cost)
     cost-diverse:N   makeDiversePods(N) on fake.InstanceTypes(400), as cost:N
+    sim:N[:STEPS]    the simulator on a cluster of about N nodes for STEPS minute steps (1,440,
+                     a simulated day, by default): steps per second
+    soak:STEPS[:SEED]  the chaos scenario of SEED (0) for STEPS steps with every fault on: cost
+                     over time against the same run without consolidation and the lower bound
 
 OPTIONS:
     --rows LIST   comma-separated rows to run, in order
@@ -165,6 +172,8 @@ fn main() {
     let mut results = Vec::new();
     let mut consolidation: Vec<(String, String)> = Vec::new();
     let mut cost_rows: Vec<(String, String)> = Vec::new();
+    let mut speed: Vec<(String, String)> = Vec::new();
+    let mut soak: Vec<(String, String)> = Vec::new();
     let mut failed = false;
     for row in &args.rows {
         let mut command = Command::new(&exe);
@@ -175,6 +184,14 @@ fn main() {
         match command.output() {
             Ok(o) if o.status.success() => {
                 let text = String::from_utf8_lossy(&o.stdout);
+                if let Some(rest) = report::strip_tag(&text, "S") {
+                    speed.push((row.clone(), rest.to_string()));
+                    continue;
+                }
+                if let Some(rest) = report::strip_tag(&text, "W") {
+                    soak.push((row.clone(), rest.to_string()));
+                    continue;
+                }
                 if let Some(rest) = report::strip_tag(&text, cost::TAG) {
                     cost_rows.push((row.clone(), rest.to_string()));
                     continue;
@@ -232,6 +249,14 @@ fn main() {
         println!();
         cost::print_table(&cost_rows, args.markdown);
     }
+    if !speed.is_empty() {
+        println!();
+        karpenter_bench::simulation::print_speed(&speed, args.markdown);
+    }
+    if !soak.is_empty() {
+        println!();
+        karpenter_bench::simulation::print_soak(&soak, args.markdown);
+    }
     if failed {
         std::process::exit(1);
     }
@@ -286,6 +311,9 @@ fn run_row(row: &str, once: bool) -> Result<String, String> {
     if cost::is_cost_row(row) {
         return cost::run_row(row);
     }
+    if row.starts_with("sim:") || row.starts_with("soak:") {
+        return karpenter_bench::simulation::run_row(row);
+    }
     let (kind, n) = match report::parse_row(row)? {
         (kind, numbers) if numbers.len() == 1 => (kind, numbers[0] as usize),
         _ => return Err(format!("row {row:?} is not KIND:N")),
@@ -304,6 +332,8 @@ fn run_row(row: &str, once: bool) -> Result<String, String> {
         _ => Workload::new().preference_pods(n),
     };
     let pods = scenario::to_pods(&draws);
+    // The draws are the generator's scratch, not input: freed before the solve.
+    drop(draws);
     let input = scenario::input(pods);
     let options = scenario::options(policy);
     // `--once`: the first solve of the process alone, timed (upstream's `benchtime=1x`).

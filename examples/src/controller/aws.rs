@@ -5,24 +5,35 @@
 //!   Identity, IMDS), checks EC2 connectivity (DescribeInstanceTypes dry run) and returns
 //!   `karpenter_aws::sdk::provider::AwsCloudProvider`.
 //! - [`spawn`] starts the node-class loop (every EC2NodeClass resolved through EC2, SSM and IAM
-//!   every minute; the status written while this replica leads; the provider reads the
-//!   resolved classes) and, when `INTERRUPTION_QUEUE` is set, the SQS consumer, whose events go
-//!   to the operator as `Input::Interruption` (the operator decides what they do).
+//!   every minute, with the dry-run permission checks unless `DISABLE_DRY_RUN=true`; the status
+//!   written while this replica leads; the provider reads the resolved classes; a deleted
+//!   class's launch templates deleted), the housekeeping while this replica leads (this
+//!   cluster's launch templates found at start, unused ones deleted every minute, managed
+//!   instance profiles of gone classes garbage-collected every 30 minutes), the price refresh
+//!   (on-demand from the Price List API unless `ISOLATED_VPC=true` or in a `us-gov` region,
+//!   spot from DescribeSpotPriceHistory; at start and every 12 hours, as upstream; the
+//!   scheduler sees the new prices in the next instance-type list) and, when
+//!   `INTERRUPTION_QUEUE` is set, the SQS consumer, whose events go to the operator as
+//!   `Input::Interruption` (the operator decides what they do).
 //!
 //! Settings beyond the shared flags, read from the environment as upstream's chart sets them:
 //! `AWS_REGION` (else the SDK's chain), `CLUSTER_CA_BUNDLE`, `CLUSTER_SERVICE_CIDR` (AL2023's
 //! NodeConfig; default `10.100.0.0/16`), `VM_MEMORY_OVERHEAD_PERCENT` (0.075), `RESERVED_ENIS`
 //! (0).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use karpenter_aws::nodeclass::EC2NodeClass;
 use karpenter_aws::sdk::AwsClients;
 use karpenter_aws::sdk::interruption::InterruptionQueue;
-use karpenter_aws::sdk::nodeclass::NodeClassResolver;
-use karpenter_aws::sdk::provider::{AwsCloudProvider, NodeClassStore, ProviderOptions};
+use karpenter_aws::sdk::nodeclass::{NodeClassResolver, PROFILE_GC_INTERVAL};
+use karpenter_aws::sdk::pricing::SdkPricing;
+use karpenter_aws::sdk::provider::{
+    AwsCloudProvider, INSTANCE_PROFILE_ANNOTATION, NodeClassStore, PRICE_REFRESH_INTERVAL,
+    ProviderOptions,
+};
 use karpenter_core::cloud::CloudProvider;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
@@ -35,13 +46,22 @@ use super::settings::ControllerArgs;
 /// How often every EC2NodeClass is resolved again.
 pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
 
+/// How often unused launch templates are deleted.
+pub const LAUNCH_TEMPLATE_CLEANUP_INTERVAL: Duration = Duration::from_secs(60);
+
 /// What the AWS mode runs besides the provider.
 pub struct Runtime {
     client: Client,
     clients: AwsClients,
+    provider: Arc<AwsCloudProvider>,
     resolver: NodeClassResolver,
     store: NodeClassStore,
     queue: Option<String>,
+    on_demand_refresh: bool,
+}
+
+fn env_true(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 fn env_parse<T: std::str::FromStr>(name: &str, default: T) -> Result<T, ControllerError> {
@@ -99,20 +119,25 @@ pub async fn provider(
     options.reserved_enis = env_parse("RESERVED_ENIS", options.reserved_enis)?;
     let store: NodeClassStore = Arc::new(RwLock::new(BTreeMap::new()));
     let provider = AwsCloudProvider::new(clients.clone(), options, Arc::clone(&store))
+        .map(Arc::new)
         .map_err(|e| ControllerError::CloudProvider(e.to_string()))?;
     provider
         .check_connectivity()
         .await
         .map_err(|e| ControllerError::CloudProvider(format!("EC2 connectivity check: {e}")))?;
     tracing::info!(region = %clients.region, cluster = %args.cluster_name, kubernetes = %k8s, "AWS cloud provider");
+    let on_demand_refresh = !env_true("ISOLATED_VPC") && !clients.region.starts_with("us-gov");
     let runtime = Runtime {
         client: client.clone(),
-        resolver: NodeClassResolver::new(clients.clone(), &args.cluster_name, k8s),
+        resolver: NodeClassResolver::new(clients.clone(), &args.cluster_name, k8s)
+            .with_dry_run(!env_true("DISABLE_DRY_RUN")),
         clients,
+        provider: Arc::clone(&provider),
         store,
         queue: Some(args.interruption_queue.clone()).filter(|q| !q.is_empty()),
+        on_demand_refresh,
     };
-    Ok((Arc::new(provider), runtime))
+    Ok((provider, runtime))
 }
 
 /// Starts the node-class loop and, with a queue, the interruption consumer.
@@ -126,9 +151,16 @@ pub fn spawn(
     let runtime = Arc::new(runtime);
     tokio::spawn(node_classes(
         Arc::clone(&runtime),
+        leading.clone(),
+        shutdown.clone(),
+    ));
+    tokio::spawn(housekeeping(
+        Arc::clone(&runtime),
+        caches.clone(),
         leading,
         shutdown.clone(),
     ));
+    tokio::spawn(prices(Arc::clone(&runtime), shutdown.clone()));
     if runtime.queue.is_some() {
         tokio::spawn(interruptions(runtime, caches, changes, shutdown));
     }
@@ -189,14 +221,143 @@ async fn node_classes(
                     }
                     seen.insert(name, class);
                 }
-                *rt.store
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = seen;
+                let gone: Vec<String> = {
+                    let mut store = rt
+                        .store
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let gone = store
+                        .keys()
+                        .filter(|k| !seen.contains_key(*k))
+                        .cloned()
+                        .collect();
+                    *store = seen;
+                    gone
+                };
+                // A deleted class's launch templates go with it (upstream's finalizer step;
+                // its instance profile goes with the next garbage collection).
+                if *leading.borrow() {
+                    for name in gone {
+                        match rt.provider.delete_class_launch_templates(&name).await {
+                            Ok(deleted) => {
+                                tracing::info!(nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
+                            }
+                            Err(e) => {
+                                tracing::warn!(nodeclass = %name, error = %e, "deleting launch templates")
+                            }
+                        }
+                    }
+                }
             }
             Err(e) => tracing::warn!(error = %e, "listing EC2NodeClasses"),
         }
         tokio::select! {
             _ = tokio::time::sleep(NODE_CLASS_INTERVAL) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// The instance profiles live NodeClaims launched with (their
+/// `karpenter.k8s.aws/instance-profile-name` annotations).
+fn profiles_in_use(caches: &Caches) -> BTreeSet<String> {
+    objects(&caches.nodeclaims)
+        .iter()
+        .filter_map(|c| {
+            let v = serde_json::to_value(&**c).ok()?;
+            let key = INSTANCE_PROFILE_ANNOTATION
+                .replace('~', "~0")
+                .replace('/', "~1");
+            Some(
+                v.pointer(&format!("/metadata/annotations/{key}"))?
+                    .as_str()?
+                    .to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Launch-template cleanup and instance-profile garbage collection while this replica leads.
+async fn housekeeping(
+    rt: Arc<Runtime>,
+    caches: Caches,
+    leading: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut hydrated = false;
+    let mut last_gc: Option<std::time::Instant> = None;
+    loop {
+        if *leading.borrow() {
+            if !hydrated {
+                match rt.provider.hydrate_launch_templates().await {
+                    Ok(n) => {
+                        hydrated = true;
+                        tracing::info!(templates = n, "this cluster's launch templates");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "listing launch templates"),
+                }
+            }
+            match rt.provider.cleanup_launch_templates().await {
+                Ok(deleted) if !deleted.is_empty() => {
+                    tracing::info!(templates = ?deleted, "deleted unused launch templates")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "deleting unused launch templates"),
+            }
+            if last_gc.is_none_or(|t| t.elapsed() >= PROFILE_GC_INTERVAL) {
+                let classes: Vec<EC2NodeClass> = rt
+                    .store
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .values()
+                    .cloned()
+                    .collect();
+                // Only once the classes are known: an empty store at start would make every
+                // managed profile look unreferenced.
+                if !classes.is_empty() || last_gc.is_some() {
+                    match rt
+                        .resolver
+                        .garbage_collect_instance_profiles(&classes, &profiles_in_use(&caches))
+                        .await
+                    {
+                        Ok(deleted) => {
+                            last_gc = Some(std::time::Instant::now());
+                            if !deleted.is_empty() {
+                                tracing::info!(profiles = ?deleted, "deleted unused instance profiles");
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "instance profile garbage collection"),
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(LAUNCH_TEMPLATE_CLEANUP_INTERVAL) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// On-demand and spot prices at start and every 12 hours.
+async fn prices(rt: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
+    let pricing = SdkPricing::new(rt.clients.pricing.clone());
+    loop {
+        if rt.on_demand_refresh {
+            match rt.provider.refresh_on_demand_prices(&pricing).await {
+                Ok(n) => tracing::info!(types = n, "on-demand prices refreshed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "refreshing on-demand prices; keeping the current ones")
+                }
+            }
+        }
+        match rt.provider.refresh_spot_prices().await {
+            Ok(n) => tracing::info!(offerings = n, "spot prices refreshed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "refreshing spot prices; keeping the current ones")
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(PRICE_REFRESH_INTERVAL) => {}
             _ = shutdown.changed() => return,
         }
     }

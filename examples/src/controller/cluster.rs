@@ -1,6 +1,12 @@
-//! The controller's view of the cluster: one kube-rs reflector (a watch plus an in-memory
-//! store) per kind the operator reads, and a channel of changes for the operator.
+//! The controller's view of the cluster: one kube-rs watch per kind the operator reads, and a
+//! channel of changes for the operator.
+//!
+//! Pods, most of a cluster's objects, are kept in one place only: the operator's view (the
+//! operator shell feeds it every change, leading or not). The other kinds, a few thousand
+//! objects at most, also have an in-memory store here (a kube-rs reflector store) that the
+//! metrics, the merge patches and the AWS interruption consumer read.
 
+use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::sync::Arc;
 
@@ -9,6 +15,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
@@ -54,11 +61,9 @@ pub enum Change {
     Interruption(karpenter_core::operator::InterruptionEvent),
 }
 
-/// The stores of every watched kind.
+/// The stores of the watched kinds other than Pods (whose only copy is the operator's view).
 #[derive(Clone)]
 pub struct Caches {
-    /// Pods.
-    pub pods: Store<Pod>,
     /// Nodes.
     pub nodes: Store<Node>,
     /// NodeClaims.
@@ -84,37 +89,45 @@ pub struct Caches {
 pub const WATCHED_KINDS: usize = 10;
 
 impl Caches {
-    /// Whether every watch has completed its initial list.
+    /// Whether every watch has completed its initial list (the changes of the lists may still
+    /// be on their way to the operator: it counts [`Change::Synced`] itself).
     pub fn synced(&self) -> bool {
         *self.synced.borrow() >= WATCHED_KINDS
     }
 }
 
+/// Starts the watch of one kind: every event is trimmed, applied to `store` when there is one,
+/// and sent to the operator as a [`Change`]. When a watch lists again (after an expired
+/// resource version or a reconnect), objects of the kind that the new list no longer holds are
+/// sent as deletions through `gone` (when given), so the operator never keeps an object that was
+/// deleted while the watch was down.
+#[allow(clippy::too_many_arguments)]
 fn spawn_watch<K>(
     api: Api<K>,
     kind: &'static str,
     trim: fn(&mut K),
     wrap: fn(Event<K>) -> Option<Change>,
+    gone: Option<fn(ObjectMeta) -> Change>,
+    mut store: Option<Writer<K>>,
     changes: mpsc::UnboundedSender<Change>,
     synced: Arc<watch::Sender<usize>>,
     mut shutdown: watch::Receiver<bool>,
-) -> Store<K>
-where
+) where
     K: Resource + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let writer: Writer<K> = Writer::default();
-    let reader = writer.as_reader();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(move |o| {
             strip(o);
             trim(o);
-        })
-        .reflect(writer);
+        });
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         let mut counted = false;
+        // The keys (namespace, name) seen, and those of a list in progress.
+        let mut known: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut relisted: BTreeSet<(String, String)> = BTreeSet::new();
         loop {
             let next = tokio::select! {
                 n = stream.next() => n,
@@ -126,7 +139,37 @@ where
                     tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
                 }
                 Some(Ok(event)) => {
+                    if let Some(w) = store.as_mut() {
+                        w.apply_watcher_event(&event);
+                    }
+                    if gone.is_some() {
+                        match &event {
+                            Event::Init => relisted.clear(),
+                            Event::InitApply(o) => {
+                                relisted.insert(object_key(o.meta()));
+                            }
+                            Event::Apply(o) => {
+                                known.insert(object_key(o.meta()));
+                            }
+                            Event::Delete(o) => {
+                                known.remove(&object_key(o.meta()));
+                            }
+                            Event::InitDone => {}
+                        }
+                    }
                     if matches!(event, Event::InitDone) {
+                        if let Some(gone) = gone {
+                            let relisted = std::mem::take(&mut relisted);
+                            for (namespace, name) in known.difference(&relisted) {
+                                let meta = ObjectMeta {
+                                    namespace: (!namespace.is_empty()).then(|| namespace.clone()),
+                                    name: Some(name.clone()),
+                                    ..ObjectMeta::default()
+                                };
+                                let _ = changes.send(gone(meta));
+                            }
+                            known = relisted;
+                        }
                         if !counted {
                             counted = true;
                             synced.send_modify(|n| *n += 1);
@@ -139,7 +182,23 @@ where
             }
         }
     });
-    reader
+}
+
+fn object_key(meta: &ObjectMeta) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_default(),
+        meta.name.clone().unwrap_or_default(),
+    )
+}
+
+/// A store and its writer for a kind the caches keep.
+fn store<K>() -> (Store<K>, Option<Writer<K>>)
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let writer: Writer<K> = Writer::default();
+    (writer.as_reader(), Some(writer))
 }
 
 /// What no loop reads is dropped before an object enters a cache: `managedFields` (often a
@@ -253,8 +312,8 @@ fn other<K>(kind: &'static str) -> impl Fn(Event<K>) -> Option<Change> {
     }
 }
 
-/// Starts every watch; the stores fill as the initial lists arrive, then every change is also
-/// sent on the returned channel.
+/// Starts every watch; the stores fill as the initial lists arrive, and every object and
+/// change (the initial lists' objects too) is sent on the returned channel.
 pub fn start(
     client: &Client,
     shutdown: watch::Receiver<bool>,
@@ -263,15 +322,14 @@ pub fn start(
     let (synced_tx, synced_rx) = watch::channel(0usize);
     let synced = Arc::new(synced_tx);
     macro_rules! w {
-        ($k:ty, $kind:literal, $wrap:expr) => {
-            w!($k, $kind, keep, $wrap)
-        };
-        ($k:ty, $kind:literal, $trim:expr, $wrap:expr) => {
+        ($k:ty, $kind:literal, $trim:expr, $wrap:expr, $gone:expr, $store:expr) => {
             spawn_watch::<$k>(
                 Api::all(client.clone()),
                 $kind,
                 $trim,
                 $wrap,
+                $gone,
+                $store,
                 tx.clone(),
                 synced.clone(),
                 shutdown.clone(),
@@ -291,17 +349,75 @@ pub fn start(
     fn csi(e: Event<CSINode>) -> Option<Change> {
         other("CSINode")(e)
     }
+    fn pod_gone(metadata: ObjectMeta) -> Change {
+        Change::PodDeleted(Arc::new(Pod {
+            metadata,
+            ..Pod::default()
+        }))
+    }
+    fn node_gone(metadata: ObjectMeta) -> Change {
+        Change::NodeDeleted(Arc::new(Node {
+            metadata,
+            ..Node::default()
+        }))
+    }
+    w!(Pod, "Pod", trim_pod, pod_change, Some(pod_gone), None);
+    let (nodes, writer) = store();
+    w!(Node, "Node", keep, node_change, Some(node_gone), writer);
+    let (nodeclaims, writer) = store();
+    w!(
+        KubeNodeClaim,
+        "NodeClaim",
+        keep,
+        nodeclaim_change,
+        None,
+        writer
+    );
+    let (nodepools, writer) = store();
+    w!(
+        KubeNodePool,
+        "NodePool",
+        keep,
+        nodepool_change,
+        None,
+        writer
+    );
+    let (daemonsets, writer) = store();
+    w!(DaemonSet, "DaemonSet", keep, ds_change, None, writer);
+    let (pdbs, writer) = store();
+    w!(
+        PodDisruptionBudget,
+        "PodDisruptionBudget",
+        keep,
+        pdb_change,
+        None,
+        writer
+    );
+    let (pvcs, writer) = store();
+    w!(
+        PersistentVolumeClaim,
+        "PersistentVolumeClaim",
+        keep,
+        pvc,
+        None,
+        writer
+    );
+    let (pvs, writer) = store();
+    w!(PersistentVolume, "PersistentVolume", keep, pv, None, writer);
+    let (storage_classes, writer) = store();
+    w!(StorageClass, "StorageClass", keep, sc, None, writer);
+    let (csinodes, writer) = store();
+    w!(CSINode, "CSINode", keep, csi, None, writer);
     let caches = Caches {
-        pods: w!(Pod, "Pod", trim_pod, pod_change),
-        nodes: w!(Node, "Node", node_change),
-        nodeclaims: w!(KubeNodeClaim, "NodeClaim", nodeclaim_change),
-        nodepools: w!(KubeNodePool, "NodePool", nodepool_change),
-        daemonsets: w!(DaemonSet, "DaemonSet", ds_change),
-        pdbs: w!(PodDisruptionBudget, "PodDisruptionBudget", pdb_change),
-        pvcs: w!(PersistentVolumeClaim, "PersistentVolumeClaim", pvc),
-        pvs: w!(PersistentVolume, "PersistentVolume", pv),
-        storage_classes: w!(StorageClass, "StorageClass", sc),
-        csinodes: w!(CSINode, "CSINode", csi),
+        nodes,
+        nodeclaims,
+        nodepools,
+        daemonsets,
+        pdbs,
+        pvcs,
+        pvs,
+        storage_classes,
+        csinodes,
         synced: synced_rx,
     };
     (caches, rx)

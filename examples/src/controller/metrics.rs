@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use karpenter_core::crd::KubeNodePool;
 use karpenter_core::labels;
 use karpenter_core::lifecycle::{Metric, MetricOp};
@@ -148,26 +148,56 @@ pub struct Metrics {
     registry: Registry,
     counters: BTreeMap<&'static str, Family<DynLabels, CounterF>>,
     histograms: BTreeMap<&'static str, Family<DynLabels, Histogram>>,
+    /// Well-known label key -> metric label name (`topology.kubernetes.io/zone` -> `zone`).
+    node_label_names: BTreeMap<String, String>,
     /// `karpenter_cloudprovider_duration_seconds` {controller, method, provider}.
     pub cloudprovider_duration: Family<Labels, Histogram>,
-    /// `karpenter_pods_state` {name, namespace, owner, node, nodepool, zone, arch,
-    /// capacity_type, instance_type, phase}: 1 per pod.
+    /// `karpenter_pods_state` {name, namespace, owner, node, scheduled, nodepool, zone, arch,
+    /// capacity_type, instance_type, phase, ready, managed}: 1 per pod.
     pub pods_state: Family<Labels, GaugeF>,
-    /// `karpenter_nodes_total_pod_requests` {node_name, nodepool, resource_type, ...}.
-    pub nodes_total_pod_requests: Family<Labels, GaugeF>,
-    /// `karpenter_nodes_allocatable` {node_name, nodepool, resource_type, ...}.
-    pub nodes_allocatable: Family<Labels, GaugeF>,
+    /// `karpenter_nodes_total_pod_requests` {node labels, resource_type}: every pod bound to
+    /// the node, DaemonSet pods included.
+    pub nodes_total_pod_requests: Family<DynLabels, GaugeF>,
+    /// `karpenter_nodes_total_daemon_requests` {node labels, resource_type}: the DaemonSet
+    /// pods bound to the node.
+    pub nodes_total_daemon_requests: Family<DynLabels, GaugeF>,
+    /// `karpenter_nodes_allocatable` {node labels, resource_type}.
+    pub nodes_allocatable: Family<DynLabels, GaugeF>,
+    /// `karpenter_nodes_system_overhead` {node labels, resource_type}: capacity − allocatable.
+    pub nodes_system_overhead: Family<DynLabels, GaugeF>,
+    /// `karpenter_nodes_current_lifetime_seconds` {node labels}.
+    pub nodes_current_lifetime_seconds: Family<DynLabels, GaugeF>,
+    /// `karpenter_cluster_utilization_percent` {resource_type}: pod requests over allocatable
+    /// of every node.
+    pub cluster_utilization_percent: Family<Labels, GaugeF>,
     /// `karpenter_nodepools_limit` {nodepool, resource_type}.
     pub nodepools_limit: Family<Labels, GaugeF>,
+    /// `karpenter_nodepools_usage` {nodepool, resource_type}: the NodePool's
+    /// `status.resources`.
+    pub nodepools_usage: Family<Labels, GaugeF>,
+    /// `karpenter_voluntary_disruption_eligible_nodes` {reason}.
+    pub voluntary_disruption_eligible_nodes: Family<Labels, GaugeF>,
     /// `karpenter_cluster_state_node_count`.
     pub cluster_state_node_count: GaugeF,
     /// `karpenter_cluster_state_synced`: 1 once every watch cache has its first list.
     pub cluster_state_synced: GaugeF,
+    /// `karpenter_build_info` {version}: 1.
+    pub build_info: Family<Labels, GaugeF>,
+}
+
+/// Upstream's metric name of a resource: lower case, `-` as `_` (`ephemeral_storage`).
+pub fn resource_label(resource: &str) -> String {
+    resource.to_lowercase().replace('-', "_")
+}
+
+/// Upstream's metric value of a quantity: cores for `cpu`, units for the rest.
+fn quantity_value(q: Quantity) -> f64 {
+    q.as_f64()
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self::new()
+        Self::new(&karpenter_core::labels::LabelPolicy::core())
     }
 }
 
@@ -176,8 +206,9 @@ fn histogram() -> Histogram {
 }
 
 impl Metrics {
-    /// A registry with every family registered.
-    pub fn new() -> Metrics {
+    /// A registry with every family registered; the node metrics are labelled by `policy`'s
+    /// well-known labels (core's and the provider's), as upstream's are.
+    pub fn new(policy: &karpenter_core::labels::LabelPolicy) -> Metrics {
         let mut registry = Registry::with_prefix("karpenter");
         let mut counters = BTreeMap::new();
         for (name, help) in COUNTERS {
@@ -197,17 +228,32 @@ impl Metrics {
             registry.register(name.trim_start_matches("karpenter_"), *help, family.clone());
             histograms.insert(*name, family);
         }
+        let node_label_names = policy
+            .well_known()
+            .filter_map(|key| {
+                let (_, name) = key.split_once('/')?;
+                Some((key.to_string(), resource_label(name)))
+            })
+            .collect();
         let m = Metrics {
             registry: Registry::default(),
             counters,
             histograms,
+            node_label_names,
             cloudprovider_duration: Family::new_with_constructor(histogram),
             pods_state: Family::default(),
             nodes_total_pod_requests: Family::default(),
+            nodes_total_daemon_requests: Family::default(),
             nodes_allocatable: Family::default(),
+            nodes_system_overhead: Family::default(),
+            nodes_current_lifetime_seconds: Family::default(),
+            cluster_utilization_percent: Family::default(),
             nodepools_limit: Family::default(),
+            nodepools_usage: Family::default(),
+            voluntary_disruption_eligible_nodes: Family::default(),
             cluster_state_node_count: GaugeF::default(),
             cluster_state_synced: GaugeF::default(),
+            build_info: Family::default(),
         };
         registry.register(
             "cloudprovider_duration_seconds",
@@ -221,8 +267,13 @@ impl Metrics {
         );
         registry.register(
             "nodes_total_pod_requests",
-            "Node total pod requests are the resources requested by pods bound to nodes, including daemonsets.",
+            "Node total pod requests are the resources requested by pods bound to nodes, including the DaemonSet pods.",
             m.nodes_total_pod_requests.clone(),
+        );
+        registry.register(
+            "nodes_total_daemon_requests",
+            "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
+            m.nodes_total_daemon_requests.clone(),
         );
         registry.register(
             "nodes_allocatable",
@@ -230,9 +281,34 @@ impl Metrics {
             m.nodes_allocatable.clone(),
         );
         registry.register(
+            "nodes_system_overhead",
+            "Node system daemon overhead are the resources reserved for system overhead, the difference between the node's capacity and allocatable values are reported by the status.",
+            m.nodes_system_overhead.clone(),
+        );
+        registry.register(
+            "nodes_current_lifetime_seconds",
+            "Node age in seconds",
+            m.nodes_current_lifetime_seconds.clone(),
+        );
+        registry.register(
+            "cluster_utilization_percent",
+            "Utilization of allocatable resources by pod requests",
+            m.cluster_utilization_percent.clone(),
+        );
+        registry.register(
             "nodepools_limit",
             "Limits specified on the nodepool that restrict the quantity of resources provisioned.",
             m.nodepools_limit.clone(),
+        );
+        registry.register(
+            "nodepools_usage",
+            "The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.",
+            m.nodepools_usage.clone(),
+        );
+        registry.register(
+            "voluntary_disruption_eligible_nodes",
+            "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
+            m.voluntary_disruption_eligible_nodes.clone(),
         );
         registry.register(
             "cluster_state_node_count",
@@ -244,6 +320,14 @@ impl Metrics {
             "Returns 1 if cluster state is synced and 0 otherwise.",
             m.cluster_state_synced.clone(),
         );
+        registry.register(
+            "build_info",
+            "A metric with a constant '1' value labeled by version from which karpenter was built.",
+            m.build_info.clone(),
+        );
+        m.build_info
+            .get_or_create(&vec![("version", env!("CARGO_PKG_VERSION").to_string())])
+            .set(1.0);
         Metrics { registry, ..m }
     }
 
@@ -281,108 +365,204 @@ impl Metrics {
         out
     }
 
-    /// Recomputes the cluster-describing gauges from the caches.
-    pub fn refresh(&self, pods: &[&Pod], nodes: &[&Node], nodepools: &[&KubeNodePool]) {
-        self.pods_state.clear();
-        self.nodes_total_pod_requests.clear();
-        self.nodes_allocatable.clear();
-        self.nodepools_limit.clear();
-        let node_labels = |name: &str| -> Labels {
-            let node = nodes
-                .iter()
-                .find(|n| n.metadata.name.as_deref() == Some(name));
-            let l = node.and_then(|n| n.metadata.labels.as_ref());
-            let get = |k: &str| l.and_then(|l| l.get(k)).cloned().unwrap_or_default();
-            vec![
-                ("node_name", name.to_string()),
-                ("nodepool", get(labels::NODEPOOL)),
-                ("instance_type", get(labels::INSTANCE_TYPE)),
-                ("capacity_type", get(labels::CAPACITY_TYPE)),
-                ("zone", get(labels::ZONE)),
-                ("arch", get(labels::ARCH)),
-            ]
-        };
-        let mut requests: std::collections::BTreeMap<String, ResourceList> = Default::default();
-        for pod in pods {
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.clone())
-                .unwrap_or_default();
-            let mut l = if node.is_empty() {
-                vec![
-                    ("node_name", String::new()),
-                    ("nodepool", String::new()),
-                    ("instance_type", String::new()),
-                    ("capacity_type", String::new()),
-                    ("zone", String::new()),
-                    ("arch", String::new()),
-                ]
-            } else {
-                node_labels(&node)
-            };
-            l[0].0 = "node";
-            let owner = pod
-                .metadata
-                .owner_references
-                .as_ref()
-                .and_then(|o| o.first())
-                .map(|o| format!("{}/{}", o.kind, o.name))
-                .unwrap_or_default();
-            let phase = pod
-                .status
+    /// The labels of a node's metrics (upstream's): every well-known label under its metric
+    /// name, `node_name`, `phase` and `managed` (whether a NodePool owns the node).
+    fn node_labels(&self, node: &Node) -> DynLabels {
+        let labels = node.metadata.labels.as_ref();
+        let get = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+        let mut out: BTreeMap<String, String> = self
+            .node_label_names
+            .iter()
+            .map(|(key, name)| (name.clone(), get(key)))
+            .collect();
+        out.insert(
+            "node_name".to_string(),
+            node.metadata.name.clone().unwrap_or_default(),
+        );
+        out.insert(
+            "phase".to_string(),
+            node.status
                 .as_ref()
                 .and_then(|s| s.phase.clone())
+                .unwrap_or_default(),
+        );
+        out.insert(
+            "managed".to_string(),
+            (!get(labels::NODEPOOL).is_empty()).to_string(),
+        );
+        out.into_iter().collect()
+    }
+
+    /// Recomputes the cluster-describing gauges: pods from the operator's view, Nodes and
+    /// NodePools from the caches, the disruption eligibility from the operator's last passes.
+    pub fn refresh<'a>(
+        &self,
+        pods: impl IntoIterator<Item = &'a karpenter_core::model::Pod>,
+        nodes: &[&Node],
+        nodepools: &[&KubeNodePool],
+        eligible: &BTreeMap<&'static str, usize>,
+        now: jiff::Timestamp,
+    ) {
+        self.pods_state.clear();
+        self.nodes_total_pod_requests.clear();
+        self.nodes_total_daemon_requests.clear();
+        self.nodes_allocatable.clear();
+        self.nodes_system_overhead.clear();
+        self.nodes_current_lifetime_seconds.clear();
+        self.cluster_utilization_percent.clear();
+        self.nodepools_limit.clear();
+        self.nodepools_usage.clear();
+        self.voluntary_disruption_eligible_nodes.clear();
+        let by_name: BTreeMap<&str, &Node> = nodes
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, *n)))
+            .collect();
+        let mut requests: BTreeMap<&str, ResourceList> = BTreeMap::new();
+        let mut daemon_requests: BTreeMap<&str, ResourceList> = BTreeMap::new();
+        for pod in pods {
+            let node_name = pod.node_name.as_deref().unwrap_or_default();
+            let node = by_name.get(node_name);
+            let node_label = |k: &str| {
+                node.and_then(|n| n.metadata.labels.as_ref())
+                    .and_then(|l| l.get(k))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let owner = pod
+                .owner
+                .as_ref()
+                .or(pod.other_owners.first())
+                .map(|o| {
+                    format!(
+                        "/apis/{}/namespaces/{}/{}s/{}",
+                        o.api_version,
+                        pod.namespace,
+                        o.kind.to_lowercase(),
+                        o.name
+                    )
+                })
                 .unwrap_or_default();
-            let mut labels: Labels = vec![
-                ("name", pod.metadata.name.clone().unwrap_or_default()),
-                (
-                    "namespace",
-                    pod.metadata.namespace.clone().unwrap_or_default(),
-                ),
+            let phase = format!("{:?}", pod.phase);
+            let nodepool = node_label(labels::NODEPOOL);
+            let labels: Labels = vec![
+                ("name", pod.name.clone()),
+                ("namespace", pod.namespace.clone()),
                 ("owner", owner),
+                ("node", node_name.to_string()),
+                ("scheduled", (!node_name.is_empty()).to_string()),
+                ("nodepool", nodepool.clone()),
+                ("zone", node_label(labels::ZONE)),
+                ("arch", node_label(labels::ARCH)),
+                ("capacity_type", node_label(labels::CAPACITY_TYPE)),
+                ("instance_type", node_label(labels::INSTANCE_TYPE)),
+                ("phase", phase),
+                (
+                    "ready",
+                    (pod.ready && pod.phase == karpenter_core::model::PodPhase::Running)
+                        .to_string(),
+                ),
+                ("managed", (!nodepool.is_empty()).to_string()),
             ];
-            labels.extend(l);
-            labels.push(("phase", phase.clone()));
             self.pods_state.get_or_create(&labels).set(1.0);
-            let terminal = phase == "Succeeded" || phase == "Failed";
-            if !node.is_empty()
-                && !terminal
-                && let Ok(r) = karpenter_core::convert::effective_requests(pod)
-            {
-                requests.entry(node).or_default().add_assign(&r);
+            if !node_name.is_empty() && !pod.is_terminal() {
+                requests
+                    .entry(node_name)
+                    .or_default()
+                    .add_assign(&pod.requests);
+                if pod.is_daemonset_pod() {
+                    daemon_requests
+                        .entry(node_name)
+                        .or_default()
+                        .add_assign(&pod.requests);
+                }
             }
         }
+        let mut cluster_allocatable = ResourceList::new();
+        let mut cluster_requested = ResourceList::new();
         for node in nodes {
-            let name = node.metadata.name.clone().unwrap_or_default();
-            let base = node_labels(&name);
-            let allocatable = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
-            for (resource, q) in allocatable.into_iter().flatten() {
-                if let Ok(q) = Quantity::parse(&q.0) {
-                    let mut l = base.clone();
-                    l.push(("resource_type", resource.clone()));
-                    self.nodes_allocatable.get_or_create(&l).set(q.as_f64());
-                }
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let base = self.node_labels(node);
+            let with = |resource: &str| {
+                let mut l = base.clone();
+                l.push(("resource_type".to_string(), resource_label(resource)));
+                l
+            };
+            let parse = |list: Option<
+                &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+            >|
+             -> ResourceList {
+                list.into_iter()
+                    .flatten()
+                    .filter_map(|(k, q)| Some((k.clone(), Quantity::parse(&q.0).ok()?)))
+                    .collect()
+            };
+            let status = node.status.as_ref();
+            let allocatable = parse(status.and_then(|s| s.allocatable.as_ref()));
+            let capacity = parse(status.and_then(|s| s.capacity.as_ref()));
+            for (resource, q) in allocatable.iter() {
+                self.nodes_allocatable
+                    .get_or_create(&with(resource))
+                    .set(quantity_value(q));
             }
-            if let Some(r) = requests.get(&name) {
-                for (resource, q) in r.iter() {
-                    let mut l = base.clone();
-                    l.push(("resource_type", resource.to_string()));
-                    self.nodes_total_pod_requests
-                        .get_or_create(&l)
-                        .set(q.as_f64());
-                }
+            for (resource, q) in capacity.iter() {
+                let overhead = q.as_f64() - allocatable.get(resource).map_or(0.0, |a| a.as_f64());
+                self.nodes_system_overhead
+                    .get_or_create(&with(resource))
+                    .set(overhead);
             }
+            let empty = ResourceList::new();
+            let pod_requests = requests.get(name).unwrap_or(&empty);
+            for (resource, q) in pod_requests.iter() {
+                self.nodes_total_pod_requests
+                    .get_or_create(&with(resource))
+                    .set(quantity_value(q));
+            }
+            for (resource, q) in daemon_requests.get(name).unwrap_or(&empty).iter() {
+                self.nodes_total_daemon_requests
+                    .get_or_create(&with(resource))
+                    .set(quantity_value(q));
+            }
+            if let Some(created) = &node.metadata.creation_timestamp {
+                let age = now.duration_since(created.0).as_secs_f64().max(0.0);
+                self.nodes_current_lifetime_seconds
+                    .get_or_create(&base)
+                    .set(age);
+            }
+            cluster_allocatable.add_assign(&allocatable);
+            cluster_requested.add_assign(pod_requests);
+        }
+        for (resource, allocatable) in cluster_allocatable.iter() {
+            let total = allocatable.as_f64();
+            if total == 0.0 {
+                continue;
+            }
+            let used = cluster_requested.get(resource).map_or(0.0, |q| q.as_f64());
+            self.cluster_utilization_percent
+                .get_or_create(&vec![("resource_type", resource_label(resource))])
+                .set(100.0 * used / total);
         }
         for pool in nodepools {
             let name = pool.metadata.name.clone().unwrap_or_default();
             for (resource, q) in pool.spec.limits.iter().flat_map(|l| l.iter()) {
                 let l = vec![
                     ("nodepool", name.clone()),
-                    ("resource_type", resource.to_string()),
+                    ("resource_type", resource_label(resource)),
                 ];
                 self.nodepools_limit.get_or_create(&l).set(q.as_f64());
             }
+            let usage = pool.status.as_ref().map(|s| &s.resources);
+            for (resource, q) in usage.into_iter().flat_map(|r| r.iter()) {
+                let l = vec![
+                    ("nodepool", name.clone()),
+                    ("resource_type", resource_label(resource)),
+                ];
+                self.nodepools_usage.get_or_create(&l).set(q.as_f64());
+            }
+        }
+        for (reason, n) in eligible {
+            self.voluntary_disruption_eligible_nodes
+                .get_or_create(&vec![("reason", reason.to_string())])
+                .set(*n as f64);
         }
         self.cluster_state_node_count.set(nodes.len() as f64);
     }
@@ -394,7 +574,7 @@ mod tests {
 
     #[test]
     fn operator_metrics_are_exported_under_upstream_names() {
-        let m = Metrics::new();
+        let m = Metrics::default();
         let created = Metric::add(
             "karpenter_nodeclaims_created_total",
             1.0,
@@ -419,41 +599,180 @@ mod tests {
         assert!(!text.contains("karpenter_unknown"), "{text}");
     }
 
+    fn model_pod(name: &str, node: Option<&str>, cpu_milli: i64) -> karpenter_core::model::Pod {
+        let mut p = karpenter_core::model::Pod::new("default", name);
+        p.node_name = node.map(str::to_string);
+        p.phase = karpenter_core::model::PodPhase::Running;
+        p.requests.insert("cpu", Quantity::from_milli(cpu_milli));
+        p
+    }
+
+    fn line<'a>(text: &'a str, prefix: &str, contains: &[&str]) -> Option<&'a str> {
+        text.lines()
+            .find(|l| l.starts_with(prefix) && contains.iter().all(|c| l.contains(c)))
+    }
+
     #[test]
-    fn cluster_gauges_follow_the_caches() {
-        let m = Metrics::new();
+    fn cluster_gauges_follow_the_view_with_upstreams_labels() {
+        let m = Metrics::new(&karpenter_core::labels::LabelPolicy::core());
         let node: Node = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "default"}},
-            "status": {"allocatable": {"cpu": "4", "memory": "16Gi"}}
+            "metadata": {"name": "n1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                         "labels": {"karpenter.sh/nodepool": "default",
+                                    "topology.kubernetes.io/zone": "zone-a",
+                                    "karpenter.sh/capacity-type": "spot"}},
+            "status": {"capacity": {"cpu": "4", "memory": "16Gi", "ephemeral-storage": "20Gi"},
+                       "allocatable": {"cpu": "3500m", "memory": "15Gi", "ephemeral-storage": "20Gi"}}
         }))
         .unwrap();
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p1", "namespace": "default"},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1500m"}}}]},
-            "status": {"phase": "Running"}
+        let app = model_pod("p1", Some("n1"), 1500);
+        let mut daemon = model_pod("ds-1", Some("n1"), 250);
+        daemon.owner = Some(
+            karpenter_core::model::OwnerReference::new("apps/v1", "DaemonSet", "agent")
+                .with_controller(true),
+        );
+        let pending = {
+            let mut p = model_pod("waiting", None, 100);
+            p.phase = karpenter_core::model::PodPhase::Pending;
+            p
+        };
+        let pool: KubeNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {
+                         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                         "requirements": []}},
+                     "limits": {"cpu": "100"}},
+            "status": {"resources": {"cpu": "4", "memory": "16Gi", "nodes": "1"}}
         }))
         .unwrap();
-        m.refresh(&[&pod], &[&node], &[]);
+        let eligible = BTreeMap::from([("empty", 2usize), ("underutilized", 5)]);
+        let now: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        m.refresh(
+            [&app, &daemon, &pending],
+            &[&node],
+            &[&pool],
+            &eligible,
+            now,
+        );
         let text = m.encode();
+        // Node metrics carry every well-known label, node_name, phase and managed.
+        let requests = line(
+            &text,
+            "karpenter_nodes_total_pod_requests{",
+            &["resource_type=\"cpu\""],
+        )
+        .unwrap_or_else(|| panic!("{text}"));
+        for label in [
+            "node_name=\"n1\"",
+            "nodepool=\"default\"",
+            "zone=\"zone-a\"",
+            "capacity_type=\"spot\"",
+            "instance_type=\"\"",
+            "region=\"\"",
+            "managed=\"true\"",
+            "phase=\"\"",
+        ] {
+            assert!(requests.contains(label), "{label} in {requests}");
+        }
+        assert!(
+            requests.ends_with(" 1.75"),
+            "app and daemon pods: {requests}"
+        );
+        let daemon_requests = line(
+            &text,
+            "karpenter_nodes_total_daemon_requests{",
+            &["resource_type=\"cpu\""],
+        )
+        .unwrap_or_else(|| panic!("{text}"));
+        assert!(daemon_requests.ends_with(" 0.25"), "{daemon_requests}");
+        let overhead = line(
+            &text,
+            "karpenter_nodes_system_overhead{",
+            &["resource_type=\"cpu\""],
+        )
+        .unwrap_or_else(|| panic!("{text}"));
+        assert!(overhead.ends_with(" 0.5"), "{overhead}");
+        assert!(
+            line(
+                &text,
+                "karpenter_nodes_allocatable{",
+                &["resource_type=\"ephemeral_storage\""]
+            )
+            .is_some(),
+            "resource names as upstream's: {text}"
+        );
+        let lifetime = line(&text, "karpenter_nodes_current_lifetime_seconds{", &[]).unwrap();
+        assert!(lifetime.ends_with(" 3600.0"), "{lifetime}");
+        let utilization = line(
+            &text,
+            "karpenter_cluster_utilization_percent{",
+            &["resource_type=\"cpu\""],
+        )
+        .unwrap();
+        assert!(
+            utilization.ends_with(" 50.0"),
+            "1.75 of 3.5 cores: {utilization}"
+        );
+        // NodePool usage and limits.
+        let usage = line(
+            &text,
+            "karpenter_nodepools_usage{",
+            &["nodepool=\"default\"", "resource_type=\"cpu\""],
+        )
+        .unwrap_or_else(|| panic!("{text}"));
+        assert!(usage.ends_with(" 4.0"), "{usage}");
+        assert!(
+            line(
+                &text,
+                "karpenter_nodepools_limit{",
+                &["resource_type=\"cpu\""]
+            )
+            .is_some_and(|l| l.ends_with(" 100.0"))
+        );
+        // Disruption eligibility by reason.
+        assert!(
+            text.contains("karpenter_voluntary_disruption_eligible_nodes{reason=\"empty\"} 2"),
+            "{text}"
+        );
         assert!(
             text.contains(
-                "karpenter_nodes_total_pod_requests{node_name=\"n1\",nodepool=\"default\""
+                "karpenter_voluntary_disruption_eligible_nodes{reason=\"underutilized\"} 5"
             ),
             "{text}"
         );
-        assert!(text.contains("resource_type=\"cpu\"} 1.5"), "{text}");
+        // Pod state: scheduled, ready and managed, the owner as upstream's self link.
+        let ds = line(&text, "karpenter_pods_state{", &["name=\"ds-1\""]).unwrap();
         assert!(
-            text.contains("karpenter_pods_state{name=\"p1\",namespace=\"default\""),
-            "{text}"
+            ds.contains("owner=\"/apis/apps/v1/namespaces/default/daemonsets/agent\""),
+            "{ds}"
+        );
+        assert!(
+            ds.contains("scheduled=\"true\"")
+                && ds.contains("ready=\"true\"")
+                && ds.contains("managed=\"true\""),
+            "{ds}"
+        );
+        let waiting = line(&text, "karpenter_pods_state{", &["name=\"waiting\""]).unwrap();
+        assert!(
+            waiting.contains("scheduled=\"false\"")
+                && waiting.contains("ready=\"false\"")
+                && waiting.contains("managed=\"false\""),
+            "{waiting}"
         );
         assert!(
             text.contains("karpenter_cluster_state_node_count 1"),
             "{text}"
         );
-        m.refresh(&[], &[], &[]);
+        assert!(text.contains("karpenter_build_info{version="), "{text}");
+        m.refresh([], &[], &[], &BTreeMap::new(), now);
+        let text = m.encode();
         assert!(
-            !m.encode().contains("karpenter_pods_state{"),
+            !text.contains("karpenter_pods_state{"),
             "gauges of gone pods are dropped"
+        );
+        assert!(
+            !text.contains("karpenter_nodes_total_daemon_requests{"),
+            "{text}"
         );
     }
 }

@@ -169,12 +169,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let client = client(args.kubeconfig.as_deref()).await?;
     #[cfg(feature = "aws")]
     let mut aws_runtime = None;
-    let provider = match args.cloud_provider {
+    // With the well-known labels that label the node metrics (upstream's: core's and the
+    // provider's).
+    let (provider, label_policy) = match args.cloud_provider {
         #[cfg(feature = "aws")]
         CloudProviderKind::Aws => {
             let (provider, runtime) = aws::provider(&client, &args).await?;
             aws_runtime = Some(runtime);
-            provider
+            (provider, crate::catalog::aws_label_policy())
         }
         #[cfg(not(feature = "aws"))]
         CloudProviderKind::Aws => {
@@ -196,20 +198,24 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
                 .instance_types_for(None)
                 .map_err(|e| ControllerError::Settings(format!("--catalog {spec}: {e}")))?;
             tracing::info!(catalog = %spec, instance_types = types.len(), "fake cloud provider: instances are kwok Nodes");
-            Arc::new(kwok::KwokCloudProvider::new(
-                Api::<Node>::all(client.clone()),
-                types,
-                catalog.policy.clone(),
-            ))
+            let provider: Arc<dyn karpenter_core::cloud::CloudProvider> =
+                Arc::new(kwok::KwokCloudProvider::new(
+                    Api::<Node>::all(client.clone()),
+                    types,
+                    catalog.policy.clone(),
+                ));
+            (provider, catalog.policy.clone())
         }
     };
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (caches, changes) = cluster::start(&client, shutdown.clone());
-    let metrics = Arc::new(metrics::Metrics::new());
+    let metrics = Arc::new(metrics::Metrics::new(&label_policy));
+    let (refresh_tx, refresh_rx) = tokio::sync::mpsc::channel(4);
     let shared = server::Shared {
         metrics: metrics.clone(),
         caches: caches.clone(),
+        refresh: refresh_tx,
     };
     let metrics_listener = server::bind(SocketAddr::new(bind, args.metrics_port), "metrics")
         .await
@@ -290,6 +296,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         changes,
         leading.clone(),
         shutdown.clone(),
+        refresh_rx,
     ));
 
     tracing::info!(

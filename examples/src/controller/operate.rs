@@ -4,10 +4,11 @@
 //! cloud calls go to the CloudProvider, evictions to the Eviction API, events to `core/v1`
 //! Events, metrics to the registry, wake-ups to a tokio timer. Nothing here decides anything.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::api::{ConditionStatus, NodeClaim, OwnerReference};
@@ -19,9 +20,10 @@ use karpenter_core::model::Timestamp;
 use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
 use karpenter_core::taints::Taint;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::cluster::{Caches, Change};
 use super::metrics::Metrics;
@@ -161,8 +163,9 @@ pub fn lifecycle_node(node: &core::Node) -> lifecycle::Node {
 }
 
 /// The operator input for a watch change (`None` for changes the operator does not read, and
-/// for objects that cannot be converted, which are logged).
-pub fn input_for(change: Change, caches: &Caches) -> Option<Input> {
+/// for objects that cannot be converted, which are logged). A DaemonSet is converted on its own
+/// here; [`Feeder`] converts it with one of its pods when one runs.
+pub fn input_for(change: Change) -> Option<Input> {
     match change {
         Change::NodePool(p) => match (*p).clone().into_nodepool() {
             Ok(pool) => Some(Input::NodePoolApplied(Box::new(pool))),
@@ -196,28 +199,7 @@ pub fn input_for(change: Change, caches: &Caches) -> Option<Input> {
             }
         },
         Change::PodDeleted(p) => Some(Input::PodDeleted(key(&p.metadata))),
-        Change::DaemonSet(d) => {
-            // A DaemonSet's pod, when one runs, describes it best (as upstream reads it).
-            let pods = caches.pods.state();
-            let uid = d.metadata.uid.clone();
-            let existing = pods.iter().find(|p| {
-                p.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| Some(&o.uid) == uid.as_ref())
-            });
-            match karpenter_core::convert::daemonset_from_k8s_with_pod(
-                &d,
-                existing.map(|p| p.as_ref()),
-            ) {
-                Ok(ds) => Some(Input::DaemonSetApplied(Box::new(ds))),
-                Err(e) => {
-                    tracing::warn!(error = %e, "DaemonSet not understood");
-                    None
-                }
-            }
-        }
+        Change::DaemonSet(d) => daemonset_input(&d, None),
         Change::DaemonSetDeleted(d) => Some(Input::DaemonSetDeleted(key(&d.metadata))),
         Change::Pdb(p) => match karpenter_core::convert::pdb_from_k8s(&p) {
             Ok(pdb) => Some(Input::PdbApplied(Box::new(pdb))),
@@ -232,63 +214,163 @@ pub fn input_for(change: Change, caches: &Caches) -> Option<Input> {
     }
 }
 
-/// Every object of the caches as inputs, in dependency order (pools, claims, nodes, daemonsets,
-/// PDBs, pods).
-pub fn initial_inputs(caches: &Caches) -> Vec<Input> {
-    let mut changes: Vec<Change> = Vec::new();
-    changes.extend(caches.nodepools.state().into_iter().map(Change::NodePool));
-    changes.extend(caches.nodeclaims.state().into_iter().map(Change::NodeClaim));
-    changes.extend(caches.nodes.state().into_iter().map(Change::Node));
-    changes.extend(caches.daemonsets.state().into_iter().map(Change::DaemonSet));
-    changes.extend(caches.pdbs.state().into_iter().map(Change::Pdb));
-    changes.extend(caches.pods.state().into_iter().map(Change::Pod));
-    changes
-        .into_iter()
-        .filter_map(|c| input_for(c, caches))
-        .collect()
+fn daemonset_input(d: &DaemonSet, pod: Option<&core::Pod>) -> Option<Input> {
+    match karpenter_core::convert::daemonset_from_k8s_with_pod(d, pod) {
+        Ok(ds) => Some(Input::DaemonSetApplied(Box::new(ds))),
+        Err(e) => {
+            tracing::warn!(error = %e, "DaemonSet not understood");
+            None
+        }
+    }
+}
+
+/// The uid of the DaemonSet that owns `pod`, if one does.
+fn owning_daemonset(pod: &core::Pod) -> Option<&str> {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "DaemonSet")
+        .map(|o| o.uid.as_str())
+}
+
+/// Turns watch changes into operator inputs. Pods are not kept here (the operator's view is
+/// their only copy): for each DaemonSet, one of its pods is, since a DaemonSet's running pod
+/// describes it best (its resolved requests, as upstream reads it); a DaemonSet is converted
+/// again when its first pod shows up.
+#[derive(Default)]
+pub struct Feeder {
+    daemonsets: BTreeMap<String, Arc<DaemonSet>>,
+    daemonset_pods: BTreeMap<String, Arc<core::Pod>>,
+    synced: BTreeSet<&'static str>,
+}
+
+impl Feeder {
+    /// The inputs for `change`, in order.
+    pub fn inputs(&mut self, change: Change) -> Vec<Input> {
+        let mut out = Vec::new();
+        match &change {
+            Change::Synced(kind) => {
+                self.synced.insert(kind);
+            }
+            Change::Pod(p) => {
+                if let Some(uid) = owning_daemonset(p)
+                    && !self.daemonset_pods.contains_key(uid)
+                {
+                    self.daemonset_pods.insert(uid.to_string(), p.clone());
+                    if let Some(d) = self.daemonsets.get(uid) {
+                        out.extend(daemonset_input(d, Some(p)));
+                    }
+                }
+            }
+            Change::PodDeleted(p) => {
+                let uid = self.daemonset_pods.iter().find_map(|(uid, kept)| {
+                    (kept.metadata.name == p.metadata.name
+                        && kept.metadata.namespace == p.metadata.namespace)
+                        .then(|| uid.clone())
+                });
+                if let Some(uid) = uid {
+                    self.daemonset_pods.remove(&uid);
+                }
+            }
+            Change::DaemonSet(d) => {
+                let uid = d.metadata.uid.clone().unwrap_or_default();
+                self.daemonsets.insert(uid.clone(), d.clone());
+                let pod = self.daemonset_pods.get(&uid).map(|p| p.as_ref());
+                out.extend(daemonset_input(d, pod));
+                return out;
+            }
+            Change::DaemonSetDeleted(d) => {
+                let uid = d.metadata.uid.clone().unwrap_or_default();
+                self.daemonsets.remove(&uid);
+                self.daemonset_pods.remove(&uid);
+            }
+            _ => {}
+        }
+        out.extend(input_for(change));
+        out
+    }
+
+    /// Whether every watched kind's initial list has been fed.
+    pub fn synced(&self) -> bool {
+        self.synced.len() >= super::cluster::WATCHED_KINDS
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The loop
 // ---------------------------------------------------------------------------------------------
 
-/// Runs the operator whenever this replica leads, until shutdown.
+/// A request to recompute the cluster gauges from the operator's view; answered when done.
+pub type RefreshRequest = oneshot::Sender<()>;
+
+/// Runs the operator shell until shutdown. One operator lives as long as the process: while
+/// this replica follows, it is fed every object and change but not synced, so it only records
+/// them (and answers metric refreshes); once this replica leads and every initial list is in,
+/// it is synced and its actions are carried out. Leadership, once lost, is not regained: the
+/// process stops, as upstream's does, and a restart starts from fresh lists.
 pub async fn run(
     ctx: Context,
     mut changes: mpsc::UnboundedReceiver<Change>,
     mut leading: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
+    mut refresh: mpsc::Receiver<RefreshRequest>,
 ) {
-    loop {
-        // Follow: the caches stay current; changes are not needed until we lead.
-        while !*leading.borrow() || !ctx.caches.synced() {
-            tokio::select! {
-                _ = leading.changed() => {}
-                c = changes.recv() => if c.is_none() { return },
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                _ = shutdown.wait_for(|s| *s) => return,
-            }
-        }
-        while changes.try_recv().is_ok() {}
-        tracing::info!("leading: starting the operator loops");
-        lead(&ctx, &mut changes, &mut leading, &mut shutdown).await;
-        if *shutdown.borrow() {
-            return;
+    let mut op = Operator::new(operator_config(&ctx.settings, ctx.provider.as_ref()));
+    let mut feeder = Feeder::default();
+    // Follow: record every change; act on nothing.
+    while !*leading.borrow() || !feeder.synced() {
+        tokio::select! {
+            _ = leading.changed() => {}
+            c = changes.recv() => match c {
+                Some(c) => {
+                    for input in feeder.inputs(c) {
+                        op.handle(input, now());
+                    }
+                }
+                None => return,
+            },
+            Some(r) = refresh.recv() => refresh_metrics(&ctx, &op, r),
+            _ = shutdown.wait_for(|s| *s) => return,
         }
     }
+    tracing::info!("leading: starting the operator loops");
+    lead(
+        &ctx,
+        op,
+        feeder,
+        &mut changes,
+        &mut leading,
+        &mut shutdown,
+        &mut refresh,
+    )
+    .await;
+}
+
+fn refresh_metrics(ctx: &Context, op: &Operator, reply: RefreshRequest) {
+    let nodes = ctx.caches.nodes.state();
+    let pools = ctx.caches.nodepools.state();
+    let nodes: Vec<&core::Node> = nodes.iter().map(|n| n.as_ref()).collect();
+    let pools: Vec<&KubeNodePool> = pools.iter().map(|p| p.as_ref()).collect();
+    ctx.metrics.refresh(
+        op.view().pods().values(),
+        &nodes,
+        &pools,
+        op.eligible_nodes(),
+        now(),
+    );
+    let _ = reply.send(());
 }
 
 async fn lead(
     ctx: &Context,
+    mut op: Operator,
+    mut feeder: Feeder,
     changes: &mut mpsc::UnboundedReceiver<Change>,
     leading: &mut watch::Receiver<bool>,
     shutdown: &mut watch::Receiver<bool>,
+    refresh: &mut mpsc::Receiver<RefreshRequest>,
 ) {
-    let mut op = Operator::new(operator_config(&ctx.settings, ctx.provider.as_ref()));
-    let started = now();
-    for input in initial_inputs(&ctx.caches) {
-        op.handle(input, started);
-    }
     let mut actions = op.handle(Input::Synced, now());
     let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
     loop {
@@ -304,24 +386,28 @@ async fn lead(
             }
             None => Duration::from_secs(3600),
         };
-        let input = tokio::select! {
+        let inputs = tokio::select! {
             c = changes.recv() => match c {
-                Some(c) => input_for(c, &ctx.caches),
+                Some(c) => feeder.inputs(c),
                 None => return,
             },
-            r = results.recv() => r,
-            _ = tokio::time::sleep(sleep) => Some(Input::Tick),
+            r = results.recv() => r.into_iter().collect(),
+            _ = tokio::time::sleep(sleep) => vec![Input::Tick],
+            Some(r) = refresh.recv() => {
+                refresh_metrics(ctx, &op, r);
+                Vec::new()
+            }
             _ = leading.changed() => {
                 if !*leading.borrow() {
                     tracing::warn!("lost leadership: stopping the operator loops");
                     return;
                 }
-                None
+                Vec::new()
             }
             _ = shutdown.wait_for(|s| *s) => return,
         };
-        if let Some(input) = input {
-            actions = op.handle(input, now());
+        for input in inputs {
+            actions.extend(op.handle(input, now()));
         }
     }
 }
@@ -500,12 +586,7 @@ async fn update_nodeclaim(
     results: &mpsc::UnboundedSender<Input>,
 ) {
     let name = claim.name().to_string();
-    let cached = ctx
-        .caches
-        .nodeclaims
-        .state()
-        .into_iter()
-        .find(|c| c.metadata.name.as_deref() == Some(name.as_str()));
+    let cached = ctx.caches.nodeclaims.get(&ObjectRef::new(&name));
     let old = cached.as_ref().map(|c| &c.metadata);
     let meta_patch = json!({"metadata": {
         "labels": map_patch(old.and_then(|m| m.labels.as_ref()), &claim.metadata.labels),
@@ -549,12 +630,7 @@ async fn patch_node(
     results: &mpsc::UnboundedSender<Input>,
 ) {
     let name = &update.node_name;
-    let cached = ctx
-        .caches
-        .nodes
-        .state()
-        .into_iter()
-        .find(|n| n.metadata.name.as_deref() == Some(name.as_str()));
+    let cached = ctx.caches.nodes.get(&ObjectRef::new(name));
     let old = cached.as_ref().map(|n| &n.metadata);
     let mut meta = serde_json::Map::new();
     if let Some(l) = &update.labels {
@@ -757,5 +833,76 @@ mod tests {
             n.allocatable.get("cpu").map(|q| q.milli_value()),
             Some(4000)
         );
+    }
+
+    /// Pods are not kept by the shell, but a DaemonSet is converted again with its first pod,
+    /// whose resolved requests describe it best; the feeder is synced once every kind listed.
+    #[test]
+    fn the_feeder_converts_a_daemonset_with_its_first_pod_and_counts_the_lists() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"metadata": {"labels": {"app": "agent"}},
+                                  "spec": {"containers": [{"name": "a", "image": "a",
+                                           "resources": {"requests": {"cpu": "100m"}}}]}}}
+        }))
+        .unwrap();
+        let pod: core::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "agent-x", "namespace": "kube-system", "uid": "p1",
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+                                              "name": "agent", "uid": "ds-uid", "controller": true}]},
+            "spec": {"nodeName": "n1",
+                     "containers": [{"name": "a", "image": "a",
+                                     "resources": {"requests": {"cpu": "300m"}}}]}
+        }))
+        .unwrap();
+        let cpu = |inputs: &[Input]| -> Vec<i64> {
+            inputs
+                .iter()
+                .filter_map(|i| match i {
+                    Input::DaemonSetApplied(d) => Some(
+                        d.pod
+                            .requests
+                            .get("cpu")
+                            .map(|q| q.milli_value())
+                            .unwrap_or_default(),
+                    ),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut feeder = Feeder::default();
+        let first = feeder.inputs(Change::DaemonSet(Arc::new(ds.clone())));
+        assert_eq!(cpu(&first), [100], "from the template while no pod runs");
+        let with_pod = feeder.inputs(Change::Pod(Arc::new(pod.clone())));
+        assert_eq!(cpu(&with_pod), [300], "again, from the pod");
+        assert!(matches!(with_pod.last(), Some(Input::PodApplied(_))));
+        let again = feeder.inputs(Change::Pod(Arc::new(pod.clone())));
+        assert!(
+            cpu(&again).is_empty(),
+            "only the first pod converts it again"
+        );
+        assert_eq!(
+            cpu(&feeder.inputs(Change::DaemonSet(Arc::new(ds)))),
+            [300],
+            "a changed DaemonSet keeps its pod's requests"
+        );
+        assert!(!feeder.synced());
+        for kind in [
+            "Pod",
+            "Node",
+            "NodeClaim",
+            "NodePool",
+            "DaemonSet",
+            "PodDisruptionBudget",
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+            "StorageClass",
+        ] {
+            assert!(feeder.inputs(Change::Synced(kind)).is_empty());
+        }
+        assert!(!feeder.synced(), "one kind has not listed yet");
+        feeder.inputs(Change::Synced("CSINode"));
+        assert!(feeder.synced());
     }
 }

@@ -6,15 +6,17 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::cluster::Caches;
 use super::metrics::Metrics;
+use super::operate::RefreshRequest;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -23,18 +25,22 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// The watch caches.
     pub caches: Caches,
+    /// Asks the operator shell to recompute the cluster gauges from its view (pods live only
+    /// there).
+    pub refresh: mpsc::Sender<RefreshRequest>,
 }
+
+/// How long a scrape waits for the operator shell to recompute the cluster gauges before it
+/// serves the last values.
+const REFRESH_WAIT: Duration = Duration::from_secs(5);
 
 async fn metrics(
     State(s): State<Shared>,
 ) -> (StatusCode, [(&'static str, &'static str); 1], String) {
-    let pods = s.caches.pods.state();
-    let nodes = s.caches.nodes.state();
-    let pools = s.caches.nodepools.state();
-    let pods: Vec<_> = pods.iter().map(|p| p.as_ref()).collect();
-    let nodes: Vec<_> = nodes.iter().map(|n| n.as_ref()).collect();
-    let pools: Vec<_> = pools.iter().map(|n| n.as_ref()).collect();
-    s.metrics.refresh(&pods, &nodes, &pools);
+    let (tx, rx) = oneshot::channel();
+    if s.refresh.send(tx).await.is_ok() {
+        let _ = tokio::time::timeout(REFRESH_WAIT, rx).await;
+    }
     s.metrics
         .cluster_state_synced
         .set(if s.caches.synced() { 1.0 } else { 0.0 });

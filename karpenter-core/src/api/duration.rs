@@ -16,6 +16,7 @@ pub const NEVER: &str = "Never";
 
 /// Why a duration string could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DurationError {
     /// The string is empty (or only a sign).
     #[error("invalid duration {0:?}: empty")]

@@ -109,14 +109,17 @@ pub struct OwnerReference {
 }
 
 /// A condition's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub enum ConditionStatus {
     /// `"True"`.
     True,
     /// `"False"`.
     False,
-    /// `"Unknown"`.
+    /// `"Unknown"` (the default: nothing is known yet).
+    #[default]
     Unknown,
 }
 
@@ -135,7 +138,7 @@ impl ConditionStatus {
 ///
 /// `reason`, `message` and `lastTransitionTime` are optional here so that objects written by hand
 /// (like the seed guide's NodeClaim) parse; validation reports what the CRD requires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "kube", derive(schemars::JsonSchema))]
 pub struct Condition {

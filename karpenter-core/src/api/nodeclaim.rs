@@ -46,6 +46,14 @@ fn default_nodeclaim_kind() -> String {
     NODECLAIM_KIND.to_string()
 }
 
+/// An unnamed NodeClaim with `apiVersion` and `kind` set, a [`NodeClaimSpec::default`] spec
+/// and an empty status (the crate's stability policy: construct with `..Default::default()`).
+impl Default for NodeClaim {
+    fn default() -> Self {
+        NodeClaim::new(String::new(), NodeClaimSpec::default())
+    }
+}
+
 impl NodeClaim {
     /// A NodeClaim named `name` with the given spec and an empty status.
     pub fn new(name: impl Into<String>, spec: NodeClaimSpec) -> Self {
@@ -103,6 +111,13 @@ pub struct NodeClaimSpec {
     /// How long the node lives before it is replaced (default `720h`, or `Never`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expire_after: Option<NillableDuration>,
+}
+
+/// [`NodeClaimSpec::new`] with an empty `nodeClassRef`.
+impl Default for NodeClaimSpec {
+    fn default() -> Self {
+        NodeClaimSpec::new(NodeClassReference::default())
+    }
 }
 
 impl NodeClaimSpec {

@@ -59,6 +59,14 @@ fn default_nodepool_kind() -> String {
     NODEPOOL_KIND.to_string()
 }
 
+/// An unnamed NodePool with `apiVersion` and `kind` set, a [`NodePoolSpec::default`] spec and
+/// no status (the crate's stability policy: construct with `..Default::default()`).
+impl Default for NodePool {
+    fn default() -> Self {
+        NodePool::new(String::new(), NodePoolSpec::default())
+    }
+}
+
 impl NodePool {
     /// A NodePool named `name` with the given spec.
     pub fn new(name: impl Into<String>, spec: NodePoolSpec) -> Self {
@@ -152,6 +160,13 @@ pub struct NodePoolSpec {
     pub replicas: Option<i64>,
 }
 
+/// [`NodePoolSpec::new`] with a [`NodeClaimTemplate::default`] template.
+impl Default for NodePoolSpec {
+    fn default() -> Self {
+        NodePoolSpec::new(NodeClaimTemplate::default())
+    }
+}
+
 impl NodePoolSpec {
     /// A spec with the given template and everything else unset.
     pub fn new(template: NodeClaimTemplate) -> Self {
@@ -187,6 +202,13 @@ pub struct NodeClaimTemplate {
     pub metadata: TemplateMetadata,
     /// The NodeClaim spec.
     pub spec: NodeClaimTemplateSpec,
+}
+
+/// [`NodeClaimTemplate::new`] with a [`NodeClaimTemplateSpec::default`] spec.
+impl Default for NodeClaimTemplate {
+    fn default() -> Self {
+        NodeClaimTemplate::new(NodeClaimTemplateSpec::default())
+    }
 }
 
 impl NodeClaimTemplate {
@@ -259,6 +281,13 @@ pub struct NodeClaimTemplateSpec {
     /// How long a draining node may take before pods are deleted forcibly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period: Option<Duration>,
+}
+
+/// [`NodeClaimTemplateSpec::new`] with an empty `nodeClassRef`.
+impl Default for NodeClaimTemplateSpec {
+    fn default() -> Self {
+        NodeClaimTemplateSpec::new(NodeClassReference::default())
+    }
 }
 
 impl NodeClaimTemplateSpec {
@@ -451,6 +480,7 @@ fn nodes_or_default<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
 
 /// Why a budget cannot be evaluated. Upstream treats these as "fail closed" (0 disruptions).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BudgetError {
     /// The schedule is not a valid cron expression (or a duration is set without a schedule).
     #[error("invariant violated, {0}")]
@@ -460,6 +490,13 @@ pub enum BudgetError {
         "invalid budget nodes value {0:?}: expected an integer or a percentage such as \"10%\""
     )]
     InvalidNodes(String),
+}
+
+/// The CRD's default budget: always active, `nodes: 10%`, every reason.
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::nodes(DEFAULT_BUDGET_NODES)
+    }
 }
 
 impl Budget {

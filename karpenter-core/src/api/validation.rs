@@ -17,6 +17,7 @@ use crate::taints::Taint;
 
 /// What kind of rule a field breaks (after Kubernetes' `field.ErrorType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum ValidationErrorKind {
     /// A required field is missing or empty.
     Required,

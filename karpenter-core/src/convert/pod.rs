@@ -271,20 +271,23 @@ fn node_affinity(
             )
         })
         .collect::<Result<_, _>>()?;
-    let preferred = a
-        .preferred_during_scheduling_ignored_during_execution
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, p)| {
-            let field =
-                format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference");
+    let preferred = preferred_terms(
+        a.preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten(),
+        base,
+        |p, field| {
             Ok(model::PreferredSchedulingTerm {
                 weight: p.weight,
-                preference: node_selector_term(ctx, &p.preference, &field, false)?,
+                preference: node_selector_term(
+                    ctx,
+                    &p.preference,
+                    &format!("{field}.preference"),
+                    false,
+                )?,
             })
-        })
-        .collect::<Result<_, ConvertError>>()?;
+        },
+    )?;
     Ok(model::NodeAffinity {
         required,
         preferred,
@@ -394,29 +397,40 @@ fn pod_affinity(
             pod_affinity_term(ctx, pod_labels, t, &field)
         })
         .collect::<Result<_, _>>()?;
-    let preferred = preferred
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, w)| {
-            let field = format!(
-                "{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}].podAffinityTerm"
-            );
-            Ok(model::WeightedPodAffinityTerm {
-                weight: w.weight,
-                pod_affinity_term: pod_affinity_term(
-                    ctx,
-                    pod_labels,
-                    &w.pod_affinity_term,
-                    &field,
-                )?,
-            })
+    let preferred = preferred_terms(preferred.into_iter().flatten(), base, |w, field| {
+        Ok(model::WeightedPodAffinityTerm {
+            weight: w.weight,
+            pod_affinity_term: pod_affinity_term(
+                ctx,
+                pod_labels,
+                &w.pod_affinity_term,
+                &format!("{field}.podAffinityTerm"),
+            )?,
         })
-        .collect::<Result<_, ConvertError>>()?;
+    })?;
     Ok(model::PodAffinity {
         required,
         preferred,
     })
+}
+
+/// Converts the weighted terms of a `preferredDuringSchedulingIgnoredDuringExecution` list in
+/// order (node and pod affinity share the shape); `convert` gets each item and its path,
+/// `{base}.preferredDuringSchedulingIgnoredDuringExecution[i]`.
+fn preferred_terms<'a, T: 'a, U>(
+    items: impl Iterator<Item = &'a T>,
+    base: &str,
+    mut convert: impl FnMut(&'a T, &str) -> Result<U, ConvertError>,
+) -> Result<Vec<U>, ConvertError> {
+    items
+        .enumerate()
+        .map(|(i, item)| {
+            convert(
+                item,
+                &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"),
+            )
+        })
+        .collect()
 }
 
 pub(super) fn taint_effect(

@@ -20,6 +20,7 @@ use crate::state::{ClusterSnapshot, StateNode};
 
 /// The budget of one NodePool for one reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PoolBudget {
     /// Nodes counted towards percentages (managed, initialized, not `InstanceTerminating`).
     pub num_nodes: usize,
@@ -47,6 +48,7 @@ impl PoolBudget {
 
 /// The budgets of every NodePool of a snapshot for one reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BudgetMapping {
     /// The reason the budgets were evaluated for.
     pub reason: DisruptionReason,

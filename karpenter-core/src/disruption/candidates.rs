@@ -158,6 +158,7 @@ pub fn is_currently_reschedulable(pod: &Pod, pdbs: &PdbLimits, now: Timestamp) -
 
 /// Why PodDisruptionBudgets prevent evicting a set of pods. PDBs are named `namespace/name`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PdbError {
     /// The PDB covering a pod blocks its eviction.
     #[error("pdb prevents pod evictions (PodDisruptionBudget=[{pdb}])")]
@@ -261,6 +262,7 @@ impl PdbLimits {
 /// Why a node's pods prevent its disruption (upstream's `PodBlockEvictionError`). Eventual
 /// methods ignore these for NodeClaims with a `terminationGracePeriod`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PodBlockEvictionError {
     /// An active pod has an active `karpenter.sh/do-not-disrupt` annotation.
     #[error("pod has \"karpenter.sh/do-not-disrupt\" annotation (Pod={pod})")]
@@ -614,6 +616,7 @@ pub fn get_candidates(
 /// capacity again. The message is that of upstream's `Unconsolidatable` event.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("Node {node:?} has buffer pods")]
+#[non_exhaustive]
 pub struct BufferPodsError {
     /// The node's name.
     pub node: String,

@@ -26,6 +26,7 @@ pub const POD_EVENT_DEDUPE: SignedDuration = SignedDuration::from_secs(10);
 
 /// The `Consolidatable` condition after an evaluation.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConsolidatableUpdate {
     /// The NodeClaim with its `Consolidatable` condition set or removed.
     pub claim: NodeClaim,

@@ -212,6 +212,7 @@ pub fn claim_hash_annotations(np: &NodePool) -> BTreeMap<String, String> {
 
 /// Annotations to set on one NodeClaim.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClaimAnnotationUpdate {
     /// The NodeClaim's name.
     pub claim_name: String,
@@ -221,6 +222,7 @@ pub struct ClaimAnnotationUpdate {
 
 /// What the NodePool hash controller writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HashReconcile {
     /// Hash annotations to set on the NodePool, when they differ from its current ones.
     pub nodepool_annotations: Option<BTreeMap<String, String>>,

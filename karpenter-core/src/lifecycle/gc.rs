@@ -19,6 +19,7 @@ pub const GC_PERIOD: jiff::SignedDuration = jiff::SignedDuration::from_mins(2);
 
 /// A NodeClaim to delete because its instance is gone.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct GcDeletion {
     /// The NodeClaim's name.
     pub claim_name: String,

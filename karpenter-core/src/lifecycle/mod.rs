@@ -247,6 +247,7 @@ fn epoch() -> Timestamp {
 /// Changes to make to a Node. Each `Some` field holds the field's complete new value; `None`
 /// fields are left alone. Built only when something changes.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct NodeUpdate {
     /// The Node to patch.
     pub node_name: String,
@@ -413,6 +414,7 @@ pub enum MetricOp {
 
 /// A metric update to perform.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Metric {
     /// The full metric name (`karpenter_nodeclaims_disrupted_total`); see [`metric_names`].
     pub name: String,

@@ -142,6 +142,7 @@ pub struct RegistrationHook {
 
 /// Deleting the NodeClaim, with the `nodeclaims_disrupted_total` reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClaimDeletion {
     /// The metric reason (`launch_timeout`, `insufficient_capacity`, ...).
     pub reason: &'static str,
@@ -160,6 +161,7 @@ pub struct HealthRecord {
 
 /// What one lifecycle step decided.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LifecycleStep {
     /// The NodeClaim after the step.
     pub claim: NodeClaim,
@@ -793,6 +795,7 @@ pub struct RegistrationHealth {
 
 /// A change to the NodePool's `NodeRegistrationHealthy` condition.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HealthCondition {
     /// Always `NodeRegistrationHealthy`.
     pub type_: &'static str,

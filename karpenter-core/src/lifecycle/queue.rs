@@ -69,6 +69,7 @@ pub fn backoff(failures: u32) -> SignedDuration {
 
 /// One node a command disrupts.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CommandCandidate {
     /// The provider id (the queue's key).
     pub provider_id: String,

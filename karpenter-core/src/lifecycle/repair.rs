@@ -135,6 +135,7 @@ pub fn repair_decision(
 
 /// What repairing a NodeClaim does.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RepairActions {
     /// The termination-timestamp annotation to write (now), unless the existing value is
     /// already in the past.

@@ -230,6 +230,19 @@ pub fn finalize_without_drain(node: &Node, instance_not_found: bool) -> bool {
 /// `None` when the Node already has both.
 pub fn terminating_node_update(node: &Node) -> Option<NodeUpdate> {
     let taint = disrupted_taint();
+    let tainted = node
+        .taints
+        .iter()
+        .any(|t| t.key == taint.key && t.value == taint.value && t.effect == taint.effect);
+    if tainted
+        && node
+            .labels
+            .get(EXCLUDE_FROM_LOAD_BALANCERS_LABEL)
+            .is_some_and(|v| v == "karpenter")
+    {
+        // Already as termination wants it (the common case: every later reconcile).
+        return None;
+    }
     let mut next = node.clone();
     if !next
         .taints
@@ -553,6 +566,7 @@ impl EvictionResponse {
 
 /// What the eviction queue does after an eviction call.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct EvictionDecision {
     /// The pod leaves the eviction queue.
     pub done: bool,

@@ -289,6 +289,7 @@ fn merge_resources(base: &ResourceList, over: &ResourceList) -> ResourceList {
 /// resources (spec 1.3, upstream `AllocatableOfferingsList`). See
 /// [`InstanceType::allocatable_groups`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct AllocatableGroup {
     /// The allocatable resources of nodes launched through these offerings.
     pub allocatable: ResourceList,

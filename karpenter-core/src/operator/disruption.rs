@@ -93,6 +93,11 @@ impl Operator {
         let options = self.disruption_options();
         let queue = &self.queue;
         let outcome = disruption::run_pass(&snapshot, now, &options, &|p| queue.contains(p));
+        for (method, n) in &outcome.eligible_nodes {
+            if let Some(reason) = eligible_reason(*method) {
+                self.eligible_nodes.insert(reason, *n);
+            }
+        }
         let commands: Vec<disruption::Command> = outcome
             .commands
             .into_iter()
@@ -369,4 +374,16 @@ fn consolidation_type(method: Method) -> String {
         Method::Drift | Method::StaticDrift | Method::Expiration => "",
     }
     .to_string()
+}
+
+/// The `reason` label of upstream's `karpenter_voluntary_disruption_eligible_nodes` gauge for
+/// a method's candidates (each method overwrites the gauge of its reason when it runs);
+/// `None` for expiration, which upstream does not count there.
+pub(super) fn eligible_reason(method: Method) -> Option<&'static str> {
+    match method {
+        Method::Emptiness => Some("empty"),
+        Method::Drift | Method::StaticDrift => Some("drifted"),
+        Method::MultiNode | Method::SingleNode | Method::Split => Some("underutilized"),
+        Method::Expiration => None,
+    }
 }

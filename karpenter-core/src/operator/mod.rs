@@ -318,6 +318,8 @@ pub struct Operator {
     /// When a disruption pass last found nothing, and `state_changes` then (upstream's
     /// "consolidated" memo).
     consolidated: Option<(u64, Timestamp)>,
+    /// Candidates the last pass of each disruption reason found eligible.
+    eligible_nodes: BTreeMap<&'static str, usize>,
     // Garbage collection
     gc_due: Option<Timestamp>,
     gc_in_flight: bool,
@@ -370,6 +372,7 @@ impl Operator {
             next_command: 0,
             state_changes: 0,
             consolidated: None,
+            eligible_nodes: BTreeMap::new(),
             gc_due: None,
             gc_in_flight: false,
             orphans: BTreeMap::new(),
@@ -402,6 +405,14 @@ impl Operator {
     /// when each becomes available again.
     pub fn unavailable_offerings(&self) -> &BTreeMap<UnavailableOffering, Timestamp> {
         &self.unavailable
+    }
+
+    /// How many nodes the last disruption pass of each reason found eligible (candidates that
+    /// pass the method's own filter, before budgets), by upstream's `reason` label of
+    /// `karpenter_voluntary_disruption_eligible_nodes`: `empty`, `drifted`, `underutilized`.
+    /// A reason whose method has not run yet is absent.
+    pub fn eligible_nodes(&self) -> &BTreeMap<&'static str, usize> {
+        &self.eligible_nodes
     }
 
     /// The earliest time something is due: deliver [`Input::Tick`] then. `None` when nothing

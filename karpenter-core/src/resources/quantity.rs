@@ -33,6 +33,7 @@ pub enum Format {
 
 /// Why a string is not a valid quantity.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum QuantityError {
     /// The input was empty.
     #[error("invalid quantity \"\": empty string")]

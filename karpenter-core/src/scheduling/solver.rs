@@ -31,7 +31,7 @@ use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
 use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
 use crate::requirements::{Operator, Requirement, Requirements};
-use crate::resources::{ResourceList, names};
+use crate::resources::{Quantity, ResourceList, names};
 use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint};
 
@@ -43,7 +43,7 @@ use cache::RequirementsCache;
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
-use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput};
+use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput, TopologyTemplate};
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
     ExistingNodeRef, PodError, PodErrorKind, PreferencePolicy, Results, SchedulerOptions,
@@ -296,6 +296,8 @@ pub(crate) struct Prepared<'a> {
     /// Existing nodes not marked for deletion, in placement order (initialized first, then by
     /// name): (position in `nodes`, state before the solve).
     existing: Vec<(usize, Arc<ExistingNode>)>,
+    /// The topology every solve that leaves nodes out forks, built by the first such solve.
+    topology_template: std::sync::OnceLock<TopologyTemplate<'a>>,
 }
 
 /// One solve over a [`Prepared`] cluster.
@@ -385,13 +387,21 @@ impl<'a> Solver<'a> {
             nodes_limit.push(n);
         }
 
-        let topology = Topology::new(TopologyInput {
+        let topology_input = TopologyInput {
             preference_policy: options.preference_policy,
             universe: prepared.universe.clone(),
             base: prepared.topology.clone(),
             removed: request.removed,
             batch_pods: request.pods,
-        });
+        };
+        // A solve that leaves nodes out (a consolidation simulation) forks the prepared topology
+        // instead of building it over every existing node again.
+        let forked = if request.removed.iter().any(|&r| r) {
+            prepared.topology_template().fork(&topology_input)
+        } else {
+            None
+        };
+        let topology = forked.unwrap_or_else(|| Topology::new(topology_input));
 
         let mut existing = Vec::with_capacity(prepared.existing.len());
         let mut existing_meta = Vec::with_capacity(prepared.existing.len());
@@ -493,6 +503,8 @@ impl<'a> Solver<'a> {
             }
             // Volumes (spec 5.3): pods whose claims are not usable yet are left out.
             match PodVolumes::prepare(&self.input.volumes, pod) {
+                // Pods without volumes (most) keep the shared empty entry.
+                Ok(v) if v == PodVolumes::default() => {}
                 Ok(v) => self.pod_volumes[i] = Arc::new(v),
                 Err(e) => {
                     self.errors.insert(
@@ -509,16 +521,26 @@ impl<'a> Solver<'a> {
             queue.push(i);
         }
         // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
-        let cpu = |p: &Pod| p.requests.get_or_zero(names::CPU);
-        let mem = |p: &Pod| p.requests.get_or_zero(names::MEMORY);
-        queue.sort_by(|&a, &b| {
+        // The requests are read once per pod, not once per comparison.
+        let mut keyed: Vec<(Quantity, Quantity, usize)> = queue
+            .iter()
+            .map(|&i| {
+                let requests = &pods[i].requests;
+                (
+                    requests.get_or_zero(names::CPU),
+                    requests.get_or_zero(names::MEMORY),
+                    i,
+                )
+            })
+            .collect();
+        keyed.sort_by(|&(ca, ma, a), &(cb, mb, b)| {
             let (pa, pb) = (&pods[a], &pods[b]);
-            cpu(pb)
-                .cmp(&cpu(pa))
-                .then_with(|| mem(pb).cmp(&mem(pa)))
+            cb.cmp(&ca)
+                .then_with(|| mb.cmp(&ma))
                 .then_with(|| pa.creation_timestamp.cmp(&pb.creation_timestamp))
                 .then_with(|| pa.uid.cmp(&pb.uid))
         });
+        let queue: Vec<usize> = keyed.into_iter().map(|(_, _, i)| i).collect();
         let mut queue: std::collections::VecDeque<usize> = queue.into();
         let mut marker: FxHashMap<usize, usize> = FxHashMap::default();
         while let Some(&head) = queue.front() {
@@ -534,7 +556,7 @@ impl<'a> Solver<'a> {
                 Err(e) => {
                     self.errors.insert(head, e);
                     // Retries start again from the unrelaxed pod.
-                    self.topology.update(&pods[head]);
+                    self.topology.update_batch(&pods[head]);
                     queue.push_back(head);
                     marker.insert(head, queue.len());
                 }
@@ -665,17 +687,9 @@ impl<'a> Solver<'a> {
                     if taints::tolerates_all(&st.pod.tolerations, &tpl.taints).is_err() {
                         continue;
                     }
-                    if let Ok(update) = self.claim_can_add(
-                        claim.template,
-                        &claim.requirements,
-                        &claim.options,
-                        &claim.requests,
-                        &claim.host_ports,
-                        &claim.reservations,
-                        st,
-                        false,
-                        false,
-                    ) {
+                    if let Ok(update) =
+                        self.claim_can_add(&claims::ClaimAttempt::in_flight(claim, st))
+                    {
                         chosen = Some(Placement::Claim(c, pos, update));
                         break;
                     }

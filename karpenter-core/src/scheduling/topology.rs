@@ -74,11 +74,13 @@
 
 mod base;
 mod error;
+mod fork;
 mod internals;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
+pub(crate) use self::fork::TopologyTemplate;
 use self::internals::{OwnedTerm, spread_selector};
 
 mod group;
@@ -119,11 +121,12 @@ pub(crate) struct TopologyInput<'i, 'a> {
     /// is.
     pub removed: &'i [bool],
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
-    pub batch_pods: &'i [crate::model::Pod],
+    /// Borrowed for the topology's lifetime: its per-pod entries borrow their labels.
+    pub batch_pods: &'a [crate::model::Pod],
 }
 
 /// Group identity (see the module docs).
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct GroupIdentity {
     kind: TopologyType,
     key: u32,
@@ -141,7 +144,7 @@ enum GroupRef {
 }
 
 /// An interned spread node filter with its per-node results.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FilterEntry {
     filter: NodeFilter,
     trivial: bool,
@@ -150,7 +153,7 @@ struct FilterEntry {
 }
 
 /// An existing node as counting needs it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct NodeData<'a> {
     name: &'a str,
     labels: &'a BTreeMap<String, String>,
@@ -203,11 +206,13 @@ struct Owned {
     selects: bool,
 }
 
-/// What the topology knows about one pod of the batch (by UID).
-#[derive(Debug, Default)]
-struct PodEntry {
-    namespace: String,
-    labels: BTreeMap<String, String>,
+/// What the topology knows about one pod of the batch (by UID). The namespace and labels are
+/// borrowed from the batch pod (relaxation never changes them); a pod known only through a
+/// copy with other labels gets its own.
+#[derive(Debug, Clone, Default)]
+struct PodEntry<'a> {
+    namespace: Cow<'a, str>,
+    labels: Cow<'a, BTreeMap<String, String>>,
     /// Non-inverse groups the pod owns (upstream `getMatchingTopologies`), in creation order of its
     /// terms.
     owned: SmallVec<[Owned; 4]>,
@@ -221,7 +226,7 @@ struct PodEntry {
 }
 
 /// Topology state of one solve (upstream `topology.go` / `topologygroup.go`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Topology<'a> {
     preference_policy: PreferencePolicy,
     universe: std::sync::Arc<DomainUniverse>,
@@ -238,7 +243,7 @@ pub(crate) struct Topology<'a> {
     inverse_index: SelectorIndex,
     filters: Vec<FilterEntry>,
     filter_ids: FxHashMap<NodeFilter, u32>,
-    pods: FxHashMap<Box<str>, PodEntry>,
+    pods: FxHashMap<Box<str>, PodEntry<'a>>,
     nodes: Vec<NodeData<'a>>,
     /// The prepared cluster side: countable existing pods, their label index, namespaces,
     /// inverse anti-affinity terms.
@@ -357,7 +362,7 @@ impl<'a> Topology<'a> {
             }
         }
         for p in input.batch_pods {
-            t.update(p);
+            t.update_batch(p);
         }
         t.defer_inverse_refresh = false;
         t.refresh_inverse_selecting(None);
@@ -416,6 +421,36 @@ impl<'a> Topology<'a> {
     ///    the preferred ones under [`PreferencePolicy::Respect`]) finds or creates its group —
     ///    creation counts the existing pods — and the pod becomes an owner.
     pub(crate) fn update(&mut self, pod: &Pod) {
+        // The entry keeps borrowing the batch pod's labels when this copy has the same ones.
+        let known = self.pods.get(pod.uid.as_str()).and_then(|e| {
+            (*e.namespace == *pod.namespace && *e.labels == pod.labels)
+                .then(|| (e.namespace.clone(), e.labels.clone()))
+        });
+        let (namespace, labels) = known.unwrap_or_else(|| {
+            (
+                Cow::Owned(pod.namespace.clone()),
+                Cow::Owned(pod.labels.clone()),
+            )
+        });
+        self.update_with(pod, namespace, labels);
+    }
+
+    /// [`update`](Self::update) for a pod of the batch (or one living as long): its entry
+    /// borrows the pod's namespace and labels.
+    pub(crate) fn update_batch(&mut self, pod: &'a Pod) {
+        self.update_with(
+            pod,
+            Cow::Borrowed(pod.namespace.as_str()),
+            Cow::Borrowed(&pod.labels),
+        );
+    }
+
+    fn update_with(
+        &mut self,
+        pod: &Pod,
+        namespace: Cow<'a, str>,
+        labels: Cow<'a, BTreeMap<String, String>>,
+    ) {
         let respect = self.preference_policy == PreferencePolicy::Respect;
         let mut inverse_owned = self
             .pods
@@ -496,8 +531,8 @@ impl<'a> Topology<'a> {
             self.inverse_selecting_for(&pod.namespace, &pod.labels)
         };
         let mut entry = PodEntry {
-            namespace: pod.namespace.clone(),
-            labels: pod.labels.clone(),
+            namespace,
+            labels,
             owned,
             inverse_owned,
             inverse_selecting,

@@ -31,51 +31,10 @@ use karpenter_core::resources::{Quantity, ResourceList};
 
 pub use super::invariants::Violation;
 use super::invariants::{Bounds, Checker};
+pub use super::rng::SimRng;
 use super::workload::{Deployment, Job, daemonset};
 use super::{Sim, SimConfig, node_pool};
 use crate::FakeCloudProvider;
-
-/// A small deterministic pseudo-random generator (SplitMix64): the same seed gives the same
-/// scenario on every platform.
-#[derive(Debug, Clone)]
-pub struct SimRng(u64);
-
-impl SimRng {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
-        SimRng(seed ^ 0x5DEE_CE66_D1A4_F87D)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `lo..=hi` (`lo` when `hi < lo`).
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            return lo;
-        }
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-
-    /// `true` with probability `p`.
-    pub fn chance(&mut self, p: f64) -> bool {
-        // 53 random bits as a fraction in [0, 1).
-        let x = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        x < p
-    }
-
-    /// One of `items` (which must not be empty).
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        let i = usize::try_from(self.next_u64() % items.len().max(1) as u64).unwrap_or(0);
-        &items[i.min(items.len().saturating_sub(1))]
-    }
-}
 
 /// The probability of each fault per step.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -406,7 +365,8 @@ pub struct ChaosConfig {
     pub faults: FaultRates,
     /// How long an instance may stay unreferenced by any NodeClaim: the garbage collection's
     /// period twice (a collection pass a fault made fail is retried one period later) plus its
-    /// grace period.
+    /// grace period; one more period is allowed for each cloud call made to fail (throttled or
+    /// timed out) from one bound before the instance was first seen unreferenced.
     pub leak_bound: SignedDuration,
     /// How long a pod may stay pending without being bound or reported unschedulable, plus
     /// one registration timeout (upstream's 15 minutes) for each launch that never registers
@@ -792,10 +752,24 @@ pub fn apply_event(sim: &mut Sim, event: &Event) {
         } => sim
             .provider()
             .recover_offering(instance_type, zone, capacity_type),
-        Event::Throttle { calls } => sim.provider().fail_next(*calls, || {
-            karpenter_core::cloud::CloudProviderError::throttled("injected: request limit exceeded")
-        }),
-        Event::Timeout { calls } => sim.time_out_next_calls(*calls),
+        Event::Throttle { calls } => {
+            let now = sim.now();
+            sim.observed
+                .failed_calls
+                .extend(std::iter::repeat_n(now, *calls));
+            sim.provider().fail_next(*calls, || {
+                karpenter_core::cloud::CloudProviderError::throttled(
+                    "injected: request limit exceeded",
+                )
+            });
+        }
+        Event::Timeout { calls } => {
+            let now = sim.now();
+            sim.observed
+                .failed_calls
+                .extend(std::iter::repeat_n(now, *calls));
+            sim.time_out_next_calls(*calls);
+        }
         Event::PartialFleet { succeed } => sim.provider().fail_creates_after(*succeed),
         Event::LostLaunch => sim.lose_next_launches(1),
         Event::DeleteNode { pick } => {
@@ -842,9 +816,19 @@ pub fn play(
     scenario: &Scenario,
     config: &ChaosConfig,
 ) -> Result<Report, (usize, Timestamp, Violation)> {
+    play_observed(scenario, config, |_, _| {})
+}
+
+/// [`play`], calling `observe` with the step's index and the simulation after each step's
+/// invariants held (to sample the cluster over a run: its pods, nodes and cost).
+pub fn play_observed(
+    scenario: &Scenario,
+    config: &ChaosConfig,
+    mut observe: impl FnMut(usize, &Sim),
+) -> Result<Report, (usize, Timestamp, Violation)> {
     let mut progress = (0usize, config.sim.start);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        play_inner(scenario, config, &mut progress)
+        play_inner(scenario, config, &mut progress, &mut observe)
     }));
     match result {
         Ok(r) => r,
@@ -863,12 +847,14 @@ fn play_inner(
     scenario: &Scenario,
     config: &ChaosConfig,
     progress: &mut (usize, Timestamp),
+    observe: &mut dyn FnMut(usize, &Sim),
 ) -> Result<Report, (usize, Timestamp, Violation)> {
     let mut sim = build_sim(&scenario.setup, &config.sim);
     let bounds = Bounds {
         leak: config.leak_bound,
         pending: config.pending_bound,
         registration_timeout: karpenter_core::lifecycle::nodeclaim::REGISTRATION_TIMEOUT,
+        gc_period: config.sim.operator.gc_period,
     };
     let mut checker = Checker::default();
     let mut report = Report::default();
@@ -916,6 +902,7 @@ fn play_inner(
         }
         sim.provider().allow_all_creates();
         checker.check(&sim, &bounds).map_err(|v| fail(&sim, v))?;
+        observe(step, &sim);
         let hourly = sim.hourly_cost();
         report.cost += hourly * config.step.as_secs_f64() / 3600.0;
         report.hourly_cost.push(hourly);

@@ -99,6 +99,9 @@ pub struct Observations {
     pub involuntary: BTreeSet<String>,
     /// When each launch whose node never registers (an injected fault) succeeded, in order.
     pub lost_launches: Vec<karpenter_core::model::Timestamp>,
+    /// When each injected failing cloud call (throttled or timed out) was injected, one entry
+    /// per call.
+    pub failed_calls: Vec<karpenter_core::model::Timestamp>,
 }
 
 impl Sim {

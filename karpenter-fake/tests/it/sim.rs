@@ -542,3 +542,29 @@ fn a_pod_whose_claims_never_register_gets_a_new_claim_after_each_registration_ti
         "pending for {waited}: two registration timeouts plus seconds"
     );
 }
+
+/// The operator reports, per disruption reason, how many nodes the last pass found eligible
+/// (upstream's `karpenter_voluntary_disruption_eligible_nodes{reason}`), before budgets: with a
+/// budget of zero the two empty nodes are counted and none is disrupted.
+#[test]
+fn eligible_nodes_are_counted_per_reason_before_budgets() {
+    let mut sim = spread_cluster(4, "0");
+    for i in 2..4 {
+        sim.delete_pod(&format!("default/spread-{i}"));
+    }
+    let counted = sim
+        .run_until(SignedDuration::from_mins(5), |s| {
+            s.operator().eligible_nodes().get("empty") == Some(&2)
+        })
+        .unwrap();
+    assert!(counted, "eligible: {:?}", sim.operator().eligible_nodes());
+    assert!(
+        sim.operator()
+            .eligible_nodes()
+            .contains_key("underutilized"),
+        "consolidation ran too: {:?}",
+        sim.operator().eligible_nodes()
+    );
+    assert_eq!(disrupting(&sim), 0, "a zero budget disrupts nothing");
+    assert_eq!(sim.api().nodes.len(), 4);
+}

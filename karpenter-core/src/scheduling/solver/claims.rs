@@ -5,6 +5,8 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::hostports::HostPortUsage;
 use crate::labels::{self};
 use crate::model::InstanceType;
@@ -24,6 +26,47 @@ use super::{
     topology_key_cache,
 };
 
+/// The inputs of one attempt to add a pod to a NodeClaim: an in-flight claim's state
+/// ([`ClaimAttempt::in_flight`]) or a new claim's starting point.
+#[derive(Clone, Copy)]
+pub(super) struct ClaimAttempt<'c, 'p> {
+    /// The claim's template.
+    pub(super) template: usize,
+    /// The claim's requirements before the pod.
+    pub(super) requirements: &'c Requirements,
+    /// The claim's instance-type options (indices into the template's types).
+    pub(super) options: &'c [u32],
+    /// The requests of the claim's pods so far.
+    pub(super) requests: &'c Res,
+    /// The host ports the claim's pods use.
+    pub(super) host_ports: &'c HostPortUsage,
+    /// The reservations the claim holds.
+    pub(super) reservations: &'c BTreeSet<String>,
+    /// The pod as attempted.
+    pub(super) pod: &'c PodState<'p>,
+    /// Lower unmet `minValues` to what the options achieve (BestEffort, new claims).
+    pub(super) relax_min_values: bool,
+    /// Build error messages.
+    pub(super) verbose: bool,
+}
+
+impl<'c, 'p> ClaimAttempt<'c, 'p> {
+    /// Adding `pod` to the in-flight `claim` (no `minValues` relaxation, no messages).
+    pub(super) fn in_flight(claim: &'c Claim, pod: &'c PodState<'p>) -> Self {
+        ClaimAttempt {
+            template: claim.template,
+            requirements: &claim.requirements,
+            options: &claim.options,
+            requests: &claim.requests,
+            host_ports: &claim.host_ports,
+            reservations: &claim.reservations,
+            pod,
+            relax_min_values: false,
+            verbose: false,
+        }
+    }
+}
+
 impl<'a> Solver<'a> {
     /// Whether the claim's pods plus this pod exceed even its largest remaining option.
     pub(super) fn claim_over_capacity(&self, claim: &Claim, st: &PodState<'_>) -> bool {
@@ -32,33 +75,10 @@ impl<'a> Solver<'a> {
 
     /// Spec 3.8 `CanAdd`: the pod's volume alternatives are tried in order, the first that
     /// passes every check wins; when all fail, the last failure is reported.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn claim_can_add(
-        &self,
-        t: usize,
-        claim_reqs: &Requirements,
-        options: &[u32],
-        requests: &Res,
-        host_ports: &HostPortUsage,
-        held: &BTreeSet<String>,
-        st: &PodState<'_>,
-        relax_min_values: bool,
-        verbose: bool,
-    ) -> Result<ClaimUpdate, AddError> {
+    pub(super) fn claim_can_add(&self, a: &ClaimAttempt<'_, '_>) -> Result<ClaimUpdate, AddError> {
         let mut last = None;
-        for volume in st.volumes.alternatives() {
-            match self.claim_can_add_alternative(
-                t,
-                claim_reqs,
-                options,
-                requests,
-                host_ports,
-                held,
-                st,
-                relax_min_values,
-                verbose,
-                volume,
-            ) {
+        for volume in a.pod.volumes.alternatives() {
+            match self.claim_can_add_alternative(a, volume) {
                 Ok(update) => return Ok(update),
                 Err(e) => last = Some(e),
             }
@@ -68,20 +88,22 @@ impl<'a> Solver<'a> {
 
     /// [`claim_can_add`](Self::claim_can_add) with one volume alternative (`None`: no volume
     /// requirement).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn claim_can_add_alternative(
         &self,
-        t: usize,
-        claim_reqs: &Requirements,
-        options: &[u32],
-        requests: &Res,
-        host_ports: &HostPortUsage,
-        held: &BTreeSet<String>,
-        st: &PodState<'_>,
-        relax_min_values: bool,
-        verbose: bool,
+        a: &ClaimAttempt<'_, '_>,
         volume: Option<&Requirements>,
     ) -> Result<ClaimUpdate, AddError> {
+        let ClaimAttempt {
+            template: t,
+            requirements: claim_reqs,
+            options,
+            requests,
+            host_ports,
+            reservations: held,
+            pod: st,
+            relax_min_values,
+            verbose,
+        } = *a;
         // Messages are only built when someone will read them (new claims from templates);
         // failed attempts on in-flight claims are discarded, and they are the hot path.
         let fail = |kind: PodErrorKind, message: &dyn Fn() -> String| {
@@ -250,6 +272,15 @@ impl<'a> Solver<'a> {
         } else {
             options
         };
+        // The requests plus each daemon group's overhead, summed once rather than per option.
+        let needs: SmallVec<[Res; 2]> = if fast_options.is_empty() {
+            SmallVec::new()
+        } else {
+            tpl.groups
+                .iter()
+                .map(|g| dense::add(total, &g.overhead))
+                .collect()
+        };
         for &i in fast_options {
             let g = tpl.group_of[i as usize];
             let group = &tpl.groups[g];
@@ -261,7 +292,7 @@ impl<'a> Solver<'a> {
             {
                 continue;
             }
-            let fits = dense::fits_sum(total, &group.overhead, &tpl.allocatable[i as usize]);
+            let fits = dense::fits(&needs[g], &tpl.allocatable[i as usize]);
             let (compatible, offering) = match &criteria {
                 None => (true, true),
                 Some(c) => (c[i as usize].1, c[i as usize].2),
@@ -420,9 +451,17 @@ impl<'a> Solver<'a> {
         let requests = self.index.zero();
         let ports = HostPortUsage::default();
         let held = BTreeSet::new();
-        let update = self.claim_can_add(
-            t, &reqs, &options, &requests, &ports, &held, st, relax, verbose,
-        )?;
+        let update = self.claim_can_add(&ClaimAttempt {
+            template: t,
+            requirements: &reqs,
+            options: &options,
+            requests: &requests,
+            host_ports: &ports,
+            reservations: &held,
+            pod: st,
+            relax_min_values: relax,
+            verbose,
+        })?;
         self.hostname_counter += 1;
         let c = self.claims.len();
         self.claims.push(Claim {
@@ -669,10 +708,14 @@ impl<'a> Solver<'a> {
             reqs.remove(labels::INITIALIZED);
             let mut node_labels = tpl.labels.clone();
             node_labels.extend(reqs.labels(self.policy));
+            // A fresh vector of exactly the kept options: collecting `its` in place would keep
+            // its buffer, sized for every option before truncation (up to 400 per claim).
+            let mut instance_types = Vec::with_capacity(its.len());
+            instance_types.extend(its.into_iter().map(|x| x.2));
             results.new_node_claims.push(NewNodeClaim {
                 node_pool: tpl.pool.clone(),
                 requirements: reqs,
-                instance_types: its.into_iter().map(|x| x.2).collect(),
+                instance_types,
                 pods: claim.pods.iter().map(|&p| pods[p].key()).collect(),
                 requests,
                 labels: node_labels,

@@ -11,7 +11,7 @@ use crate::resources::{ResourceList, names};
 use crate::taints::{self, TaintEffect};
 
 use crate::scheduling::dense::ResourceIndex;
-use crate::scheduling::topology::{DomainUniverse, TopologyBase, UniversePool};
+use crate::scheduling::topology::{DomainUniverse, TopologyBase, TopologyTemplate, UniversePool};
 use crate::scheduling::volumes::NodeVolumes;
 use crate::scheduling::{
     ExistingNodeRef, MinValuesPolicy, Results, SchedulerOptions, SchedulingInput,
@@ -287,7 +287,19 @@ impl<'a> Prepared<'a> {
             reservation_capacity,
             tolerate_prefer_no_schedule,
             existing,
+            topology_template: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The topology template over the prepared nodes, built on first use.
+    pub(crate) fn topology_template(&self) -> &TopologyTemplate<'a> {
+        self.topology_template.get_or_init(|| {
+            TopologyTemplate::new(
+                self.options.preference_policy,
+                self.universe.clone(),
+                self.topology.clone(),
+            )
+        })
     }
 
     /// Runs one solve. The result is exactly that of a solve over the same input without the

@@ -37,51 +37,108 @@ impl fmt::Display for TopologyType {
 }
 
 /// The interned domains (label values) of one topology key, shared by every group with that key.
-#[derive(Debug)]
+///
+/// Two levels: a frozen table shared (behind an `Arc`) by every topology forked from one
+/// prepared template, and the domains this topology interned since, with ids after the shared
+/// ones. Cloning costs only the local part.
+#[derive(Debug, Clone)]
 pub(super) struct KeyDomains {
     /// The topology key.
     pub(super) key: String,
+    shared: Arc<DomainTable>,
+    local: DomainTable,
+}
+
+/// Interned domains with consecutive ids from `first`.
+#[derive(Debug, Clone, Default)]
+struct DomainTable {
+    first: u32,
     names: Vec<Box<str>>,
     ids: FxHashMap<Box<str>, u32>,
     /// Name → id in string order, for deterministic "first domain" choices and error listings.
     sorted: BTreeMap<Box<str>, u32>,
 }
 
-impl KeyDomains {
-    pub(super) fn new(key: &str) -> KeyDomains {
-        KeyDomains {
-            key: key.to_owned(),
-            names: Vec::new(),
-            ids: FxHashMap::default(),
-            sorted: BTreeMap::new(),
-        }
-    }
-
-    /// The id of `domain`, interning it if new.
-    pub(super) fn intern(&mut self, domain: &str) -> u32 {
-        if let Some(&id) = self.ids.get(domain) {
-            return id;
-        }
-        let id = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+impl DomainTable {
+    fn insert(&mut self, domain: &str) -> u32 {
+        let id = self
+            .first
+            .saturating_add(u32::try_from(self.names.len()).unwrap_or(u32::MAX));
         self.names.push(Box::from(domain));
         self.ids.insert(Box::from(domain), id);
         self.sorted.insert(Box::from(domain), id);
         id
     }
 
+    fn name(&self, id: u32) -> Option<&str> {
+        let i = id.checked_sub(self.first)?;
+        self.names.get(i as usize).map(|n| &**n)
+    }
+}
+
+impl KeyDomains {
+    pub(super) fn new(key: &str) -> KeyDomains {
+        KeyDomains {
+            key: key.to_owned(),
+            shared: Arc::default(),
+            local: DomainTable::default(),
+        }
+    }
+
+    /// The id of `domain`, interning it if new.
+    pub(super) fn intern(&mut self, domain: &str) -> u32 {
+        match self.lookup(domain) {
+            Some(id) => id,
+            None => self.local.insert(domain),
+        }
+    }
+
     /// The id of `domain`, if it was ever interned. Allocation-free.
     pub(super) fn lookup(&self, domain: &str) -> Option<u32> {
-        self.ids.get(domain).copied()
+        self.shared
+            .ids
+            .get(domain)
+            .or_else(|| self.local.ids.get(domain))
+            .copied()
     }
 
     /// The name of an interned domain.
     pub(super) fn name(&self, id: u32) -> &str {
-        self.names.get(id as usize).map_or("", |n| n)
+        if id < self.local.first {
+            self.shared.name(id).unwrap_or("")
+        } else {
+            self.local.name(id).unwrap_or("")
+        }
     }
 
     /// Every interned domain in string order.
     pub(super) fn sorted(&self) -> impl Iterator<Item = (&str, u32)> {
-        self.sorted.iter().map(|(n, &id)| (&**n, id))
+        let mut shared = self.shared.sorted.iter().peekable();
+        let mut local = self.local.sorted.iter().peekable();
+        std::iter::from_fn(move || {
+            let next = match (shared.peek(), local.peek()) {
+                (Some(a), Some(b)) if b.0 < a.0 => local.next(),
+                (Some(_), _) => shared.next(),
+                (None, _) => local.next(),
+            };
+            next.map(|(n, &id)| (&**n, id))
+        })
+    }
+
+    /// Moves every domain interned so far into the shared table, so that clones share them.
+    pub(super) fn freeze(&mut self) {
+        if self.local.names.is_empty() {
+            return;
+        }
+        let local = std::mem::take(&mut self.local);
+        let shared = Arc::make_mut(&mut self.shared);
+        for name in local.names {
+            let id = shared.first + u32::try_from(shared.names.len()).unwrap_or(u32::MAX);
+            shared.ids.insert(name.clone(), id);
+            shared.sorted.insert(name.clone(), id);
+            shared.names.push(name);
+        }
+        self.local.first = shared.first + u32::try_from(shared.names.len()).unwrap_or(u32::MAX);
     }
 }
 
@@ -349,7 +406,7 @@ impl Iterator for CountsIter<'_> {
 
 /// One topology group: a constraint shared by every pod with the same term (upstream `topology.go`
 /// / `topologygroup.go`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(super) struct Group {
     pub(super) kind: TopologyType,
     /// Index into the topology's [`KeyDomains`].

@@ -368,7 +368,7 @@ impl<'a> Topology<'a> {
         self.pods = pods;
     }
 
-    pub(super) fn refresh_host_lists(&self, entry: &mut PodEntry) {
+    pub(super) fn refresh_host_lists(&self, entry: &mut PodEntry<'a>) {
         entry.host_owned = entry
             .owned
             .iter()

@@ -103,7 +103,7 @@ impl SelectorKey {
 /// Each group is filed under one pivot: its first `matchLabels` entry, else every value of its
 /// first `In` expression, else in the `scan` list that every lookup returns. Groups whose selector
 /// selects nothing are not filed at all. Candidates still have to pass the full test.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct SelectorIndex {
     by_label: FxHashMap<String, FxHashMap<String, SmallVec<[u32; 2]>>>,
     scan: Vec<u32>,
@@ -129,6 +129,35 @@ impl SelectorIndex {
             }
         } else {
             self.scan.push(id);
+        }
+    }
+
+    /// Removes group `id`, filed by [`insert`](Self::insert) with the same `selector`.
+    pub(super) fn remove(&mut self, id: u32, selector: &Selector) {
+        let Selector::Match(s) = selector else {
+            return;
+        };
+        let mut unfile = |key: &str, value: &str| {
+            if let Some(ids) = self
+                .by_label
+                .get_mut(key)
+                .and_then(|values| values.get_mut(value))
+            {
+                ids.retain(|g| *g != id);
+            }
+        };
+        if let Some((k, v)) = s.match_labels.iter().next() {
+            unfile(k, v);
+        } else if let Some(e) = s
+            .match_expressions
+            .iter()
+            .find(|e| e.operator == SelectorOperator::In)
+        {
+            for v in &e.values {
+                unfile(&e.key, v);
+            }
+        } else {
+            self.scan.retain(|g| *g != id);
         }
     }
 

@@ -139,7 +139,9 @@ impl Env {
     }
 
     fn build(self, batch: &[Pod]) -> Topology<'static> {
-        // The topology borrows the nodes; tests leak them to keep the builder simple.
+        // The topology borrows the nodes and the batch; tests leak them to keep the builder
+        // simple.
+        let batch: &'static [Pod] = Box::leak(batch.to_vec().into_boxed_slice());
         let owned: &'static [ExistingNodeInput] = Box::leak(self.nodes.into_boxed_slice());
         let nodes: &'static [ExistingNodeRef<'static>] = Box::leak(
             owned
