@@ -402,10 +402,10 @@ struct Search<'a> {
     keys: BTreeSet<String>,
     pool_reqs: Vec<Requirements>,
     /// A cap at or above which a capped solve provably repeats the faithful packing (see
-    /// [`Search::repeat_cap`]); `None` when that cannot be shown.
+    /// `Search::repeat_cap()`); `None` when that cannot be shown.
     repeat_cap: Option<i64>,
     /// The smallest cap that can hold every pod of the cost pools' new NodeClaims (see
-    /// [`Search::cap_floor`]).
+    /// `Search::cap_floor()`).
     cap_floor: i64,
     /// Per cost pool (index): its instance types without offering overrides, cheapest first at
     /// the pool's offerings, for [`Search::widen`]; empty when some DaemonSet's overhead
@@ -443,7 +443,7 @@ impl<'a> Search<'a> {
         search
     }
 
-    /// The cost pools' instance types by price (see [`Search::by_price`]'s field).
+    /// The cost pools' instance types by price (see the `by_price` field).
     fn by_price(&self) -> Vec<(usize, Vec<Arc<InstanceType>>)> {
         let policy = &self.options.label_policy;
         let uniform_overhead = self.input.daemonsets.iter().all(|d| {
@@ -587,10 +587,10 @@ impl<'a> Search<'a> {
     }
 
     /// The candidate caps, smallest first: the distinct CPU capacities of the cost pools'
-    /// instance types at or above the minimum node size and the [floor](Search::cap_floor) (a
-    /// smaller cap has no type for some pod), and below the [repeat cap](Search::repeat_cap) (caps at or above
-    /// it repeat the faithful plan); thinned to the solve budget by keeping caps spread evenly
-    /// over the list.
+    /// instance types at or above the minimum node size and the floor (`Search::cap_floor()`:
+    /// a smaller cap has no type for some pod), and below the repeat cap
+    /// (`Search::repeat_cap()`: caps at or above it repeat the faithful plan); thinned to the
+    /// solve budget by keeping caps spread evenly over the list.
     fn caps(&self) -> Vec<i64> {
         let min = self.options.packing.min_node_cpu_millis.max(self.cap_floor);
         let below = self.repeat_cap.unwrap_or(i64::MAX);
