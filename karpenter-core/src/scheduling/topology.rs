@@ -361,20 +361,30 @@ impl<'a> Topology<'a> {
                 g.record(kd.intern(domain));
             }
         }
-        for p in input.batch_pods {
-            t.update_batch(p);
+        t.finish_build(input.batch_pods, input.removed);
+        t
+    }
+
+    /// The last steps of every build, fresh or forked from a template: the batch's pods
+    /// counted, the inverse groups' selections refreshed, and the hostnames of the nodes kept
+    /// (neither marked for deletion nor in `removed`) registered.
+    pub(super) fn finish_build(&mut self, batch_pods: &'a [Pod], removed: &[bool]) {
+        for p in batch_pods {
+            self.update_batch(p);
         }
-        t.defer_inverse_refresh = false;
-        t.refresh_inverse_selecting(None);
-        t.register_all(
+        self.defer_inverse_refresh = false;
+        self.refresh_inverse_selecting(None);
+        let base = std::sync::Arc::clone(&self.base);
+        self.register_all(
             labels::HOSTNAME,
             base.nodes
                 .iter()
                 .enumerate()
-                .filter(|(i, n)| !n.node.marked_for_deletion && !removed(*i))
+                .filter(|(i, n)| {
+                    !n.node.marked_for_deletion && !removed.get(*i).copied().unwrap_or(false)
+                })
                 .map(|(_, n)| n.node.hostname()),
         );
-        t
     }
 
     /// The inverse group of a prepared anti-affinity term (same identity and construction as

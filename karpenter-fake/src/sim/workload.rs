@@ -230,19 +230,7 @@ fn workload_pod(
         Quantity::from_bytes(memory_mib.saturating_mul(1 << 20)),
     );
     pod.labels.insert(APP_LABEL.to_string(), app.to_string());
-    let api_version = if owner_kind == "Job" {
-        "batch/v1"
-    } else {
-        "apps/v1"
-    };
-    pod.owner = Some(OwnerReference::new(api_version, owner_kind, app).with_controller(true));
-    if do_not_disrupt {
-        pod.annotations.insert(
-            labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
-            "true".to_string(),
-        );
-    }
-    pod
+    owned(pod, app, owner_kind, do_not_disrupt)
 }
 
 /// A pod of the workload `app` made from `template`: a fresh pending pod named `name`, owned
@@ -264,6 +252,12 @@ fn templated_pod(
     pod.labels
         .entry(APP_LABEL.to_string())
         .or_insert_with(|| app.to_string());
+    owned(pod, app, owner_kind, do_not_disrupt)
+}
+
+/// `pod` owned (as its controller) by the `owner_kind` `app`, with the do-not-disrupt
+/// annotation when asked.
+fn owned(mut pod: Pod, app: &str, owner_kind: &str, do_not_disrupt: bool) -> Pod {
     let api_version = if owner_kind == "Job" {
         "batch/v1"
     } else {

@@ -23,7 +23,6 @@ use fixedbitset::FixedBitSet;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{DomainUniverse, GroupRef, Topology, TopologyBase, TopologyInput};
-use crate::labels;
 use crate::scheduling::PreferencePolicy;
 
 /// A [`Topology`] over a base with nothing left out and no batch pod, as far as the existing
@@ -208,19 +207,7 @@ impl<'a> TopologyTemplate<'a> {
             }
         }
         // From here as `Topology::new`.
-        for p in input.batch_pods {
-            t.update_batch(p);
-        }
-        t.defer_inverse_refresh = false;
-        t.refresh_inverse_selecting(None);
-        t.register_all(
-            labels::HOSTNAME,
-            base.nodes
-                .iter()
-                .enumerate()
-                .filter(|(i, n)| !n.node.marked_for_deletion && !removed(*i))
-                .map(|(_, n)| n.node.hostname()),
-        );
+        t.finish_build(input.batch_pods, input.removed);
         Some(t)
     }
 }
