@@ -125,8 +125,10 @@ fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
 }
 
 /// The NodePools a simulation (or a provisioning round) may launch from: ready, dynamic, not
-/// being deleted, with instance types.
+/// being deleted, with instance types; their limits less what the candidates of disruption
+/// commands in flight hold ([`held_by_commands`]).
 pub fn eligible_node_pools(snapshot: &ClusterSnapshot) -> Vec<NodePoolInput> {
+    let held = held_by_commands(snapshot);
     snapshot
         .node_pools
         .iter()
@@ -136,8 +138,54 @@ pub fn eligible_node_pools(snapshot: &ClusterSnapshot) -> Vec<NodePoolInput> {
                 && p.node_pool.metadata.deletion_timestamp.is_none()
                 && !p.instance_types.is_empty()
         })
-        .map(|p| NodePoolInput::from_nodepool(&p.node_pool, p.instance_types.clone()))
+        .map(|p| {
+            let mut input = NodePoolInput::from_nodepool(&p.node_pool, p.instance_types.clone());
+            if let Some(h) = held.get(input.name.as_str()) {
+                let mut limits = crate::resources::ResourceList::new();
+                for (name, limit) in input.limits.iter() {
+                    limits.insert(name, limit - h.get_or_zero(name));
+                }
+                input.limits = limits;
+            }
+            input
+        })
         .collect()
+}
+
+/// Per NodePool, the capacity (and `nodes: 1` each) of the nodes a disruption command marked
+/// for deletion whose NodeClaim is not being deleted yet: the candidates of commands still
+/// waiting for their replacements.
+///
+/// Upstream leaves such candidates out of a NodePool's usage from the moment they are marked,
+/// so a provisioning round (or another command's replacement) may take their share of the
+/// limits while the command waits; when the command then fails (a replacement that never
+/// initializes, a command timeout) its candidates are un-marked and count again, and the pool
+/// runs over its limits for good. Karpenter-rs keeps their share held until their NodeClaims
+/// are deleted, so a failed command cannot leave its pool over its limits; the cost is that
+/// new pods of a pool at its limits wait for the candidates' deletion (the replacements'
+/// initialization) before they get capacity there.
+pub fn held_by_commands(
+    snapshot: &ClusterSnapshot,
+) -> BTreeMap<&str, crate::resources::ResourceList> {
+    let mut held: BTreeMap<&str, crate::resources::ResourceList> = BTreeMap::new();
+    for sn in &snapshot.nodes {
+        let Some(claim) = &sn.node_claim else {
+            continue;
+        };
+        if !sn.marked_for_deletion || claim.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let Some(pool) = sn.nodepool() else {
+            continue;
+        };
+        let entry = held.entry(pool).or_default();
+        entry.add_assign(&cluster_node(sn).capacity);
+        entry.add_assign(&crate::resources::ResourceList::from_iter([(
+            crate::resources::names::NODES,
+            crate::resources::Quantity::from_units(1),
+        )]));
+    }
+    held
 }
 
 /// What every simulation over one snapshot shares (upstream `SimulateScheduling`), built once: the

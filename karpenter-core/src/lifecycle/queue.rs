@@ -10,7 +10,9 @@
 //! that vanished (not found and unknown to cluster state: an insufficient-capacity error or a
 //! liveness timeout) or a command older than its retry duration is *unrecoverable*, and the
 //! candidates are untainted, their condition cleared and their deletion mark removed.
-//! Replacements that did launch are not rolled back.
+//! Replacements that initialized are kept (as upstream); those that never did are deleted
+//! ([`QueueOutcome::Unrecoverable::delete_replacements`]; upstream keeps them too, and their
+//! pool then runs over its limits once the candidates count again).
 //!
 //! The retry duration is clamp(80 ms × provider ids in the queue, 10 min, 1 h). Upstream's
 //! timeout check runs *after* the attempt, so a command that completes its deletions after the
@@ -462,6 +464,9 @@ pub enum QueueOutcome {
         delete_candidates: Vec<String>,
         /// Untaint, clear `DisruptionReason`, unmark for deletion.
         rollback: Vec<Step>,
+        /// The replacements that never initialized and still exist: delete them (see
+        /// [`reconcile`]; upstream keeps them).
+        delete_replacements: Vec<String>,
         /// Events (as for the other outcomes).
         events: Vec<Event>,
         /// `queue_failures_total` by the replacements never initialized, plus the deletion
@@ -673,6 +678,24 @@ pub fn reconcile(
         .iter()
         .filter(|r| !command.initialized.contains(*r) && !newly_initialized.contains(r))
         .count();
+    // A failed command's replacements that never initialized and still exist are deleted
+    // (upstream keeps them as ordinary nodes): their candidates are un-marked and count
+    // against their NodePools' limits again, and a replacement that took a candidate's share
+    // would keep the pool over its limits (until a liveness timeout, if it never registers;
+    // for good, if it registered and never initializes).
+    let delete_replacements: Vec<String> = command
+        .replacements
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !command.initialized.contains(*r) && !newly_initialized.contains(r))
+        .filter(|(i, _)| {
+            !matches!(
+                states.get(*i),
+                Some(ReplacementState::NotFound { in_state: false })
+            )
+        })
+        .map(|(_, r)| r.clone())
+        .collect();
     let failure_metrics = || {
         if never_initialized == 0 {
             return Vec::new();
@@ -705,6 +728,7 @@ pub fn reconcile(
             reason,
             delete_candidates,
             rollback: rollback_steps(command),
+            delete_replacements: delete_replacements.clone(),
             events,
             metrics,
         }

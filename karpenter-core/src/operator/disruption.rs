@@ -339,11 +339,17 @@ impl Operator {
                     reason,
                     delete_candidates,
                     rollback,
+                    delete_replacements,
                     events,
                     metrics,
                 } => {
                     for name in delete_candidates {
                         out.push(Action::DeleteNodeClaim { name });
+                    }
+                    for name in delete_replacements {
+                        if self.view.claims.contains_key(&name) {
+                            out.push(Action::DeleteNodeClaim { name });
+                        }
                     }
                     for step in &rollback {
                         self.apply_step(step, None, now, out);

@@ -173,10 +173,12 @@ impl Operator {
     /// What a NodePool's NodeClaims count against its limits, as upstream counts a NodePool's
     /// usage (its `status.resources`, which the provisioner's limit check reads): the capacity
     /// of every NodeClaim of the pool (its requests while it has not launched) plus `nodes: 1`
-    /// each, leaving out the NodeClaims marked for deletion (deleting, their Node deleting, or
-    /// candidates of a disruption command in flight). A deleted or replaced node's instance
-    /// still runs while it drains, so the pool's running capacity can exceed its limits for
-    /// that time; the limits bound what the pool keeps.
+    /// each, leaving out the NodeClaims being deleted (or whose Node is). A deleted node's
+    /// instance still runs while it drains, so the pool's running capacity can exceed its
+    /// limits for that time; the limits bound what the pool keeps. Unlike upstream, the
+    /// candidates of a disruption command still waiting for its replacements keep counting
+    /// until they are deleted: a failed command un-marks them, and their share must still be
+    /// there (see [`crate::disruption::simulate::held_by_commands`]).
     pub(super) fn pool_usage(&self, pool: &str) -> ResourceList {
         let mut total = ResourceList::new();
         let deleting_nodes: std::collections::BTreeSet<&str> = self
@@ -205,9 +207,9 @@ impl Operator {
         total
     }
 
-    /// Whether a NodeClaim is marked for deletion as upstream's cluster state says it: being
-    /// deleted, its Node being deleted (`deleting_nodes`: the provider ids of the Nodes being
-    /// deleted), or a candidate of a disruption command in flight.
+    /// Whether a NodeClaim is being deleted, or its Node (`deleting_nodes`: the provider ids
+    /// of the Nodes being deleted). Candidates of a disruption command in flight are not: a
+    /// failed command un-marks them.
     fn marked_for_deletion(
         &self,
         claim: &NodeClaim,
@@ -216,15 +218,12 @@ impl Operator {
         if lifecycle::claim_is_deleting(claim) {
             return true;
         }
-        let Some(pid) = claim
+        claim
             .status
             .provider_id
             .as_deref()
             .filter(|p| !p.is_empty())
-        else {
-            return false;
-        };
-        self.marked.contains(pid) || deleting_nodes.contains(pid)
+            .is_some_and(|pid| deleting_nodes.contains(pid))
     }
 
     /// Records a pod event (bound, terminal, terminating) on the NodeClaim of `node` for the

@@ -1690,6 +1690,53 @@ fn untaints_nodes_when_a_command_times_out() {
     assert_eq!(q.entries(), 0);
 }
 
+/// A failed command deletes its replacements that never initialized and still exist (the
+/// chaos suite's seed 0 at 10,000 steps: a replacement whose node never registered outlived
+/// its command's timeout and kept its NodePool over its limits once the candidate counted
+/// again); initialized replacements stay, and a vanished one is not deleted again.
+#[test]
+fn a_failed_command_deletes_its_replacements_that_never_initialized() {
+    let cmd = command("c1", &["a"], &["r1"], t0());
+    let out = queue::reconcile(&cmd, &[ReplacementState::Launching], after(mins(11)), 1);
+    let QueueOutcome::Unrecoverable {
+        delete_replacements,
+        ..
+    } = out
+    else {
+        panic!("timed out: {out:?}");
+    };
+    assert_eq!(delete_replacements, ["r1"]);
+
+    let cmd = command("c2", &["a"], &["r1", "r2", "r3"], t0());
+    let out = queue::reconcile(
+        &cmd,
+        &[
+            ReplacementState::Initialized,
+            ReplacementState::NotFound { in_state: false },
+            ReplacementState::Launching,
+        ],
+        after(mins(1)),
+        1,
+    );
+    let QueueOutcome::Unrecoverable {
+        delete_replacements,
+        ..
+    } = out
+    else {
+        panic!("a replacement vanished: {out:?}");
+    };
+    // r1 initialized (kept), r2 is gone; r3 is still launching.
+    assert_eq!(delete_replacements, ["r3"]);
+
+    // The late-success quirk: every replacement initialized, none deleted.
+    let cmd = command("c3", &["a"], &["r1"], t0());
+    let out = queue::reconcile(&cmd, &[ReplacementState::Initialized], after(mins(11)), 1);
+    assert!(
+        matches!(&out, QueueOutcome::Unrecoverable { delete_replacements, .. } if delete_replacements.is_empty()),
+        "{out:?}"
+    );
+}
+
 #[test]
 fn late_success_is_still_a_failure() {
     let cmd = command("c1", &["a"], &["r1"], t0());

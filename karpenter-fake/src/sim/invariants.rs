@@ -192,16 +192,22 @@ impl Checker {
             .checked_sub(SignedDuration::from_hours(1))
             .unwrap_or(Timestamp::MIN);
         sim.observed.failed_calls.retain(|t| *t >= horizon);
-        // Lost launches before the oldest pending pod started waiting no longer count.
-        match self.pending.values().min() {
-            Some(oldest) => {
-                let timeout = karpenter_core::lifecycle::nodeclaim::REGISTRATION_TIMEOUT;
-                sim.observed
-                    .lost_launches
-                    .retain(|t| lifecycle_add(*t, timeout) > *oldest);
-            }
-            None => sim.observed.lost_launches.clear(),
-        }
+        // A lost launch counts for a pod while its NodeClaim may hold the pod's nomination:
+        // until its registration timeout. Those whose timeout passed before the oldest pending
+        // pod started waiting (or before now, when none waits) no longer count; a NodeClaim
+        // still within its timeout is kept even when no pod is pending, as a pod arriving later
+        // may be nominated to it.
+        let timeout = karpenter_core::lifecycle::nodeclaim::REGISTRATION_TIMEOUT;
+        let oldest = self
+            .pending
+            .values()
+            .min()
+            .copied()
+            .unwrap_or(sim.now())
+            .min(sim.now());
+        sim.observed
+            .lost_launches
+            .retain(|t| lifecycle_add(*t, timeout) > oldest);
     }
 
     fn check_launches(&mut self, sim: &Sim) -> Result<(), Violation> {

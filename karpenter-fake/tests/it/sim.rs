@@ -568,3 +568,111 @@ fn eligible_nodes_are_counted_per_reason_before_budgets() {
     assert_eq!(disrupting(&sim), 0, "a zero budget disrupts nothing");
     assert_eq!(sim.api().nodes.len(), 4);
 }
+
+/// What a NodePool's NodeClaims count against its limits, as the chaos suite's `limit`
+/// invariant counts it (upstream's usage): the cpu of its launched NodeClaims, leaving out
+/// those being deleted and those whose Node is being deleted or carries the disrupted taint.
+fn pool_cpu(sim: &Sim, pool: &str) -> Quantity {
+    let api = sim.api();
+    let mut used = Quantity::ZERO;
+    for c in api.node_claims.values() {
+        if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool)
+            || c.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        let Some(pid) = c.status.provider_id.as_deref() else {
+            continue;
+        };
+        let marked = api.nodes.values().any(|n| {
+            n.provider_id == pid
+                && (n.deletion_timestamp.is_some()
+                    || n.taints
+                        .iter()
+                        .any(|t| t.key == labels::DISRUPTED_TAINT_KEY))
+        });
+        if !marked {
+            used += c.status.capacity.get_or_zero("cpu");
+        }
+    }
+    used
+}
+
+/// The chaos suite's seed 0 at 10,000 steps, scripted: a drifted node of a NodePool with a cpu
+/// limit gets a replacement whose node never registers; while the command waits, a new pod
+/// arrives. The candidate's share of the limits stays held (no capacity is launched for the
+/// new pod in it), and when the command times out its replacement is deleted, so the pool
+/// never counts more than its limits once the candidate is un-marked. Before the fix the new
+/// pod's NodeClaim took the candidate's share and the replacement outlived the command: the
+/// pool counted 7 + 7 + 2 cpu against 10.
+#[test]
+fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
+    use karpenter_core::resources::ResourceList;
+    let provider = std::sync::Arc::new(karpenter_fake::FakeCloudProvider::new());
+    provider.set_instance_types(karpenter_fake::catalog::instance_types(8));
+    let mut sim = Sim::with_provider(SimConfig::default(), provider);
+    let mut np = node_pool("capped");
+    let mut limits = ResourceList::new();
+    limits.insert("cpu", Quantity::from_units(10));
+    np.spec.limits = Some(limits);
+    np.spec.disruption.budgets = Some(vec![Budget::nodes("1")]);
+    sim.apply_node_pool(np);
+    sim.add_pod(deployment_pod("big", 5500));
+    sim.start();
+    let bound = sim
+        .run_until(SignedDuration::from_mins(3), |s| {
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    assert!(bound, "pending: {:?}", sim.pending_pods());
+    let (candidate, pid) = {
+        let c = sim.api().node_claims.values().next().unwrap();
+        (c.name().to_string(), c.status.provider_id.clone().unwrap())
+    };
+    let limit = Quantity::from_units(10);
+    sim.lose_next_launches(1);
+    sim.provider().set_drifted(pid.clone(), "test");
+    let started = sim
+        .run_until(SignedDuration::from_mins(10), |s| {
+            s.api().nodes.values().any(|n| {
+                n.provider_id == pid
+                    && n.taints
+                        .iter()
+                        .any(|t| t.key == labels::DISRUPTED_TAINT_KEY)
+            })
+        })
+        .unwrap();
+    assert!(started, "the drift command started");
+    sim.provider().clear_drifted(&pid);
+    let replacement: Vec<String> = sim
+        .api()
+        .node_claims
+        .keys()
+        .filter(|k| **k != candidate)
+        .cloned()
+        .collect();
+    assert_eq!(replacement.len(), 1, "one replacement");
+    sim.add_pod(deployment_pod("small", 1500));
+    let mut worst = Quantity::ZERO;
+    sim.run_until(SignedDuration::from_mins(20), |s| {
+        worst = worst.max(pool_cpu(s, "capped"));
+        false
+    })
+    .unwrap();
+    assert!(worst <= limit, "the pool counted {worst} cpu against 10");
+    // The command failed: the candidate stays, the replacement is gone, and the new pod got
+    // capacity within the limits once the candidate's share was settled.
+    assert!(sim.api().node_claims.contains_key(&candidate));
+    assert!(!sim.api().node_claims.contains_key(&replacement[0]));
+    assert!(
+        sim.pending_pods().is_empty(),
+        "pending: {:?}",
+        sim.pending_pods()
+    );
+    assert!(
+        sim.events
+            .iter()
+            .any(|e| e.reason == "DisruptionBlocked" && e.message.contains("timeout")),
+        "the command timed out"
+    );
+}

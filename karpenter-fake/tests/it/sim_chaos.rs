@@ -204,6 +204,53 @@ fn the_pending_invariant_fires_when_no_node_can_ever_register() {
     );
 }
 
+/// The chaos suite's seed 3 at 10,000 steps, scripted: a launch that never registers happens
+/// while no pod is pending (its pod went away), and a pod that arrives later is nominated to
+/// its NodeClaim, which holds it until the registration timeout. The `pending` invariant
+/// grants a registration timeout for every launch that never registers whose NodeClaim lives
+/// while the pod waits; it used to forget the lost launches whenever no pod was pending at
+/// the end of a step, and reported this pod after 10 minutes.
+#[test]
+fn a_pod_nominated_to_a_claim_lost_before_it_arrived_waits_out_the_registration_timeout() {
+    use karpenter_fake::sim::node_pool;
+    use karpenter_fake::sim::workload::Deployment;
+    let steps = 30;
+    let mut scenario = Scenario::generate(1, steps, FaultRates::none());
+    scenario.setup.node_pools = vec![node_pool("default")];
+    scenario.setup.deployments = vec![(Deployment::new("app-0", 500, 256), 0)];
+    scenario.setup.daemonsets.clear();
+    scenario.steps = vec![Vec::new(); steps];
+    let scale = |replicas| Event::Scale {
+        deployment: "app-0".into(),
+        replicas,
+    };
+    scenario.steps[0] = vec![Event::LostLaunch, scale(1)];
+    scenario.steps[1] = vec![scale(0)];
+    scenario.steps[2] = vec![scale(1)];
+    let config = ChaosConfig {
+        steps,
+        faults: FaultRates::none(),
+        ..ChaosConfig::default()
+    };
+    let mut bound_at = None;
+    let report = karpenter_fake::sim::chaos::play_observed(&scenario, &config, |step, sim| {
+        let pending = sim
+            .api()
+            .pods
+            .values()
+            .any(|p| p.node_name.is_none() && !p.is_terminal());
+        if step >= 2 && !pending && bound_at.is_none() {
+            bound_at = Some(step);
+        }
+    })
+    .unwrap_or_else(|(step, at, v)| panic!("step {step} ({at}): {v}"));
+    assert_eq!(report.steps, steps);
+    // The pod waited for the lost NodeClaim's registration timeout (15 minutes after its
+    // launch at the start), then got a new NodeClaim within the minute.
+    let bound_at = bound_at.expect("the pod was bound");
+    assert!((15..=16).contains(&bound_at), "bound at step {bound_at}");
+}
+
 /// Replays one seed: `KARPENTER_CHAOS_SEED`, `KARPENTER_CHAOS_STEPS` (default 2,000) and
 /// `KARPENTER_CHAOS_FAULTS` (a fault specification, default `default`).
 #[test]
