@@ -800,6 +800,62 @@ pub fn apply_event(sim: &mut Sim, event: &Event) {
     }
 }
 
+/// Why [`play_step`] stopped before the end of its step.
+#[derive(Debug)]
+pub(super) enum StepStop<E> {
+    /// The simulation stopped (a livelock).
+    Sim(super::SimError),
+    /// The check after an inner step failed.
+    Check(E),
+}
+
+/// Plays one step of a seeded or scripted run: applies `events` ([`apply_event`]; an
+/// [`Event::Crash`] arms a restart of the operator after that many inner steps), runs the
+/// simulation until `deadline` one inner step at a time, calling `after_inner` after each,
+/// restarts the operator where the crash falls (or at the end of the step, when the step had
+/// fewer inner steps), and lifts the step's partial-fleet limit
+/// ([`FakeCloudProvider::allow_all_creates`]). Returns how many times the operator was
+/// restarted.
+pub(super) fn play_step<E>(
+    sim: &mut Sim,
+    events: &[Event],
+    deadline: Timestamp,
+    mut after_inner: impl FnMut(&Sim) -> Result<(), E>,
+) -> Result<usize, StepStop<E>> {
+    let mut crash_after = None;
+    for e in events {
+        match e {
+            Event::Crash { after } => crash_after = Some(*after),
+            other => apply_event(sim, other),
+        }
+    }
+    let mut restarts = 0;
+    let mut inner = 0usize;
+    loop {
+        if crash_after == Some(inner) {
+            sim.restart_operator();
+            restarts += 1;
+            crash_after = None;
+        }
+        let more = sim.step(deadline).map_err(StepStop::Sim)?;
+        inner += 1;
+        after_inner(sim).map_err(StepStop::Check)?;
+        if !more {
+            if sim.now() < deadline {
+                sim.advance_to(deadline);
+                continue;
+            }
+            break;
+        }
+    }
+    if crash_after.is_some() {
+        sim.restart_operator();
+        restarts += 1;
+    }
+    sim.provider().allow_all_creates();
+    Ok(restarts)
+}
+
 fn nth<'a>(items: impl ExactSizeIterator<Item = &'a String>, pick: u64) -> Option<String> {
     let n = items.len() as u64;
     if n == 0 {
@@ -862,45 +918,18 @@ fn play_inner(
     for (step, events) in scenario.steps.iter().take(steps).enumerate() {
         *progress = (step, sim.now());
         let fail = |sim: &Sim, v: Violation| (step, sim.now(), v);
-        let mut crash_after = None;
         for e in events {
             *report.events.entry(event_kind(e).to_string()).or_default() += 1;
-            match e {
-                Event::Crash { after } => crash_after = Some(*after),
-                other => apply_event(&mut sim, other),
-            }
         }
         let deadline = sim.now().checked_add(config.step).unwrap_or(Timestamp::MAX);
-        let mut inner = 0usize;
-        loop {
-            if crash_after == Some(inner) {
-                sim.restart_operator();
-                report.restarts += 1;
-                crash_after = None;
-            }
-            let more = sim.step(deadline).map_err(|e| {
-                fail(
-                    &sim,
-                    Violation::Livelock {
-                        message: e.to_string(),
-                    },
-                )
-            })?;
-            inner += 1;
-            checker.check_fast(&sim).map_err(|v| fail(&sim, v))?;
-            if !more {
-                if sim.now() < deadline {
-                    sim.advance_to(deadline);
-                    continue;
-                }
-                break;
-            }
-        }
-        if crash_after.is_some() {
-            sim.restart_operator();
-            report.restarts += 1;
-        }
-        sim.provider().allow_all_creates();
+        report.restarts += play_step(&mut sim, events, deadline, |sim| checker.check_fast(sim))
+            .map_err(|stop| match stop {
+                StepStop::Sim(e) => Violation::Livelock {
+                    message: e.to_string(),
+                },
+                StepStop::Check(v) => v,
+            })
+            .map_err(|v| fail(&sim, v))?;
         checker.check(&sim, &bounds).map_err(|v| fail(&sim, v))?;
         observe(step, &sim);
         let hourly = sim.hourly_cost();

@@ -45,7 +45,7 @@ use karpenter_core::lifecycle::{MetricOp, metric_names};
 use karpenter_core::model::{DaemonSet, InstanceType, Pod, PodDisruptionBudget, Timestamp};
 use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
 
-use super::chaos::{Event, FaultRates, SimRng, apply_event, fault_events};
+use super::chaos::{Event, FaultRates, SimRng, StepStop, fault_events, play_step};
 use super::workload::{Deployment, Job};
 use super::{Sim, SimConfig, SimError, lifecycle_add};
 use crate::FakeCloudProvider;
@@ -507,43 +507,20 @@ fn run_inner(
                 &mut later,
             ));
         }
-        let mut crash_after = None;
         for e in &events {
-            if let Event::Crash { after } = e {
-                crash_after = Some(*after);
-            } else {
-                apply_event(&mut sim, e);
-            }
             if !matches!(e, Event::IceEnds { .. }) {
                 *report.faults.entry(fault_name(e).to_string()).or_default() += 1;
             }
         }
         // Run the step.
         let deadline = lifecycle_add(start, to);
-        let mut inner = 0usize;
-        loop {
-            if crash_after == Some(inner) {
-                sim.restart_operator();
-                report.restarts += 1;
-                crash_after = None;
-            }
-            let more = sim
-                .step(deadline)
-                .map_err(|source| ScriptError::Sim { at: from, source })?;
-            inner += 1;
-            if !more {
-                if sim.now() < deadline {
-                    sim.advance_to(deadline);
-                    continue;
-                }
-                break;
-            }
-        }
-        if crash_after.is_some() {
-            sim.restart_operator();
-            report.restarts += 1;
-        }
-        sim.provider().allow_all_creates();
+        report.restarts += play_step(&mut sim, &events, deadline, |_| {
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .map_err(|stop| match stop {
+            StepStop::Sim(source) => ScriptError::Sim { at: from, source },
+            StepStop::Check(never) => match never {},
+        })?;
         // Probe.
         collect(&mut sim, &mut report);
         let cost_per_hour = sim.hourly_cost();
