@@ -76,12 +76,14 @@ mod base;
 mod error;
 mod fork;
 mod internals;
+mod memo;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
 pub(crate) use self::fork::TopologyTemplate;
 use self::internals::{OwnedTerm, spread_selector};
+use self::memo::CountMemos;
 
 mod group;
 mod selector;
@@ -250,6 +252,10 @@ pub(crate) struct Topology<'a> {
     base: std::sync::Arc<TopologyBase<'a>>,
     /// Batch pods that are also countable existing pods of a node kept in: never counted.
     excluded: FxHashSet<&'a str>,
+    /// Some pod of `excluded` sits on a node kept in (not only on left-out ones).
+    excluded_on_kept: bool,
+    /// A fork's template's memos of the existing pods new groups count.
+    count_memos: Option<std::sync::Arc<CountMemos>>,
     /// Namespaces of batch pods the base does not know (with no labels).
     extra_namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// Per key id, once a group without node filter needed them: the domains of the active
@@ -260,6 +266,15 @@ pub(crate) struct Topology<'a> {
     registered: FxHashMap<(u32, u32), usize>,
     /// While constructing, inverse-selection caches are computed once at the end.
     defer_inverse_refresh: bool,
+}
+
+/// Whether some pod of `excluded` (countable existing pods) sits on a node `removed` keeps.
+fn excluded_on_kept(base: &TopologyBase<'_>, excluded: &FxHashSet<&str>, removed: &[bool]) -> bool {
+    excluded.iter().any(|uid| {
+        base.counted_uids
+            .get(uid)
+            .is_some_and(|&n| !removed.get(n as usize).copied().unwrap_or(false))
+    })
 }
 
 fn index(i: usize) -> u32 {
@@ -288,7 +303,11 @@ impl<'a> Topology<'a> {
             input
                 .batch_pods
                 .iter()
-                .filter_map(|p| base.counted_uids.get(p.uid.as_str()).copied())
+                .filter_map(|p| {
+                    base.counted_uids
+                        .get_key_value(p.uid.as_str())
+                        .map(|(k, _)| *k)
+                })
                 .collect()
         };
         let mut extra_namespaces = BTreeMap::new();
@@ -328,7 +347,9 @@ impl<'a> Topology<'a> {
             pods: FxHashMap::default(),
             nodes,
             base: base.clone(),
+            excluded_on_kept: excluded_on_kept(&base, &excluded, input.removed),
             excluded,
+            count_memos: None,
             extra_namespaces,
             node_domains: Vec::new(),
             registered: FxHashMap::default(),

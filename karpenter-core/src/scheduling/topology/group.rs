@@ -476,13 +476,6 @@ impl Group {
             .is_ok()
     }
 
-    /// Whether an existing cluster pod counts when the group is created: like
-    /// [`selects`](Self::selects), except that a nil selector matches every pod (upstream quirk
-    /// of `TopologyListOptions`).
-    pub(super) fn counts_existing(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.nil_selector || self.selector.matches(labels)
-    }
-
     fn in_common(&self, id: u32) -> bool {
         self.common.as_ref().is_some_and(|c| c.contains(id))
     }
@@ -574,6 +567,26 @@ impl Group {
             self.known += 1;
         }
         self.entries.insert(id, 1);
+        self.nonzero.push(id);
+    }
+
+    /// Counts `n` more pods in the domain (making it known if needed): `n` times
+    /// [`record`](Self::record).
+    pub(super) fn record_n(&mut self, id: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if let Some(slot) = self.entries.get_mut(id) {
+            if *slot == 0 {
+                self.nonzero.push(id);
+            }
+            *slot = slot.saturating_add(n).min(ABSENT - 1);
+            return;
+        }
+        if !self.in_common(id) {
+            self.known += 1;
+        }
+        self.entries.insert(id, n.min(ABSENT - 1));
         self.nonzero.push(id);
     }
 
