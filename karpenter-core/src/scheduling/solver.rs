@@ -410,10 +410,10 @@ impl<'a> Solver<'a> {
                 continue;
             }
             existing_meta.push(ExistingMeta {
-                refuses_displaced: request
-                    .refusing
-                    .is_some_and(|r| r.contains(&prepared.topology.nodes()[*i].node.name)),
-                hostname_id: topology.hostname_id(&node.name),
+                refuses_displaced: request.refusing.is_some_and(|r| {
+                    !r.is_empty() && r.contains(&prepared.topology.nodes()[*i].node.name)
+                }),
+                hostname_id: topology.base_hostname_id(*i, &node.name),
                 topology_keys: None,
             });
             existing.push(node.clone());

@@ -254,6 +254,9 @@ pub(crate) struct Topology<'a> {
     excluded: FxHashSet<&'a str>,
     /// Some pod of `excluded` sits on a node kept in (not only on left-out ones).
     excluded_on_kept: bool,
+    /// Per node of the base, the interned id of its hostname, when every existing hostname was
+    /// interned up front (a template and its forks).
+    host_ids: Option<std::sync::Arc<[u32]>>,
     /// A fork's template's memos of the existing pods new groups count.
     count_memos: Option<std::sync::Arc<CountMemos>>,
     /// Namespaces of batch pods the base does not know (with no labels).
@@ -350,6 +353,7 @@ impl<'a> Topology<'a> {
             excluded_on_kept: excluded_on_kept(&base, &excluded, input.removed),
             excluded,
             count_memos: None,
+            host_ids: None,
             extra_namespaces,
             node_domains: Vec::new(),
             registered: FxHashMap::default(),
@@ -396,14 +400,28 @@ impl<'a> Topology<'a> {
         self.defer_inverse_refresh = false;
         self.refresh_inverse_selecting(None);
         let base = std::sync::Arc::clone(&self.base);
+        let kept = |i: usize, n: &crate::scheduling::ExistingNodeRef<'_>| {
+            !n.node.marked_for_deletion && !removed.get(i).copied().unwrap_or(false)
+        };
+        if let (Some(ids), Some(kid)) = (self.host_ids.clone(), self.hostname_key) {
+            // The hostnames are interned already: no look-up per node.
+            let kept_ids: Vec<u32> = base
+                .nodes
+                .iter()
+                .zip(ids.iter())
+                .enumerate()
+                .filter(|(i, (n, _))| kept(*i, n))
+                .map(|(_, (_, &id))| id)
+                .collect();
+            self.register_ids(kid, &kept_ids);
+            return;
+        }
         self.register_all(
             labels::HOSTNAME,
             base.nodes
                 .iter()
                 .enumerate()
-                .filter(|(i, n)| {
-                    !n.node.marked_for_deletion && !removed.get(*i).copied().unwrap_or(false)
-                })
+                .filter(|(i, n)| kept(*i, n))
                 .map(|(_, n)| n.node.hostname()),
         );
     }
@@ -769,10 +787,15 @@ impl<'a> Topology<'a> {
             return;
         };
         let ids: Vec<u32> = domains.into_iter().map(|d| kd.intern(d)).collect();
+        self.register_ids(kid, &ids);
+    }
+
+    /// [`register_all`](Self::register_all) of domains already interned for key `kid`.
+    fn register_ids(&mut self, kid: u32, ids: &[u32]) {
         if ids.is_empty() {
             return;
         }
-        let common = std::sync::Arc::new(CommonDomains::new(&ids));
+        let common = std::sync::Arc::new(CommonDomains::new(ids));
         self.for_each_group_of_key(kid, |g| g.register_common(&common));
     }
 
@@ -800,6 +823,15 @@ impl<'a> Topology<'a> {
     pub(crate) fn hostname_id(&self, hostname: &str) -> Option<u32> {
         let kd = self.hostname_key.and_then(|k| self.keys.get(k as usize))?;
         kd.lookup(hostname)
+    }
+
+    /// [`hostname_id`](Self::hostname_id) of the hostname of the base's node at position
+    /// `node`, without a look-up when the hostnames were interned up front.
+    pub(crate) fn base_hostname_id(&self, node: usize, hostname: &str) -> Option<u32> {
+        match (&self.host_ids, self.hostname_key) {
+            (Some(ids), Some(_)) => ids.get(node).copied(),
+            _ => self.hostname_id(hostname),
+        }
     }
 
     /// The hostname groups constraining `pod`, resolved once per placement attempt so that

@@ -105,9 +105,12 @@ impl<'a> TopologyTemplate<'a> {
         }
         // Every existing hostname interned once, in the table forks share.
         if let Some(kd) = t.hostname_key.and_then(|k| t.keys.get_mut(k as usize)) {
-            for n in &base.nodes {
-                kd.intern(n.node.hostname());
-            }
+            let ids: Vec<u32> = base
+                .nodes
+                .iter()
+                .map(|n| kd.intern(n.node.hostname()))
+                .collect();
+            t.host_ids = Some(ids.into());
         }
         for kd in &mut t.keys {
             kd.freeze();
