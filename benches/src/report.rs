@@ -63,6 +63,17 @@ pub fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU time the calling thread has run so far (the first field of
+/// `/proc/thread-self/schedstat`), in nanoseconds; 0 where it cannot be read. Unlike wall-clock
+/// time it does not grow while the thread waits for a CPU, so figures taken on a loaded machine
+/// stay comparable.
+pub fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 /// The fastest of a few runs of `f`: at least one, at most `max_runs` or about `budget`.
 pub fn fastest<T>(max_runs: u32, budget: Duration, mut f: impl FnMut() -> T) -> Duration {
     let mut best = Duration::MAX;

@@ -270,7 +270,9 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
         "evaluated",
         "prepare",
         "single-node eval",
+        "single-node eval (CPU)",
         "multi-node pass",
+        "multi-node pass (CPU)",
         "removed by pass",
         "peak RSS",
     ];
@@ -286,8 +288,10 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
                 multi,
                 removed,
                 peak,
+                per_cpu,
+                multi_cpu,
             ],
-        ) = report::figures::<u64, 8>(text)
+        ) = report::figures::<u64, 10>(text)
         else {
             eprintln!("row {row}: unreadable output {text:?}");
             continue;
@@ -299,7 +303,9 @@ fn print_consolidation(rows: &[(String, String)], markdown: bool) {
             evaluated.to_string(),
             format!("{:.3} ms", prepare as f64 / 1e6),
             format!("{:.3} ms", per as f64 / 1e6),
+            format!("{:.3} ms", per_cpu as f64 / 1e6),
             format!("{:.3} s", multi as f64 / 1e9),
+            format!("{:.3} s", multi_cpu as f64 / 1e9),
             removed.to_string(),
             format!("{:.1} MB", peak as f64 / 1024.0),
         ]);
@@ -370,7 +376,8 @@ fn run_row(row: &str, once: bool) -> Result<String, String> {
 
 /// A consolidation row: `<nodes> <candidates> <evaluated> <ns to prepare the simulator> <ns per
 /// single-node evaluation> <ns for a full multi-node pass> <nodes removed by that pass> <peak
-/// KiB>`.
+/// KiB> <CPU ns per single-node evaluation> <CPU ns for the multi-node pass>` (CPU time of the
+/// thread: comparable on a loaded machine; 0 where it cannot be read).
 fn run_consolidation_row(n: usize) -> Result<String, String> {
     use karpenter_bench::consolidation;
     use karpenter_core::disruption::{
@@ -392,6 +399,7 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
     let simulator = context.simulator();
     let prepare = start.elapsed();
     let start = Instant::now();
+    let cpu_start = report::thread_cpu_ns();
     for c in &sample {
         let _ = std::hint::black_box(evaluate_consolidation_with(
             &simulator,
@@ -400,11 +408,15 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
         ));
     }
     let per_candidate = start.elapsed() / (sample.len().max(1) as u32);
+    let per_candidate_cpu =
+        report::thread_cpu_ns().saturating_sub(cpu_start) / (sample.len().max(1) as u64);
     drop(simulator);
     // Multi-node: one full pass over every candidate (no cap, no time-out).
     let start = Instant::now();
+    let cpu_start = report::thread_cpu_ns();
     let pass = multi_node_pass(&snapshot, now, &options);
     let multi = start.elapsed();
+    let multi_cpu = report::thread_cpu_ns().saturating_sub(cpu_start);
     let removed: usize = pass.commands.iter().map(|c| c.candidates.len()).sum();
     Ok(report::tagged_line(
         CONSOLIDATION_TAG,
@@ -417,6 +429,8 @@ fn run_consolidation_row(n: usize) -> Result<String, String> {
             multi.as_nanos().to_string(),
             removed.to_string(),
             report::peak_rss_kib().to_string(),
+            per_candidate_cpu.to_string(),
+            multi_cpu.to_string(),
         ],
     ))
 }

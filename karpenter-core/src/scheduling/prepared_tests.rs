@@ -146,6 +146,7 @@ proptest! {
     fn leaving_nodes_out_equals_a_fresh_solve_without_them(
         specs in prop::collection::vec(node_spec(), 1..9),
         removed_bits in prop::collection::vec(any::<bool>(), 9),
+        warm_bits in prop::collection::vec(any::<bool>(), 9),
         refusing_bits in prop::collection::vec(prop::bool::weighted(0.3), 9),
         pending in prop::collection::vec((0u8..6, 0u8..3, 1i64..8), 0..3),
         node_limit in prop::option::of(1i64..6),
@@ -188,6 +189,21 @@ proptest! {
 
         let refs: Vec<ExistingNodeRef<'_>> = nodes.iter().map(ExistingNodeRef::from).collect();
         let prepared = Prepared::new(&prepared_input, refs, &options, &pending);
+        // An earlier solve over other nodes left out fills what forks of the prepared topology
+        // share (the existing pods new groups count): the next solve must not see its traces.
+        let warm_removed: Vec<bool> = (0..nodes.len()).map(|i| warm_bits[i]).collect();
+        let warm_batch: Vec<Pod> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| warm_removed[*n])
+            .flat_map(|(_, node)| node.pods.iter().cloned())
+            .collect();
+        let _ = prepared.solve(&SolveRequest {
+            pods: &warm_batch,
+            removed: &warm_removed,
+            refusing: None,
+            displaced: None,
+        });
         let ours = prepared.solve(&SolveRequest {
             pods: &batch,
             removed: &removed,

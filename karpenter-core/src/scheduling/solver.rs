@@ -410,10 +410,10 @@ impl<'a> Solver<'a> {
                 continue;
             }
             existing_meta.push(ExistingMeta {
-                refuses_displaced: request
-                    .refusing
-                    .is_some_and(|r| r.contains(&prepared.topology.nodes()[*i].node.name)),
-                hostname_id: topology.hostname_id(&node.name),
+                refuses_displaced: request.refusing.is_some_and(|r| {
+                    !r.is_empty() && r.contains(&prepared.topology.nodes()[*i].node.name)
+                }),
+                hostname_id: topology.base_hostname_id(*i, &node.name),
                 topology_keys: None,
             });
             existing.push(node.clone());
@@ -796,10 +796,23 @@ impl<'a> Solver<'a> {
     }
 
     fn existing_add(&mut self, n: usize, idx: usize, st: &PodState<'_>, reqs: Requirements) {
-        let Some(node) = self.existing.get_mut(n) else {
+        let Some(slot) = self.existing.get_mut(n) else {
             return;
         };
-        let node = Arc::make_mut(node);
+        // Copy-on-write, without copying the requirements the placement replaces.
+        if Arc::get_mut(slot).is_none() {
+            let old = &**slot;
+            *slot = Arc::new(ExistingNode {
+                name: old.name.clone(),
+                requirements: Requirements::default(),
+                taints: old.taints.clone(),
+                remaining: old.remaining.clone(),
+                host_ports: old.host_ports.clone(),
+                volumes: old.volumes.clone(),
+                pods: old.pods.clone(),
+            });
+        }
+        let node = Arc::make_mut(slot);
         dense::sub_assign(&mut node.remaining, &st.requests);
         self.existing_cpu
             .set(n, node.remaining.first().copied().unwrap_or(0));

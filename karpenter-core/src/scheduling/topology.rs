@@ -76,12 +76,14 @@ mod base;
 mod error;
 mod fork;
 mod internals;
+mod memo;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
 pub(crate) use self::fork::TopologyTemplate;
 use self::internals::{OwnedTerm, spread_selector};
+use self::memo::CountMemos;
 
 mod group;
 mod selector;
@@ -250,6 +252,13 @@ pub(crate) struct Topology<'a> {
     base: std::sync::Arc<TopologyBase<'a>>,
     /// Batch pods that are also countable existing pods of a node kept in: never counted.
     excluded: FxHashSet<&'a str>,
+    /// Some pod of `excluded` sits on a node kept in (not only on left-out ones).
+    excluded_on_kept: bool,
+    /// Per node of the base, the interned id of its hostname, when every existing hostname was
+    /// interned up front (a template and its forks).
+    host_ids: Option<std::sync::Arc<[u32]>>,
+    /// A fork's template's memos of the existing pods new groups count.
+    count_memos: Option<std::sync::Arc<CountMemos>>,
     /// Namespaces of batch pods the base does not know (with no labels).
     extra_namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// Per key id, once a group without node filter needed them: the domains of the active
@@ -260,6 +269,15 @@ pub(crate) struct Topology<'a> {
     registered: FxHashMap<(u32, u32), usize>,
     /// While constructing, inverse-selection caches are computed once at the end.
     defer_inverse_refresh: bool,
+}
+
+/// Whether some pod of `excluded` (countable existing pods) sits on a node `removed` keeps.
+fn excluded_on_kept(base: &TopologyBase<'_>, excluded: &FxHashSet<&str>, removed: &[bool]) -> bool {
+    excluded.iter().any(|uid| {
+        base.counted_uids
+            .get(uid)
+            .is_some_and(|&n| !removed.get(n as usize).copied().unwrap_or(false))
+    })
 }
 
 fn index(i: usize) -> u32 {
@@ -288,7 +306,11 @@ impl<'a> Topology<'a> {
             input
                 .batch_pods
                 .iter()
-                .filter_map(|p| base.counted_uids.get(p.uid.as_str()).copied())
+                .filter_map(|p| {
+                    base.counted_uids
+                        .get_key_value(p.uid.as_str())
+                        .map(|(k, _)| *k)
+                })
                 .collect()
         };
         let mut extra_namespaces = BTreeMap::new();
@@ -328,7 +350,10 @@ impl<'a> Topology<'a> {
             pods: FxHashMap::default(),
             nodes,
             base: base.clone(),
+            excluded_on_kept: excluded_on_kept(&base, &excluded, input.removed),
             excluded,
+            count_memos: None,
+            host_ids: None,
             extra_namespaces,
             node_domains: Vec::new(),
             registered: FxHashMap::default(),
@@ -375,14 +400,28 @@ impl<'a> Topology<'a> {
         self.defer_inverse_refresh = false;
         self.refresh_inverse_selecting(None);
         let base = std::sync::Arc::clone(&self.base);
+        let kept = |i: usize, n: &crate::scheduling::ExistingNodeRef<'_>| {
+            !n.node.marked_for_deletion && !removed.get(i).copied().unwrap_or(false)
+        };
+        if let (Some(ids), Some(kid)) = (self.host_ids.clone(), self.hostname_key) {
+            // The hostnames are interned already: no look-up per node.
+            let kept_ids: Vec<u32> = base
+                .nodes
+                .iter()
+                .zip(ids.iter())
+                .enumerate()
+                .filter(|(i, (n, _))| kept(*i, n))
+                .map(|(_, (_, &id))| id)
+                .collect();
+            self.register_ids(kid, &kept_ids);
+            return;
+        }
         self.register_all(
             labels::HOSTNAME,
             base.nodes
                 .iter()
                 .enumerate()
-                .filter(|(i, n)| {
-                    !n.node.marked_for_deletion && !removed.get(*i).copied().unwrap_or(false)
-                })
+                .filter(|(i, n)| kept(*i, n))
                 .map(|(_, n)| n.node.hostname()),
         );
     }
@@ -748,10 +787,15 @@ impl<'a> Topology<'a> {
             return;
         };
         let ids: Vec<u32> = domains.into_iter().map(|d| kd.intern(d)).collect();
+        self.register_ids(kid, &ids);
+    }
+
+    /// [`register_all`](Self::register_all) of domains already interned for key `kid`.
+    fn register_ids(&mut self, kid: u32, ids: &[u32]) {
         if ids.is_empty() {
             return;
         }
-        let common = std::sync::Arc::new(CommonDomains::new(&ids));
+        let common = std::sync::Arc::new(CommonDomains::new(ids));
         self.for_each_group_of_key(kid, |g| g.register_common(&common));
     }
 
@@ -779,6 +823,15 @@ impl<'a> Topology<'a> {
     pub(crate) fn hostname_id(&self, hostname: &str) -> Option<u32> {
         let kd = self.hostname_key.and_then(|k| self.keys.get(k as usize))?;
         kd.lookup(hostname)
+    }
+
+    /// [`hostname_id`](Self::hostname_id) of the hostname of the base's node at position
+    /// `node`, without a look-up when the hostnames were interned up front.
+    pub(crate) fn base_hostname_id(&self, node: usize, hostname: &str) -> Option<u32> {
+        match (&self.host_ids, self.hostname_key) {
+            (Some(ids), Some(_)) => ids.get(node).copied(),
+            _ => self.hostname_id(hostname),
+        }
     }
 
     /// The hostname groups constraining `pod`, resolved once per placement attempt so that

@@ -4,7 +4,7 @@ use super::{CountedPod, InverseProto, InverseTerm, index};
 use crate::model::{Pod, PodAffinityTerm};
 use crate::scheduling::ExistingNodeRef;
 use crate::scheduling::topology::selector::{Selector, SelectorKey};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// What every [`Topology`] over one set of existing nodes shares, built once: the countable
@@ -21,8 +21,9 @@ pub(crate) struct TopologyBase<'a> {
     /// Per namespace: label (key, value) → positions in `counted_pods`, ascending. Lets a new
     /// group visit only the pods carrying its first `matchLabels` pair.
     pub(super) counted_by_label: FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>,
-    /// UIDs of the countable pods and of the pods with inverse terms.
-    pub(super) counted_uids: FxHashSet<&'a str>,
+    /// UIDs of the countable pods and of the pods with inverse terms, with the position of
+    /// their node.
+    pub(super) counted_uids: FxHashMap<&'a str, u32>,
     pub(super) inverse_terms: Vec<InverseTerm<'a>>,
     pub(super) prototypes: Vec<InverseProto>,
 }
@@ -52,7 +53,7 @@ impl<'a> TopologyBase<'a> {
             namespaces,
             counted_pods: FxHashMap::default(),
             counted_by_label: FxHashMap::default(),
-            counted_uids: FxHashSet::default(),
+            counted_uids: FxHashMap::default(),
             inverse_terms: Vec::new(),
             prototypes: Vec::new(),
         };
@@ -76,12 +77,12 @@ impl<'a> TopologyBase<'a> {
                             uid: &p.uid,
                             labels: &p.labels,
                         });
-                    base.counted_uids.insert(&p.uid);
+                    base.counted_uids.insert(&p.uid, index(i));
                 }
                 let Some(anti) = &p.pod_anti_affinity else {
                     continue;
                 };
-                base.counted_uids.insert(&p.uid);
+                base.counted_uids.insert(&p.uid, index(i));
                 for term in &anti.required {
                     let namespaces =
                         term_namespaces(&base.namespaces, &BTreeMap::new(), &p.namespace, term);

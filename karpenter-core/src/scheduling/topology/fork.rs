@@ -22,7 +22,7 @@ use std::sync::Arc;
 use fixedbitset::FixedBitSet;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::{DomainUniverse, GroupRef, Topology, TopologyBase, TopologyInput};
+use super::{CountMemos, DomainUniverse, GroupRef, Topology, TopologyBase, TopologyInput};
 use crate::scheduling::PreferencePolicy;
 
 /// A [`Topology`] over a base with nothing left out and no batch pod, as far as the existing
@@ -38,6 +38,8 @@ pub(crate) struct TopologyTemplate<'a> {
     group_terms: Vec<u32>,
     /// The terms whose group introduced a topology key.
     key_creators: FixedBitSet,
+    /// The existing pods new groups count, found once for every fork.
+    memos: Arc<CountMemos>,
 }
 
 impl<'a> TopologyTemplate<'a> {
@@ -103,9 +105,12 @@ impl<'a> TopologyTemplate<'a> {
         }
         // Every existing hostname interned once, in the table forks share.
         if let Some(kd) = t.hostname_key.and_then(|k| t.keys.get_mut(k as usize)) {
-            for n in &base.nodes {
-                kd.intern(n.node.hostname());
-            }
+            let ids: Vec<u32> = base
+                .nodes
+                .iter()
+                .map(|n| kd.intern(n.node.hostname()))
+                .collect();
+            t.host_ids = Some(ids.into());
         }
         for kd in &mut t.keys {
             kd.freeze();
@@ -116,6 +121,7 @@ impl<'a> TopologyTemplate<'a> {
             group_first_term,
             group_terms,
             key_creators,
+            memos: Arc::default(),
         }
     }
 
@@ -141,7 +147,11 @@ impl<'a> TopologyTemplate<'a> {
             input
                 .batch_pods
                 .iter()
-                .filter_map(|p| base.counted_uids.get(p.uid.as_str()).copied())
+                .filter_map(|p| {
+                    base.counted_uids
+                        .get_key_value(p.uid.as_str())
+                        .map(|(k, _)| *k)
+                })
                 .collect()
         };
 
@@ -190,7 +200,9 @@ impl<'a> TopologyTemplate<'a> {
                 n.active = false;
             }
         }
+        t.excluded_on_kept = super::excluded_on_kept(base, &excluded, input.removed);
         t.excluded = excluded;
+        t.count_memos = Some(self.memos.clone());
         if !dead.is_clear() {
             for gid in dead.ones() {
                 if let Some(g) = template.inverse.get(gid) {

@@ -255,9 +255,12 @@ const ABSENT: u32 = u32::MAX;
 /// The domains a group knows by its own entry, with their counts: sparse (sorted `(id, count)`
 /// pairs) while few, dense (one slot per interned id, O(1) look-ups on the hot path) once they
 /// are many compared with the ids in play.
+///
+/// A sparse set holds its first entries inline, so that cloning a group that knows a domain or
+/// two by its own entry (an existing pod's inverse anti-affinity group) allocates nothing.
 #[derive(Debug, Clone)]
 enum Counts {
-    Sparse(Vec<(u32, u32)>),
+    Sparse(SmallVec<[(u32, u32); 2]>),
     Dense(Vec<u32>),
 }
 
@@ -317,7 +320,7 @@ impl Counts {
     fn insert_all(&mut self, ids: &[u32]) {
         match self {
             Counts::Sparse(v) => {
-                let mut merged = Vec::with_capacity(v.len() + ids.len());
+                let mut merged = SmallVec::with_capacity(v.len() + ids.len());
                 let mut old = v.iter().copied().peekable();
                 for &id in ids {
                     while let Some(&e) = old.peek().filter(|e| e.0 < id) {
@@ -429,7 +432,7 @@ pub(super) struct Group {
     /// The number of known domains (`entries` ∪ `common`).
     known: u32,
     /// Domain ids with a count above zero, in the order they became non-empty.
-    nonzero: Vec<u32>,
+    nonzero: SmallVec<[u32; 2]>,
 }
 
 /// The owner-independent description of a new group.
@@ -457,10 +460,10 @@ impl Group {
             selector: spec.selector,
             nil_selector: spec.nil_selector,
             filter: spec.filter,
-            entries: Counts::Sparse(Vec::new()),
+            entries: Counts::Sparse(SmallVec::new()),
             common: None,
             known: 0,
-            nonzero: Vec::new(),
+            nonzero: SmallVec::new(),
         }
     }
 
@@ -474,13 +477,6 @@ impl Group {
         self.namespaces
             .binary_search_by(|n| n.as_str().cmp(namespace))
             .is_ok()
-    }
-
-    /// Whether an existing cluster pod counts when the group is created: like
-    /// [`selects`](Self::selects), except that a nil selector matches every pod (upstream quirk
-    /// of `TopologyListOptions`).
-    pub(super) fn counts_existing(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.nil_selector || self.selector.matches(labels)
     }
 
     fn in_common(&self, id: u32) -> bool {
@@ -555,7 +551,7 @@ impl Group {
         }
         if let Some(count) = self.entries.remove(id) {
             if count > 0 {
-                self.nonzero.retain(|&d| d != id);
+                self.nonzero.retain(|d| *d != id);
             }
             self.known -= 1;
         }
@@ -574,6 +570,26 @@ impl Group {
             self.known += 1;
         }
         self.entries.insert(id, 1);
+        self.nonzero.push(id);
+    }
+
+    /// Counts `n` more pods in the domain (making it known if needed): `n` times
+    /// [`record`](Self::record).
+    pub(super) fn record_n(&mut self, id: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if let Some(slot) = self.entries.get_mut(id) {
+            if *slot == 0 {
+                self.nonzero.push(id);
+            }
+            *slot = slot.saturating_add(n).min(ABSENT - 1);
+            return;
+        }
+        if !self.in_common(id) {
+            self.known += 1;
+        }
+        self.entries.insert(id, n.min(ABSENT - 1));
         self.nonzero.push(id);
     }
 

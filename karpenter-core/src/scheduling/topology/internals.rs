@@ -1,8 +1,11 @@
 //! The topology's bookkeeping: interning keys and node filters, creating groups for a pod's
 //! terms (and the inverse groups of required anti-affinity) and counting their domains.
 
-use super::base::term_namespaces;
-use super::{CountedPod, FilterEntry, GroupIdentity, GroupRef, PodEntry, Topology, index};
+use super::base::{TopologyBase, term_namespaces};
+use super::memo::{CountKey, CountMemo};
+use super::{
+    CountedPod, FilterEntry, GroupIdentity, GroupRef, NodeData, PodEntry, Topology, index,
+};
 use crate::labels;
 use crate::model::{
     LabelSelector, LabelSelectorRequirement, NodeInclusionPolicy, Pod, PodAffinityTerm,
@@ -142,7 +145,7 @@ impl<'a> Topology<'a> {
             filter,
         });
         self.init_domains(&mut group, pod, honor_taints);
-        self.count_domains(&mut group);
+        self.count_domains(&mut group, Some(identity.selector.as_ref()));
         let gid = index(self.groups.len());
         self.group_index.insert(gid, &group.selector);
         if let Some(refs) = self.by_key.get_mut(key as usize) {
@@ -217,8 +220,13 @@ impl<'a> Topology<'a> {
     }
 
     /// Discovers domains from existing nodes and counts existing pods (upstream `NewTopologyGroup`
-    /// / `countDomains`).
-    pub(super) fn count_domains(&mut self, group: &mut Group) {
+    /// / `countDomains`). `memo_selector` is the group's selector identity (`Some(None)` for a nil
+    /// selector), with which a fork finds the pods through its template's memos.
+    pub(super) fn count_domains(
+        &mut self,
+        group: &mut Group,
+        memo_selector: Option<Option<&std::sync::Arc<SelectorKey>>>,
+    ) {
         let passing = self.filter_nodes(group.filter);
         let passes = |i: usize| passing.as_ref().is_none_or(|set| set.contains(i));
         let Topology {
@@ -226,10 +234,13 @@ impl<'a> Topology<'a> {
             nodes,
             base,
             excluded,
+            excluded_on_kept,
             node_domains,
+            filters,
+            count_memos,
             ..
         } = self;
-        let (counted_pods, counted_by_label) = (&base.counted_pods, &base.counted_by_label);
+        let memos = count_memos.as_deref();
         let Some(kd) = keys.get_mut(group.key as usize) else {
             return;
         };
@@ -266,58 +277,66 @@ impl<'a> Topology<'a> {
             }
             group.register_many(ids);
         }
-        // A pod the selector counts carries its first `matchLabels` pair: only those pods are
-        // visited (in the same order as a full scan, so domains are interned identically).
-        let first_pair: Option<(String, String)> = match &*group.selector {
-            Selector::Match(s) if !group.nil_selector => s
-                .match_labels
-                .iter()
-                .next()
-                .map(|(k, v)| (k.clone(), v.clone())),
-            _ => None,
-        };
-        let namespaces = group.namespaces.clone();
-        for namespace in namespaces.iter() {
-            let Some(pods) = counted_pods.get(namespace.as_str()) else {
-                continue;
+        let view = GroupView::of(group);
+        // With the template's memos (a fork), the pods the whole base counts are found once and
+        // each fork counts those it keeps.
+        if let (Some(memos), Some(selector)) = (memos, memo_selector) {
+            let memo_key = CountKey {
+                key: kd.key.clone(),
+                namespaces: group.namespaces.clone(),
+                selector: selector.cloned(),
+                filter: group
+                    .filter
+                    .and_then(|f| filters.get(f as usize))
+                    .map(|f| f.filter.clone()),
             };
-            let mut visit = |p: &CountedPod<'_>| {
-                if !group.counts_existing(p.labels) {
-                    return;
+            let memo = match memos.get(&memo_key) {
+                Some(memo) => memo,
+                None => {
+                    let mut memo = CountMemo::default();
+                    scan_counted(base, nodes, &view, &kd.key, &passes, |i, at, _, domain| {
+                        memo.push(domain, (index(i), at.0, at.1));
+                    });
+                    memos.insert(memo_key, memo.finish())
                 }
-                let i = p.node as usize;
-                let Some(node) = nodes.get(i).filter(|n| !n.removed) else {
-                    return;
+            };
+            let check_excluded = *excluded_on_kept;
+            let excluded_at = |ns: u32, pos: u32| {
+                view.namespaces
+                    .get(ns as usize)
+                    .and_then(|ns| base.counted_pods.get(ns.as_str()))
+                    .and_then(|pods| pods.get(pos as usize))
+                    .is_some_and(|p| excluded.contains(p.uid))
+            };
+            for d in &memo.domains {
+                let n = d
+                    .pods
+                    .iter()
+                    .filter(|&&(node, ns, pos)| {
+                        nodes.get(node as usize).is_some_and(|n| !n.removed)
+                            && !(check_excluded && excluded_at(ns, pos))
+                    })
+                    .count();
+                let Some(node) = nodes.get(d.node as usize) else {
+                    continue;
                 };
-                if !excluded.is_empty() && excluded.contains(p.uid) {
-                    return;
-                }
                 let domain = match node.labels.get(&kd.key) {
-                    Some(d) => d.as_str(),
-                    None if group.hostname => node.name,
-                    None => return,
+                    Some(v) => v.as_str(),
+                    None => node.name,
                 };
-                if passes(i) {
-                    group.record(kd.intern(domain));
+                if n > 0 {
+                    group.record_n(kd.intern(domain), u32::try_from(n).unwrap_or(u32::MAX));
                 }
-            };
-            match &first_pair {
-                Some((k, v)) => {
-                    let Some(positions) = counted_by_label
-                        .get(namespace.as_str())
-                        .and_then(|by_label| by_label.get(&(k.as_str(), v.as_str())))
-                    else {
-                        continue;
-                    };
-                    for &pos in positions {
-                        if let Some(p) = pods.get(pos as usize) {
-                            visit(p);
-                        }
-                    }
-                }
-                None => pods.iter().for_each(&mut visit),
             }
+            return;
         }
+        let key = kd.key.clone();
+        scan_counted(base, nodes, &view, &key, &passes, |i, _, p, domain| {
+            let kept = nodes.get(i).is_some_and(|n| !n.removed);
+            if kept && (excluded.is_empty() || !excluded.contains(p.uid)) {
+                group.record(kd.intern(domain));
+            }
+        });
     }
 
     /// Inverse groups selecting a pod with this namespace and labels, ascending.
@@ -424,4 +443,99 @@ pub(super) fn spread_selector<'a>(
     let mut s = selector.clone();
     s.match_expressions.extend(extra);
     Some(Cow::Owned(s))
+}
+
+/// Visits every countable existing pod of the group's namespaces that the group counts when
+/// created, on a node of the base that passes (`passes`) and has a domain for `key` (for
+/// `kubernetes.io/hostname` the node name when the label is missing), whether or not the node
+/// is left out: `visit(node position, (namespace position in the group's namespaces, pod
+/// position among the namespace's countable pods), pod, domain)`, in base order.
+fn scan_counted<'a>(
+    base: &TopologyBase<'a>,
+    nodes: &[NodeData<'a>],
+    group: &GroupView,
+    key: &str,
+    passes: &impl Fn(usize) -> bool,
+    mut visit: impl FnMut(usize, (u32, u32), &CountedPod<'a>, &'a str),
+) {
+    // A pod the selector counts carries its first `matchLabels` pair: only those pods are
+    // visited (in the same order as a full scan, so domains are interned identically).
+    let first_pair: Option<(&str, &str)> = match &*group.selector {
+        Selector::Match(s) if !group.nil_selector => s
+            .match_labels
+            .iter()
+            .next()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        _ => None,
+    };
+    for (ns, namespace) in group.namespaces.iter().enumerate() {
+        let Some(pods) = base.counted_pods.get(namespace.as_str()) else {
+            continue;
+        };
+        let ns = index(ns);
+        let mut one = |pos: u32, p: &CountedPod<'a>| {
+            if !group.counts_existing(p.labels) {
+                return;
+            }
+            let i = p.node as usize;
+            let Some(node) = nodes.get(i) else {
+                return;
+            };
+            let domain = match node.labels.get(key) {
+                Some(d) => d.as_str(),
+                None if group.hostname => node.name,
+                None => return,
+            };
+            if passes(i) {
+                visit(i, (ns, pos), p, domain);
+            }
+        };
+        match first_pair {
+            Some(pair) => {
+                let Some(positions) = base
+                    .counted_by_label
+                    .get(namespace.as_str())
+                    .and_then(|by_label| by_label.get(&pair))
+                else {
+                    continue;
+                };
+                for &pos in positions {
+                    if let Some(p) = pods.get(pos as usize) {
+                        one(pos, p);
+                    }
+                }
+            }
+            None => {
+                for (pos, p) in pods.iter().enumerate() {
+                    one(index(pos), p);
+                }
+            }
+        }
+    }
+}
+
+/// What [`scan_counted`] reads of a group.
+struct GroupView {
+    selector: std::sync::Arc<Selector>,
+    nil_selector: bool,
+    namespaces: std::sync::Arc<[String]>,
+    hostname: bool,
+}
+
+impl GroupView {
+    fn of(group: &Group) -> GroupView {
+        GroupView {
+            selector: group.selector.clone(),
+            nil_selector: group.nil_selector,
+            namespaces: group.namespaces.clone(),
+            hostname: group.hostname,
+        }
+    }
+
+    /// Whether an existing cluster pod counts when the group is created: like
+    /// [`Group::selects`], except that a nil selector matches every pod (upstream quirk of
+    /// `TopologyListOptions`).
+    fn counts_existing(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.nil_selector || self.selector.matches(labels)
+    }
 }

@@ -2,6 +2,7 @@
 //! pod labels to the groups that may select them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
@@ -96,6 +97,9 @@ impl SelectorKey {
     }
 }
 
+/// Label value → the groups filed under it.
+type GroupsByValue = FxHashMap<Arc<str>, SmallVec<[u32; 2]>>;
+
 /// An index from pod labels to the groups whose selector may match them, so that finding the
 /// groups selecting a pod costs one lookup per pod label instead of one selector test per
 /// group.
@@ -105,7 +109,9 @@ impl SelectorKey {
 /// selects nothing are not filed at all. Candidates still have to pass the full test.
 #[derive(Debug, Default, Clone)]
 pub(super) struct SelectorIndex {
-    by_label: FxHashMap<String, FxHashMap<String, SmallVec<[u32; 2]>>>,
+    /// Label key → label value → groups. Shared strings: a topology forked from a template
+    /// clones the index without copying them.
+    by_label: FxHashMap<Arc<str>, GroupsByValue>,
     scan: Vec<u32>,
 }
 
@@ -162,12 +168,20 @@ impl SelectorIndex {
     }
 
     fn file(&mut self, key: &str, value: &str, id: u32) {
-        self.by_label
-            .entry(key.to_owned())
-            .or_default()
-            .entry(value.to_owned())
-            .or_default()
-            .push(id);
+        if !self.by_label.contains_key(key) {
+            self.by_label.insert(Arc::from(key), FxHashMap::default());
+        }
+        let Some(values) = self.by_label.get_mut(key) else {
+            return;
+        };
+        match values.get_mut(value) {
+            Some(ids) => ids.push(id),
+            None => {
+                let mut ids = SmallVec::new();
+                ids.push(id);
+                values.insert(Arc::from(value), ids);
+            }
+        }
     }
 
     /// Appends the candidate groups for a pod with these labels (each at most once; unsorted).

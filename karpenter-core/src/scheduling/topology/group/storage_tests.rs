@@ -80,7 +80,7 @@ proptest! {
                 prop_assert_eq!(g.count(id), model.get(&id).copied());
             }
             prop_assert_eq!(g.all_empty(), model.values().all(|&c| c == 0));
-            let mut nonzero = g.nonzero.clone();
+            let mut nonzero = g.nonzero.to_vec();
             nonzero.sort_unstable();
             let expected_nonzero: Vec<u32> =
                 model.iter().filter(|(_, c)| **c > 0).map(|(&k, _)| k).collect();
