@@ -28,6 +28,51 @@ pub(crate) fn sort_slice<T>(v: &mut [T], less: &mut impl FnMut(&T, &T) -> bool) 
     pdqsort(v, less, 0, n, limit);
 }
 
+/// Sorts `v` exactly as Go's `sort.Slice(v, less)` does, given that `v` was sorted before the
+/// element at `moved` changed: every element before `moved` is not greater than every element
+/// after it, and both sides are sorted (only the moved element may be out of place). The
+/// solver's claim list is in that state before each sort: one claim gained a pod, or a claim
+/// was appended.
+///
+/// The result is [`sort_slice`]'s, at a cost of a few comparisons and one rotation instead of a
+/// pass over the whole slice. From 50 elements, when Go's pivot choice over the whole slice
+/// counts no swaps (an increasing hint), Go's pdqsort starts with its partial insertion sort,
+/// which here finds one out-of-order pair at the moved element, swaps it and shifts the moved
+/// element over every neighbour strictly on the wrong side of it, then finds the rest in order:
+/// the moved element lands before the first element after it that is not less than it (or
+/// after the last element before it that it is not less than), the others keeping their order.
+/// Anything else (fewer elements, another pivot hint, or a slice that breaks the assumption)
+/// runs [`sort_slice`].
+pub(crate) fn sort_moved<T>(v: &mut [T], less: &mut impl FnMut(&T, &T) -> bool, moved: usize) {
+    const SHORTEST_SHIFTING: usize = 50;
+    let n = v.len();
+    if moved >= n || n < SHORTEST_SHIFTING {
+        sort_slice(v, less);
+        return;
+    }
+    let left_bad = moved > 0 && lt(v, less, moved, moved - 1);
+    let right_bad = moved + 1 < n && lt(v, less, moved + 1, moved);
+    if !left_bad && !right_bad {
+        // Sorted: Go's sort swaps nothing.
+        return;
+    }
+    if left_bad == right_bad || choose_pivot(v, less, 0, n).1 != Hint::Increasing {
+        sort_slice(v, less);
+        return;
+    }
+    if right_bad {
+        let (head, tail) = v.split_at(moved + 1);
+        let element = &head[moved];
+        let end = moved + 1 + tail.partition_point(|x| less(x, element));
+        v[moved..end].rotate_left(1);
+    } else {
+        let (head, tail) = v.split_at(moved);
+        let element = &tail[0];
+        let start = head.partition_point(|x| !less(element, x));
+        v[start..=moved].rotate_right(1);
+    }
+}
+
 /// Whether `v` is sorted (no element less than its predecessor).
 pub(crate) fn is_sorted<T>(v: &[T], less: &mut impl FnMut(&T, &T) -> bool) -> bool {
     v.windows(2).all(|w| !less(&w[1], &w[0]))
@@ -442,6 +487,54 @@ mod tests {
             }
         }
         assert_eq!(h, 18190342226876856249);
+    }
+
+    /// Sorts `(key, id)` pairs with [`sort_moved`] and [`sort_slice`] and checks both leave
+    /// the same permutation.
+    fn check_moved(v: &[(u32, u32)], moved: usize) {
+        let less = &mut |a: &(u32, u32), b: &(u32, u32)| a.0 < b.0;
+        let mut fast = v.to_vec();
+        sort_moved(&mut fast, less, moved);
+        let mut full = v.to_vec();
+        sort_slice(&mut full, less);
+        assert_eq!(fast, full, "moved={moved} input={v:?}");
+    }
+
+    #[test]
+    fn sort_moved_matches_sort_slice() {
+        // Sorted lists of claims (pod counts with many ties), then one claim gains a pod, or a
+        // claim with few pods is appended: every position, sizes around the 50-element
+        // threshold and beyond, including positions the pivot choice samples.
+        let mut state = 7u64;
+        let mut next = move |m: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        };
+        let mut cases = 0;
+        for n in [1usize, 2, 12, 13, 49, 50, 51, 64, 100, 257] {
+            for _ in 0..4 {
+                let spread = 1 + next(6) as u32;
+                let mut keys: Vec<u32> =
+                    (0..n).map(|_| 1 + next(u64::from(spread)) as u32).collect();
+                keys.sort_unstable();
+                let base: Vec<(u32, u32)> = keys.iter().copied().zip(0..).collect();
+                for p in 0..n {
+                    let mut v = base.clone();
+                    v[p].0 += 1 + next(2) as u32;
+                    check_moved(&v, p);
+                    cases += 1;
+                }
+                for k in 1..=spread + 1 {
+                    let mut v = base.clone();
+                    v.push((k, n as u32));
+                    check_moved(&v, n);
+                    cases += 1;
+                }
+            }
+        }
+        assert!(cases > 2000);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::borrow::Cow;
 use std::cell::RefCell;
 
+use fixedbitset::FixedBitSet;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
@@ -43,7 +44,9 @@ use cache::RequirementsCache;
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
-use super::topology::{DomainUniverse, Topology, TopologyBase, TopologyInput, TopologyTemplate};
+use super::topology::{
+    DomainUniverse, HostnameGroups, Topology, TopologyBase, TopologyInput, TopologyTemplate,
+};
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
     ExistingNodeRef, PodError, PodErrorKind, PreferencePolicy, Results, SchedulerOptions,
@@ -209,11 +212,29 @@ struct Claim {
 
 /// A candidate's requirements on each topology key, indexed by the topology's key id (keys
 /// interned after the last refresh fall back to a map look-up).
-type TopologyKeyCache = SmallVec<[Option<Requirement>; 4]>;
+type TopologyKeyCache = SmallVec<[KeyRequirement; 4]>;
+
+/// A candidate's requirement on one topology key, with its values as a domain mask when it
+/// has one ([`Topology::domain_mask`]).
+#[derive(Clone)]
+struct KeyRequirement {
+    requirement: Option<Requirement>,
+    mask: Option<u64>,
+}
 
 /// The cache for `reqs`.
 fn topology_key_cache(topology: &Topology<'_>, reqs: &Requirements) -> TopologyKeyCache {
-    topology.key_names().map(|k| reqs.get(k).cloned()).collect()
+    topology
+        .key_names()
+        .enumerate()
+        .map(|(kid, k)| {
+            let requirement = reqs.get(k).cloned();
+            let mask = requirement
+                .as_ref()
+                .and_then(|r| topology.domain_mask(kid as u32, r));
+            KeyRequirement { requirement, mask }
+        })
+        .collect()
 }
 
 /// Where a pod goes.
@@ -361,6 +382,20 @@ struct Solver<'a> {
     /// Per input pod: its requirements as computed during validation, taken by its first
     /// placement attempt (later attempts compute them again).
     first_reqs: Vec<Option<PodRequirements>>,
+    /// Per set of hostname groups whose rejections last: the NodeClaims they reject for good.
+    host_rejections: RefCell<FxHashMap<HostnameGroups, HostRejections>>,
+}
+
+/// The NodeClaims some hostname groups reject for good (see `HostnameCheck::rejects_for_good`):
+/// later pods constrained by the same groups skip them without looking, and skip the whole
+/// claim list when every claim is in the set (a pod with hostname anti-affinity, once every
+/// claim holds one of its kind).
+#[derive(Default)]
+struct HostRejections {
+    /// By claim index.
+    claims: FixedBitSet,
+    /// How many claims are in the set.
+    count: usize,
 }
 
 impl<'a> Solver<'a> {
@@ -447,6 +482,7 @@ impl<'a> Solver<'a> {
             errors: BTreeMap::new(),
             pod_volumes: Vec::new(),
             first_reqs: Vec::new(),
+            host_rejections: RefCell::new(FxHashMap::default()),
         }
     }
 
@@ -633,15 +669,29 @@ impl<'a> Solver<'a> {
         // few array reads by interned hostname) and node-independent topology domain limits.
         let chosen = {
             let host = self.topology.hostname_check(&st.pod);
-            let prefilter = if st.constrained {
-                self.topology.domain_prefilter(&st.pod, &st.reqs.strict)
+            // Each limit with its domain mask: candidates whose requirement on the key has one
+            // too are checked with a bit test instead of comparing values.
+            let prefilter: SmallVec<[(u32, Requirement, Option<u64>); 2]> = if st.constrained {
+                self.topology
+                    .domain_prefilter(&st.pod, &st.reqs.strict)
+                    .into_iter()
+                    .map(|(kid, r)| {
+                        let mask = self.topology.domain_mask(kid, &r);
+                        (kid, r, mask)
+                    })
+                    .collect()
             } else {
                 SmallVec::new()
             };
-            let passes_prefilter = |cache: &[Option<Requirement>], reqs: &Requirements| {
-                prefilter.iter().all(|(kid, r)| {
+            let passes_prefilter = |cache: &[KeyRequirement], reqs: &Requirements| {
+                prefilter.iter().all(|(kid, r, mask)| {
                     let nd = match cache.get(*kid as usize) {
-                        Some(cached) => cached.as_ref(),
+                        Some(cached) => {
+                            if let (Some(a), Some(b)) = (cached.mask, *mask) {
+                                return a & b != 0;
+                            }
+                            cached.requirement.as_ref()
+                        }
                         None => reqs.get(r.key()),
                     };
                     match nd {
@@ -673,12 +723,29 @@ impl<'a> Solver<'a> {
                     break;
                 }
             }
-            // 2. NodeClaims of this solve, fewest pods first, in upstream's order.
-            if chosen.is_none() {
+            // 2. NodeClaims of this solve, fewest pods first, in upstream's order. Claims the
+            // pod's hostname groups reject for good are remembered per set of groups.
+            let lasting = host.lasting_groups();
+            let mut memos = self.host_rejections.borrow_mut();
+            let mut memo = (!lasting.is_empty()).then(|| memos.entry(lasting.clone()).or_default());
+            let all_rejected = memo.as_ref().is_some_and(|m| m.count >= self.claims.len());
+            if chosen.is_none() && !all_rejected {
                 for (pos, &c) in self.claim_order.iter().enumerate() {
+                    if memo.as_ref().is_some_and(|m| m.claims.contains(c)) {
+                        continue;
+                    }
                     let claim = &self.claims[c];
-                    if host.rejects(claim.hostname_id)
-                        || self.claim_over_capacity(claim, st)
+                    if host.rejects(claim.hostname_id) {
+                        if let Some(m) = memo.as_mut()
+                            && host.rejects_for_good(claim.hostname_id)
+                        {
+                            m.claims.grow(c + 1);
+                            m.claims.insert(c);
+                            m.count += 1;
+                        }
+                        continue;
+                    }
+                    if self.claim_over_capacity(claim, st)
                         || !passes_prefilter(&claim.topology_keys, &claim.requirements)
                     {
                         continue;

@@ -813,6 +813,25 @@ impl<'a> Topology<'a> {
         self.for_each_group_of_key(kid, |g| g.unregister(id));
     }
 
+    /// The value set of `r`, a requirement on the topology key with id `kid`, as a bit mask of
+    /// the key's interned domain ids: `None` unless `r` is a plain `In` (no complement, no
+    /// numeric bounds) whose every value is interned with an id below 64. Two requirements on
+    /// one key with masks have a common value iff their masks share a bit (interning is one id
+    /// per value), which the solver's per-candidate domain pre-check uses instead of comparing
+    /// strings.
+    pub(crate) fn domain_mask(&self, kid: u32, r: &Requirement) -> Option<u64> {
+        if r.is_complement() || r.gte().is_some() || r.lte().is_some() {
+            return None;
+        }
+        let kd = self.keys.get(kid as usize)?;
+        let mut mask = 0u64;
+        for v in r.values() {
+            let id = kd.lookup(v)?;
+            mask |= 1u64.checked_shl(id)?;
+        }
+        Some(mask)
+    }
+
     /// The topology keys interned so far, by id (ids are stable; new keys are appended).
     pub(crate) fn key_names(&self) -> impl ExactSizeIterator<Item = &str> {
         self.keys.iter().map(|k| k.key.as_str())
@@ -843,6 +862,7 @@ impl<'a> Topology<'a> {
         let mut check = HostnameCheck {
             owned: SmallVec::new(),
             inverse: SmallVec::new(),
+            lasting: HostnameGroups::new(),
         };
         let Some(entry) = self.pods.get(pod.uid.as_str()) else {
             return check;
@@ -850,11 +870,17 @@ impl<'a> Topology<'a> {
         for o in &entry.host_owned {
             if let Some(g) = self.groups.get(o.group as usize) {
                 check.owned.push((g, o.selects));
+                if g.kind != TopologyType::PodAffinity {
+                    check
+                        .lasting
+                        .push(u64::from(o.group) << 1 | u64::from(o.selects));
+                }
             }
         }
         for &gid in &entry.host_inverse {
             if let Some(g) = self.inverse.get(gid as usize) {
                 check.inverse.push(g);
+                check.lasting.push(INVERSE_BIT | u64::from(gid));
             }
         }
         check
@@ -925,9 +951,43 @@ impl<'a> Topology<'a> {
 pub(crate) struct HostnameCheck<'a> {
     owned: SmallVec<[(&'a Group, bool); 2]>,
     inverse: SmallVec<[&'a Group; 2]>,
+    /// The groups whose rejections last (see [`HostnameCheck::lasting_groups`]).
+    lasting: HostnameGroups,
 }
 
+/// Identifies the hostname groups of a [`HostnameCheck`] whose rejections last: per owned
+/// spread or anti-affinity group its id and whether it selects the pod, per inverse group its
+/// id (with [`INVERSE_BIT`] set), in the check's order.
+pub(crate) type HostnameGroups = SmallVec<[u64; 4]>;
+
+/// Marks an inverse group's id in [`HostnameGroups`].
+const INVERSE_BIT: u64 = 1 << 40;
+
 impl HostnameCheck<'_> {
+    /// The groups whose rejections last, identifying them across pods: two pods with equal
+    /// lists are rejected for good by the same hosts (empty: none can be).
+    pub(crate) fn lasting_groups(&self) -> &HostnameGroups {
+        &self.lasting
+    }
+
+    /// Whether the host with interned id `id` is rejected by a group whose rejection lasts for
+    /// the rest of the solve: an owned spread over `maxSkew` there, an owned anti-affinity group
+    /// or an inverse group counting it. Counts only grow while a solve places pods, so such a
+    /// host stays rejected (by [`rejects`](Self::rejects)) for every pod with the same
+    /// [`lasting_groups`](Self::lasting_groups). An owned affinity group's rejection (no
+    /// matching pod there yet) does not last.
+    pub(crate) fn rejects_for_good(&self, id: Option<u32>) -> bool {
+        let count = |g: &Group| id.and_then(|i| g.count(i)).unwrap_or(0);
+        self.owned.iter().any(|&(g, selects)| {
+            let c = count(g);
+            match g.kind {
+                TopologyType::Spread => i64::from(c) + i64::from(selects) > i64::from(g.max_skew),
+                TopologyType::PodAntiAffinity => c > 0,
+                TopologyType::PodAffinity => false,
+            }
+        }) || self.inverse.iter().any(|g| count(g) > 0)
+    }
+
     /// Whether the pod certainly cannot go to the host with interned id `id` (`None`: a host the
     /// groups do not know, which counts 0).
     pub(crate) fn rejects(&self, id: Option<u32>) -> bool {

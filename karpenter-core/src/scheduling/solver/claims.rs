@@ -424,13 +424,18 @@ impl<'a> Solver<'a> {
                 ),
             ));
         }
-        let options: Vec<u32> = (0..tpl.instance_types.len() as u32)
-            .filter(|&i| {
-                self.limits[t]
-                    .iter()
-                    .all(|&(r, remaining)| tpl.capacity[i as usize][r] <= remaining)
-            })
-            .collect();
+        let count = tpl.instance_types.len() as u32;
+        let options: Vec<u32> = match self.limits.get(t) {
+            Some(limits) if !limits.is_empty() => (0..count)
+                .filter(|&i| {
+                    limits
+                        .iter()
+                        .all(|&(r, remaining)| tpl.capacity[i as usize][r] <= remaining)
+                })
+                .collect(),
+            // No limited resource: every instance type (a plain range, no per-type check).
+            _ => (0..count).collect(),
+        };
         if options.is_empty() {
             return Err(AddError::Pod(
                 PodErrorKind::Limits,
@@ -501,26 +506,25 @@ impl<'a> Solver<'a> {
     /// list and run the same algorithm ([`gosort`]), but only when the list is out of order.
     /// On sorted input Go's sort swaps nothing, so skipping it then gives the identical order.
     ///
-    /// Sortedness is checked locally: the list was sorted after the last sort, and since then
-    /// one claim (at one position) gained a pod, or was appended and gained its first, because
-    /// every placement attempt starts here. Keys only grow, so the list is sorted iff that
-    /// claim is not less than its predecessor and not greater than its successor. If more than
-    /// one position changed, the whole list is checked.
+    /// The list was sorted after the last sort, and since then one claim (at one position)
+    /// gained a pod, or was appended and gained its first, because every placement attempt
+    /// starts here. So the list is sorted but for that claim, and [`gosort::sort_moved`] gives
+    /// Go's permutation from a few comparisons around it (nothing when it is in order). If more
+    /// than one position changed, the whole list is checked and sorted.
     pub(super) fn sort_claims(&mut self) {
         let touched = std::mem::replace(&mut self.claim_order_touched, Touched::Nothing);
         let claims = &self.claims;
         let mut less = |a: &usize, b: &usize| claims[*a].pods.len() < claims[*b].pods.len();
-        let order = &self.claim_order;
-        let sorted = match touched {
-            Touched::Nothing => true,
-            Touched::At(p) => {
-                (p == 0 || !less(&order[p], &order[p - 1]))
-                    && (p + 1 >= order.len() || !less(&order[p + 1], &order[p]))
+        match touched {
+            Touched::Nothing => {}
+            // One claim moved: Go's sort of a list sorted but for one element, without a pass
+            // over the whole list (see `gosort::sort_moved`); a no-op when it is in order.
+            Touched::At(p) => gosort::sort_moved(&mut self.claim_order, &mut less, p),
+            Touched::Many => {
+                if !gosort::is_sorted(&self.claim_order, &mut less) {
+                    gosort::sort_slice(&mut self.claim_order, &mut less);
+                }
             }
-            Touched::Many => gosort::is_sorted(order, &mut less),
-        };
-        if !sorted {
-            gosort::sort_slice(&mut self.claim_order, &mut less);
         }
         debug_assert!(gosort::is_sorted(&self.claim_order, &mut less));
     }
