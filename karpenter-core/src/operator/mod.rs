@@ -61,7 +61,10 @@
 //! hooks, DRA, CapacityBuffer pods, default topology-spread constraints and PVC volume
 //! topology in provisioning (the snapshot has no namespaces, volumes or CSI limits), NodeClass
 //! readiness (a NodePool is `Ready` when its provider returned instance types), gauges such as
-//! `karpenter_pods_state` (a shell computes them from [`Operator::view`]), duration histograms.
+//! `karpenter_pods_state` (a shell computes them from [`Operator::view`],
+//! [`Operator::disruption_budgets`], [`Operator::unstarted_pods`] and [`Operator::work_queues`]),
+//! duration histograms other than the pods' bound and startup durations (a shell times the
+//! loops through a [`LoopObserver`]).
 //! VolumeAttachments of volumes whose pods drain does not wait for are waited for too.
 
 mod disruption;
