@@ -285,8 +285,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             renew_period: args.lease_renew_period,
         };
         tracing::info!(identity = %cfg.identity, lease = %format!("{namespace}/{}", cfg.name), "leader election started");
+        // The Lease has a client of its own, outside the rate limiter (as controller-runtime's
+        // leader election has its own): a backlog of other calls must not delay a renewal past
+        // the lease duration.
+        let lease_client = self::client(args.kubeconfig.as_deref()).await?;
         Some(tokio::spawn(leader::run(
-            Api::<Lease>::namespaced(client.clone(), &namespace),
+            Api::<Lease>::namespaced(lease_client, &namespace),
             cfg,
             leading_tx,
             release.clone(),

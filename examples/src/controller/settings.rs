@@ -101,7 +101,7 @@ pub struct ControllerArgs {
     #[arg(long, env = "LOG_LEVEL", value_enum, default_value = "info")]
     pub log_level: LogLevel,
     /// The smoothed rate of requests a second to the kube-apiserver (a client-side token
-    /// bucket over every API call: lists, watches, writes).
+    /// bucket over every API call but the leader-election Lease's: lists, watches, writes).
     #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200, value_parser = parse_positive)]
     pub kube_client_qps: u32,
     /// The most requests the client may send at once before the QPS limit applies.
