@@ -1,18 +1,25 @@
-//! Prometheus metrics with upstream Karpenter's names and labels (namespace `karpenter_`).
+//! Prometheus metrics with upstream Karpenter's names and labels (namespace `karpenter_`), and
+//! controller-runtime's reconcile and work-queue families (`controller_runtime_*`,
+//! `workqueue_*`) for the operator's loops.
 //!
-//! Counters and histograms are updated as the operator loops ask (`Action::Metric`, by
-//! upstream's full metric name); the gauges that describe the cluster
-//! (`karpenter_pods_state`, `karpenter_nodes_total_pod_requests`, `karpenter_nodes_allocatable`,
+//! Counters, histograms and the summary are updated as the operator loops ask
+//! (`Action::Metric`, by upstream's full metric name); the reconcile metrics as the loops tell
+//! a [`ReconcileObserver`]; the gauges that describe the cluster (`karpenter_pods_state`,
+//! `karpenter_nodes_total_pod_requests`, `karpenter_nodes_allocatable`,
 //! `karpenter_nodepools_limit`, `karpenter_cluster_state_node_count`, ...) are recomputed from
-//! the watch caches by [`Metrics::refresh`] before each scrape, so they never go stale.
+//! the watch caches and the operator's view by [`Metrics::refresh`] and
+//! [`Metrics::refresh_operator`] before each scrape, so they never go stale.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use karpenter_core::crd::KubeNodePool;
 use karpenter_core::labels;
 use karpenter_core::lifecycle::{Metric, MetricOp};
+use karpenter_core::operator::{LoopObserver, Operator, ReconcileResult};
 use karpenter_core::resources::{Quantity, ResourceList};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -134,8 +141,8 @@ pub const HISTOGRAMS: &[(&str, &str)] = &[
         "The lifetime duration of the nodes since creation.",
     ),
     (
-        "karpenter_pods_startup_duration_seconds",
-        "The time from pod creation until the pod is running.",
+        "karpenter_pods_bound_duration_seconds",
+        "The time from pod creation until the pod is bound.",
     ),
     (
         "karpenter_consolidation_score",
@@ -143,11 +150,112 @@ pub const HISTOGRAMS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The summaries the operator loops update through `Action::Metric` (no labels), with help.
+pub const SUMMARIES: &[(&str, &str)] = &[(
+    "karpenter_pods_startup_duration_seconds",
+    "The time from pod creation until the pod is running.",
+)];
+
+/// Upstream's duration buckets (controller-runtime's, extended to 600 s).
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+/// The quantiles upstream's summaries report.
+pub const SUMMARY_QUANTILES: &[f64] = &[0.0, 0.5, 0.9, 0.99, 1.0];
+
+/// How long an observation counts towards a summary's quantiles (Prometheus's default
+/// `MaxAge`).
+pub const SUMMARY_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// At most this many observations are kept for a summary's quantiles (the oldest go first).
+pub const SUMMARY_MAX_SAMPLES: usize = 10_000;
+
+/// A Prometheus summary without labels (prometheus-client has none): `_sum` and `_count` over
+/// every observation, and the [`SUMMARY_QUANTILES`] over those of the last
+/// [`SUMMARY_MAX_AGE`] (exact ranks, where Prometheus's Go client estimates within 1%); `NaN`
+/// when there are none, as Go's client reports.
+#[derive(Debug, Default)]
+pub struct Summary {
+    state: Mutex<SummaryState>,
+}
+
+#[derive(Debug, Default)]
+struct SummaryState {
+    recent: VecDeque<(Instant, f64)>,
+    sum: f64,
+    count: u64,
+}
+
+impl Summary {
+    /// Records `value` at `now`.
+    pub fn observe_at(&self, value: f64, now: Instant) {
+        if let Ok(mut s) = self.state.lock() {
+            s.sum += value;
+            s.count += 1;
+            s.recent.push_back((now, value));
+            while s.recent.len() > SUMMARY_MAX_SAMPLES {
+                s.recent.pop_front();
+            }
+        }
+    }
+
+    /// The text exposition of this summary named `name` (full name) at `now`.
+    pub fn encode_at(&self, name: &str, help: &str, now: Instant) -> String {
+        use std::fmt::Write;
+        let Ok(mut s) = self.state.lock() else {
+            return String::new();
+        };
+        while s
+            .recent
+            .front()
+            .is_some_and(|(t, _)| now.saturating_duration_since(*t) > SUMMARY_MAX_AGE)
+        {
+            s.recent.pop_front();
+        }
+        let mut values: Vec<f64> = s.recent.iter().map(|(_, v)| *v).collect();
+        values.sort_by(f64::total_cmp);
+        let mut out = String::new();
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} summary");
+        for q in SUMMARY_QUANTILES {
+            let value = if values.is_empty() {
+                f64::NAN
+            } else {
+                // Nearest rank: the smallest value with at least q of the values at or below it.
+                let rank = (q * values.len() as f64).ceil() as usize;
+                values[rank.clamp(1, values.len()) - 1]
+            };
+            let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {}", float(value));
+        }
+        let _ = writeln!(out, "{name}_sum {}", float(s.sum));
+        let _ = writeln!(out, "{name}_count {}", s.count);
+        out
+    }
+}
+
+/// A float as the exposition writes it (`1.0`, `NaN`).
+fn float(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.1}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// Every metric the controller exports.
 pub struct Metrics {
     registry: Registry,
     counters: BTreeMap<&'static str, Family<DynLabels, CounterF>>,
     histograms: BTreeMap<&'static str, Family<DynLabels, Histogram>>,
+    summaries: BTreeMap<&'static str, (&'static str, Summary)>,
+    /// Whether the per-object cluster gauges are computed (`DISABLE_CLUSTER_STATE_OBSERVABILITY`
+    /// turns them off).
+    cluster_state_observability: bool,
     /// Well-known label key -> metric label name (`topology.kubernetes.io/zone` -> `zone`).
     node_label_names: BTreeMap<String, String>,
     /// `karpenter_cloudprovider_duration_seconds` {controller, method, provider}.
@@ -161,6 +269,12 @@ pub struct Metrics {
     /// `karpenter_nodes_total_daemon_requests` {node labels, resource_type}: the DaemonSet
     /// pods bound to the node.
     pub nodes_total_daemon_requests: Family<DynLabels, GaugeF>,
+    /// `karpenter_nodes_total_pod_limits` {node labels, resource_type}: every pod bound to the
+    /// node, DaemonSet pods included.
+    pub nodes_total_pod_limits: Family<DynLabels, GaugeF>,
+    /// `karpenter_nodes_total_daemon_limits` {node labels, resource_type}: the DaemonSet pods
+    /// bound to the node.
+    pub nodes_total_daemon_limits: Family<DynLabels, GaugeF>,
     /// `karpenter_nodes_allocatable` {node labels, resource_type}.
     pub nodes_allocatable: Family<DynLabels, GaugeF>,
     /// `karpenter_nodes_system_overhead` {node labels, resource_type}: capacity − allocatable.
@@ -177,6 +291,26 @@ pub struct Metrics {
     pub nodepools_usage: Family<Labels, GaugeF>,
     /// `karpenter_voluntary_disruption_eligible_nodes` {reason}.
     pub voluntary_disruption_eligible_nodes: Family<Labels, GaugeF>,
+    /// `karpenter_nodepools_allowed_disruptions` {nodepool, reason}: what the budgets allow.
+    pub nodepools_allowed_disruptions: Family<Labels, GaugeF>,
+    /// `karpenter_nodepools_nodes_consuming_budgets` {nodepool, reason}: nodes not Ready or
+    /// being deleted, which already use budget.
+    pub nodepools_nodes_consuming_budgets: Family<Labels, GaugeF>,
+    /// `karpenter_pods_unbound_time_seconds` {name, namespace}: pending pods not bound yet.
+    pub pods_unbound_time_seconds: Family<Labels, GaugeF>,
+    /// `karpenter_pods_unstarted_time_seconds` {name, namespace}: pods seen pending that are
+    /// not ready yet.
+    pub pods_unstarted_time_seconds: Family<Labels, GaugeF>,
+    /// `controller_runtime_reconcile_total` {controller, result}.
+    pub reconcile_total: Family<Labels, Counter>,
+    /// `controller_runtime_reconcile_errors_total` {controller}.
+    pub reconcile_errors_total: Family<Labels, Counter>,
+    /// `controller_runtime_reconcile_time_seconds` {controller}.
+    pub reconcile_time_seconds: Family<Labels, Histogram>,
+    /// `workqueue_depth` {controller, name}.
+    pub workqueue_depth: Family<Labels, GaugeF>,
+    /// `workqueue_adds_total` {controller, name}.
+    pub workqueue_adds_total: Family<Labels, Counter>,
     /// `karpenter_cluster_state_node_count`.
     pub cluster_state_node_count: GaugeF,
     /// `karpenter_cluster_state_synced`: 1 once every watch cache has its first list.
@@ -205,11 +339,16 @@ fn histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
 
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS.iter().copied())
+}
+
 impl Metrics {
     /// A registry with every family registered; the node metrics are labelled by `policy`'s
     /// well-known labels (core's and the provider's), as upstream's are.
     pub fn new(policy: &karpenter_core::labels::LabelPolicy) -> Metrics {
-        let mut registry = Registry::with_prefix("karpenter");
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("karpenter");
         let mut counters = BTreeMap::new();
         for (name, help) in COUNTERS {
             let family = Family::<DynLabels, CounterF>::default();
@@ -222,9 +361,13 @@ impl Metrics {
         }
         let mut histograms = BTreeMap::new();
         for (name, help) in HISTOGRAMS {
-            let family = Family::<DynLabels, Histogram>::new_with_constructor(
-                histogram as fn() -> Histogram,
-            );
+            let buckets =
+                if name.ends_with("_duration_seconds") && name.starts_with("karpenter_pods_") {
+                    duration_histogram as fn() -> Histogram
+                } else {
+                    histogram as fn() -> Histogram
+                };
+            let family = Family::<DynLabels, Histogram>::new_with_constructor(buckets);
             registry.register(name.trim_start_matches("karpenter_"), *help, family.clone());
             histograms.insert(*name, family);
         }
@@ -235,15 +378,23 @@ impl Metrics {
                 Some((key.to_string(), resource_label(name)))
             })
             .collect();
+        let summaries = SUMMARIES
+            .iter()
+            .map(|(name, help)| (*name, (*help, Summary::default())))
+            .collect();
         let m = Metrics {
             registry: Registry::default(),
             counters,
             histograms,
+            summaries,
+            cluster_state_observability: true,
             node_label_names,
             cloudprovider_duration: Family::new_with_constructor(histogram),
             pods_state: Family::default(),
             nodes_total_pod_requests: Family::default(),
             nodes_total_daemon_requests: Family::default(),
+            nodes_total_pod_limits: Family::default(),
+            nodes_total_daemon_limits: Family::default(),
             nodes_allocatable: Family::default(),
             nodes_system_overhead: Family::default(),
             nodes_current_lifetime_seconds: Family::default(),
@@ -251,6 +402,15 @@ impl Metrics {
             nodepools_limit: Family::default(),
             nodepools_usage: Family::default(),
             voluntary_disruption_eligible_nodes: Family::default(),
+            nodepools_allowed_disruptions: Family::default(),
+            nodepools_nodes_consuming_budgets: Family::default(),
+            pods_unbound_time_seconds: Family::default(),
+            pods_unstarted_time_seconds: Family::default(),
+            reconcile_total: Family::default(),
+            reconcile_errors_total: Family::default(),
+            reconcile_time_seconds: Family::new_with_constructor(duration_histogram),
+            workqueue_depth: Family::default(),
+            workqueue_adds_total: Family::default(),
             cluster_state_node_count: GaugeF::default(),
             cluster_state_synced: GaugeF::default(),
             build_info: Family::default(),
@@ -274,6 +434,36 @@ impl Metrics {
             "nodes_total_daemon_requests",
             "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.",
             m.nodes_total_daemon_requests.clone(),
+        );
+        registry.register(
+            "nodes_total_pod_limits",
+            "Node total pod limits are the resources specified by pod limits, including the DaemonSet pods.",
+            m.nodes_total_pod_limits.clone(),
+        );
+        registry.register(
+            "nodes_total_daemon_limits",
+            "Node total daemon limits are the resources specified by DaemonSet pod limits.",
+            m.nodes_total_daemon_limits.clone(),
+        );
+        registry.register(
+            "nodepools_allowed_disruptions",
+            "The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and others may be deleted at any point.",
+            m.nodepools_allowed_disruptions.clone(),
+        );
+        registry.register(
+            "nodepools_nodes_consuming_budgets",
+            "The number of nodes consuming the budget of a nodepool at a point in time. Labeled by NodePool.",
+            m.nodepools_nodes_consuming_budgets.clone(),
+        );
+        registry.register(
+            "pods_unbound_time_seconds",
+            "The time from pod creation until the pod is bound.",
+            m.pods_unbound_time_seconds.clone(),
+        );
+        registry.register(
+            "pods_unstarted_time_seconds",
+            "The time from pod creation until the pod is running.",
+            m.pods_unstarted_time_seconds.clone(),
         );
         registry.register(
             "nodes_allocatable",
@@ -328,7 +518,123 @@ impl Metrics {
         m.build_info
             .get_or_create(&vec![("version", env!("CARGO_PKG_VERSION").to_string())])
             .set(1.0);
-        Metrics { registry, ..m }
+        // controller-runtime's families, unprefixed.
+        root.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            m.reconcile_total.clone(),
+        );
+        root.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            m.reconcile_errors_total.clone(),
+        );
+        root.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            m.reconcile_time_seconds.clone(),
+        );
+        root.register(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            m.workqueue_depth.clone(),
+        );
+        root.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            m.workqueue_adds_total.clone(),
+        );
+        Metrics {
+            registry: root,
+            ..m
+        }
+    }
+
+    /// Leaves out the per-object cluster gauges (pods, nodes, NodePools; upstream's
+    /// `DISABLE_CLUSTER_STATE_OBSERVABILITY`) when `on` is false.
+    pub fn with_cluster_state_observability(mut self, on: bool) -> Metrics {
+        self.cluster_state_observability = on;
+        self
+    }
+
+    /// Counts a reconcile of `controller` that ended with `result` and took `elapsed` (when
+    /// measured).
+    pub fn reconciled(
+        &self,
+        controller: &'static str,
+        result: ReconcileResult,
+        elapsed: Option<Duration>,
+    ) {
+        self.reconcile_total
+            .get_or_create(&vec![
+                ("controller", controller.to_string()),
+                ("result", result.as_str().to_string()),
+            ])
+            .inc();
+        let c = vec![("controller", controller.to_string())];
+        if result == ReconcileResult::Error {
+            self.reconcile_errors_total.get_or_create(&c).inc();
+        }
+        if let Some(d) = elapsed {
+            self.reconcile_time_seconds
+                .get_or_create(&c)
+                .observe(d.as_secs_f64());
+        }
+    }
+
+    /// Sets the gauges read from the operator itself at `now`: the disruption budgets of the
+    /// last pass, the reconcile queues, and (unless cluster state observability is off) the
+    /// pod latency gauges of the pods that wait to be bound or to start.
+    pub fn refresh_operator(&self, op: &Operator, now: jiff::Timestamp) {
+        self.nodepools_allowed_disruptions.clear();
+        self.nodepools_nodes_consuming_budgets.clear();
+        for ((pool, reason), budget) in op.disruption_budgets() {
+            let l = vec![("nodepool", pool.clone()), ("reason", reason.to_string())];
+            // Unbounded reports upstream's `math.MaxInt32`.
+            self.nodepools_allowed_disruptions
+                .get_or_create(&l)
+                .set(budget.allowed.min(i32::MAX as usize) as f64);
+            self.nodepools_nodes_consuming_budgets
+                .get_or_create(&l)
+                .set(budget.disrupting as f64);
+        }
+        for q in op.work_queues() {
+            let l = vec![
+                ("controller", q.controller.to_string()),
+                ("name", q.controller.to_string()),
+            ];
+            self.workqueue_depth.get_or_create(&l).set(q.depth as f64);
+            let adds = self.workqueue_adds_total.get_or_create(&l);
+            adds.inc_by(q.adds.saturating_sub(adds.get()));
+        }
+        self.pods_unbound_time_seconds.clear();
+        self.pods_unstarted_time_seconds.clear();
+        if !self.cluster_state_observability {
+            return;
+        }
+        let since = |p: &karpenter_core::model::Pod| {
+            now.duration_since(p.creation_timestamp)
+                .as_secs_f64()
+                .max(0.0)
+        };
+        let key = |p: &karpenter_core::model::Pod| {
+            vec![("name", p.name.clone()), ("namespace", p.namespace.clone())]
+        };
+        for pod in op.view().pods().values() {
+            if pod.phase == karpenter_core::model::PodPhase::Pending
+                && pod.scheduled_at.is_none()
+                && !pod.is_terminating()
+            {
+                self.pods_unbound_time_seconds
+                    .get_or_create(&key(pod))
+                    .set(since(pod));
+            }
+        }
+        for pod in op.unstarted_pods() {
+            self.pods_unstarted_time_seconds
+                .get_or_create(&key(pod))
+                .set(since(pod));
+        }
     }
 
     /// Applies a metric update the operator asked for. Returns `false` (and changes nothing)
@@ -347,13 +653,17 @@ impl Metrics {
                 }
                 None => false,
             },
-            MetricOp::Observe(v) => match self.histograms.get(metric.name.as_str()) {
-                Some(f) => {
+            MetricOp::Observe(v) => {
+                if let Some(f) = self.histograms.get(metric.name.as_str()) {
                     f.get_or_create(&labels).observe(v);
                     true
+                } else if let Some((_, s)) = self.summaries.get(metric.name.as_str()) {
+                    s.observe_at(v, Instant::now());
+                    true
+                } else {
+                    false
                 }
-                None => false,
-            },
+            }
         }
     }
 
@@ -362,6 +672,15 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
+        // The summaries go before the closing `# EOF`.
+        let eof = out.rfind("# EOF").unwrap_or(out.len());
+        let now = Instant::now();
+        let summaries: String = self
+            .summaries
+            .iter()
+            .map(|(name, (help, s))| s.encode_at(name, help, now))
+            .collect();
+        out.insert_str(eof, &summaries);
         out
     }
 
@@ -406,6 +725,8 @@ impl Metrics {
         self.pods_state.clear();
         self.nodes_total_pod_requests.clear();
         self.nodes_total_daemon_requests.clear();
+        self.nodes_total_pod_limits.clear();
+        self.nodes_total_daemon_limits.clear();
         self.nodes_allocatable.clear();
         self.nodes_system_overhead.clear();
         self.nodes_current_lifetime_seconds.clear();
@@ -417,8 +738,10 @@ impl Metrics {
             .iter()
             .filter_map(|n| Some((n.metadata.name.as_deref()?, *n)))
             .collect();
-        let mut requests: BTreeMap<&str, ResourceList> = BTreeMap::new();
-        let mut daemon_requests: BTreeMap<&str, ResourceList> = BTreeMap::new();
+        // Per node: requests, limits, DaemonSet requests, DaemonSet limits (with `pods`, the
+        // number of pods, as upstream's `RequestsForPods` / `LimitsForPods` count it).
+        let mut per_node: BTreeMap<&str, [ResourceList; 4]> = BTreeMap::new();
+        let observe = self.cluster_state_observability;
         for pod in pods {
             let node_name = pod.node_name.as_deref().unwrap_or_default();
             let node = by_name.get(node_name);
@@ -463,17 +786,21 @@ impl Metrics {
                 ),
                 ("managed", (!nodepool.is_empty()).to_string()),
             ];
-            self.pods_state.get_or_create(&labels).set(1.0);
+            if observe {
+                self.pods_state.get_or_create(&labels).set(1.0);
+            }
             if !node_name.is_empty() && !pod.is_terminal() {
-                requests
-                    .entry(node_name)
-                    .or_default()
-                    .add_assign(&pod.requests);
+                let one = ResourceList::from_iter([("pods", Quantity::from_units(1))]);
+                let lists = per_node.entry(node_name).or_default();
+                lists[0].add_assign(&pod.requests);
+                lists[0].add_assign(&one);
+                lists[1].add_assign(&pod.limits);
+                lists[1].add_assign(&one);
                 if pod.is_daemonset_pod() {
-                    daemon_requests
-                        .entry(node_name)
-                        .or_default()
-                        .add_assign(&pod.requests);
+                    lists[2].add_assign(&pod.requests);
+                    lists[2].add_assign(&one);
+                    lists[3].add_assign(&pod.limits);
+                    lists[3].add_assign(&one);
                 }
             }
         }
@@ -499,6 +826,13 @@ impl Metrics {
             let status = node.status.as_ref();
             let allocatable = parse(status.and_then(|s| s.allocatable.as_ref()));
             let capacity = parse(status.and_then(|s| s.capacity.as_ref()));
+            let empty = Default::default();
+            let lists: &[ResourceList; 4] = per_node.get(name).unwrap_or(&empty);
+            cluster_allocatable.add_assign(&allocatable);
+            cluster_requested.add_assign(&lists[0]);
+            if !observe {
+                continue;
+            }
             for (resource, q) in allocatable.iter() {
                 self.nodes_allocatable
                     .get_or_create(&with(resource))
@@ -510,17 +844,16 @@ impl Metrics {
                     .get_or_create(&with(resource))
                     .set(overhead);
             }
-            let empty = ResourceList::new();
-            let pod_requests = requests.get(name).unwrap_or(&empty);
-            for (resource, q) in pod_requests.iter() {
-                self.nodes_total_pod_requests
-                    .get_or_create(&with(resource))
-                    .set(quantity_value(q));
-            }
-            for (resource, q) in daemon_requests.get(name).unwrap_or(&empty).iter() {
-                self.nodes_total_daemon_requests
-                    .get_or_create(&with(resource))
-                    .set(quantity_value(q));
+            let families = [
+                &self.nodes_total_pod_requests,
+                &self.nodes_total_pod_limits,
+                &self.nodes_total_daemon_requests,
+                &self.nodes_total_daemon_limits,
+            ];
+            for (family, list) in families.into_iter().zip(lists) {
+                for (resource, q) in list.iter() {
+                    family.get_or_create(&with(resource)).set(quantity_value(q));
+                }
             }
             if let Some(created) = &node.metadata.creation_timestamp {
                 let age = now.duration_since(created.0).as_secs_f64().max(0.0);
@@ -528,8 +861,6 @@ impl Metrics {
                     .get_or_create(&base)
                     .set(age);
             }
-            cluster_allocatable.add_assign(&allocatable);
-            cluster_requested.add_assign(pod_requests);
         }
         for (resource, allocatable) in cluster_allocatable.iter() {
             let total = allocatable.as_f64();
@@ -541,7 +872,7 @@ impl Metrics {
                 .get_or_create(&vec![("resource_type", resource_label(resource))])
                 .set(100.0 * used / total);
         }
-        for pool in nodepools {
+        for pool in nodepools.iter().filter(|_| observe) {
             let name = pool.metadata.name.clone().unwrap_or_default();
             for (resource, q) in pool.spec.limits.iter().flat_map(|l| l.iter()) {
                 let l = vec![
@@ -565,6 +896,42 @@ impl Metrics {
                 .set(*n as f64);
         }
         self.cluster_state_node_count.set(nodes.len() as f64);
+    }
+}
+
+/// Counts and times the operator's reconciles into [`Metrics`] (controller-runtime's
+/// `controller_runtime_reconcile_*`): hand it to `Operator::handle_observed`.
+pub struct ReconcileObserver<'a> {
+    metrics: &'a Metrics,
+    started: Option<(&'static str, Instant)>,
+}
+
+impl<'a> ReconcileObserver<'a> {
+    /// An observer recording into `metrics`.
+    pub fn new(metrics: &'a Metrics) -> ReconcileObserver<'a> {
+        ReconcileObserver {
+            metrics,
+            started: None,
+        }
+    }
+}
+
+impl LoopObserver for ReconcileObserver<'_> {
+    fn started(&mut self, controller: &'static str) {
+        self.started = Some((controller, Instant::now()));
+    }
+
+    fn finished(&mut self, controller: &'static str, result: ReconcileResult) {
+        let elapsed = match self.started.take() {
+            Some((c, at)) if c == controller => Some(at.elapsed()),
+            _ => None,
+        };
+        self.metrics.reconciled(controller, result, elapsed);
+    }
+
+    fn failed(&mut self, controller: &'static str) {
+        self.metrics
+            .reconciled(controller, ReconcileResult::Error, None);
     }
 }
 
@@ -624,8 +991,11 @@ mod tests {
                        "allocatable": {"cpu": "3500m", "memory": "15Gi", "ephemeral-storage": "20Gi"}}
         }))
         .unwrap();
-        let app = model_pod("p1", Some("n1"), 1500);
+        let mut app = model_pod("p1", Some("n1"), 1500);
+        app.limits.insert("cpu", Quantity::from_milli(2000));
+        app.limits.insert("memory", Quantity::from_units(1 << 30));
         let mut daemon = model_pod("ds-1", Some("n1"), 250);
+        daemon.limits.insert("cpu", Quantity::from_milli(500));
         daemon.owner = Some(
             karpenter_core::model::OwnerReference::new("apps/v1", "DaemonSet", "agent")
                 .with_controller(true),
@@ -685,6 +1055,28 @@ mod tests {
         )
         .unwrap_or_else(|| panic!("{text}"));
         assert!(daemon_requests.ends_with(" 0.25"), "{daemon_requests}");
+        // Limits, as upstream's LimitsForPods: summed per node, DaemonSet pods apart.
+        let limit = |family: &str, resource: &str| {
+            line(&text, family, &[&format!("resource_type=\"{resource}\"")])
+                .unwrap_or_else(|| panic!("{family} {resource}: {text}"))
+                .rsplit(' ')
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(limit("karpenter_nodes_total_pod_limits{", "cpu"), "2.5");
+        assert_eq!(
+            limit("karpenter_nodes_total_pod_limits{", "memory"),
+            "1073741824.0"
+        );
+        assert_eq!(limit("karpenter_nodes_total_daemon_limits{", "cpu"), "0.5");
+        // `pods` counts the pods bound to the node, as upstream's requests and limits do.
+        assert_eq!(limit("karpenter_nodes_total_pod_requests{", "pods"), "2.0");
+        assert_eq!(limit("karpenter_nodes_total_pod_limits{", "pods"), "2.0");
+        assert_eq!(
+            limit("karpenter_nodes_total_daemon_requests{", "pods"),
+            "1.0"
+        );
         let overhead = line(
             &text,
             "karpenter_nodes_system_overhead{",
@@ -773,6 +1165,297 @@ mod tests {
         assert!(
             !text.contains("karpenter_nodes_total_daemon_requests{"),
             "{text}"
+        );
+        assert!(
+            !text.contains("karpenter_nodes_total_pod_limits{"),
+            "{text}"
+        );
+
+        // DISABLE_CLUSTER_STATE_OBSERVABILITY: no per-object gauges; the cluster counts stay.
+        let off = Metrics::new(&karpenter_core::labels::LabelPolicy::core())
+            .with_cluster_state_observability(false);
+        off.refresh([&app, &daemon], &[&node], &[&pool], &eligible, now);
+        let text = off.encode();
+        for family in [
+            "karpenter_pods_state{",
+            "karpenter_nodes_total_pod_requests{",
+            "karpenter_nodes_allocatable{",
+            "karpenter_nodepools_usage{",
+        ] {
+            assert!(!text.contains(family), "{family}: {text}");
+        }
+        assert!(
+            text.contains("karpenter_cluster_state_node_count 1"),
+            "{text}"
+        );
+        assert!(
+            line(&text, "karpenter_cluster_utilization_percent{", &["cpu"]).is_some(),
+            "{text}"
+        );
+    }
+
+    fn nodepool(budget_nodes: &str) -> karpenter_core::api::NodePool {
+        let pool: KubeNodePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": "default"},
+            "spec": {"template": {"spec": {
+                         "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                         "requirements": []}},
+                     "disruption": {"budgets": [{"nodes": budget_nodes}]}}
+        }))
+        .unwrap();
+        pool.into_nodepool().unwrap()
+    }
+
+    fn value(text: &str, prefix: &str, contains: &[&str]) -> String {
+        line(text, prefix, contains)
+            .unwrap_or_else(|| panic!("{prefix} {contains:?}: {text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// The gauges read from the operator: disruption budgets of the last pass, the reconcile
+    /// queues, and the latency gauges of pods waiting to be bound or to start.
+    #[test]
+    fn operator_gauges_budgets_queues_and_waiting_pods() {
+        use karpenter_core::operator::{Input, OperatorConfig};
+        let m = Metrics::default();
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut op = Operator::new(OperatorConfig::default());
+        op.handle(Input::NodePoolApplied(Box::new(nodepool("3"))), t0);
+        let mut waiting = karpenter_core::model::Pod::new("default", "waiting");
+        waiting.creation_timestamp = t0;
+        op.handle(Input::PodApplied(Box::new(waiting)), t0);
+        op.handle(Input::Synced, t0);
+        let now = t0 + jiff::SignedDuration::from_secs(42);
+        m.refresh_operator(&op, now);
+        let text = m.encode();
+        for reason in ["Empty", "Drifted", "Underutilized"] {
+            assert_eq!(
+                value(
+                    &text,
+                    "karpenter_nodepools_allowed_disruptions{",
+                    &["nodepool=\"default\"", &format!("reason=\"{reason}\"")]
+                ),
+                "3.0"
+            );
+            assert_eq!(
+                value(
+                    &text,
+                    "karpenter_nodepools_nodes_consuming_budgets{",
+                    &[&format!("reason=\"{reason}\"")]
+                ),
+                "0.0"
+            );
+        }
+        assert_eq!(
+            value(
+                &text,
+                "karpenter_pods_unbound_time_seconds{",
+                &["name=\"waiting\"", "namespace=\"default\""]
+            ),
+            "42.0"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "karpenter_pods_unstarted_time_seconds{",
+                &["waiting"]
+            ),
+            "42.0"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "workqueue_adds_total{",
+                &[
+                    "controller=\"nodepool.readiness\"",
+                    "name=\"nodepool.readiness\""
+                ]
+            ),
+            "1"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "workqueue_depth{",
+                &["controller=\"nodepool.readiness\""]
+            ),
+            "0.0"
+        );
+        assert!(text.contains("# TYPE workqueue_adds counter"), "{text}");
+        // A reason no budget limits reports upstream's unbounded value (Go's MaxInt32).
+        let mut empty_only = nodepool("3");
+        empty_only.spec.disruption.budgets = Some(vec![{
+            let mut b = karpenter_core::api::Budget::nodes("1");
+            b.reasons = Some(vec![karpenter_core::api::DisruptionReason::Empty]);
+            b
+        }]);
+        let mut other = Operator::new(OperatorConfig::default());
+        other.handle(Input::NodePoolApplied(Box::new(empty_only)), t0);
+        other.handle(Input::Synced, t0);
+        let unbounded = Metrics::default();
+        unbounded.refresh_operator(&other, now);
+        let text2 = unbounded.encode();
+        assert_eq!(
+            value(
+                &text2,
+                "karpenter_nodepools_allowed_disruptions{",
+                &["Empty"]
+            ),
+            "1.0"
+        );
+        assert_eq!(
+            value(
+                &text2,
+                "karpenter_nodepools_allowed_disruptions{",
+                &["Drifted"]
+            ),
+            "2147483647.0"
+        );
+        // A second refresh does not count the adds twice.
+        m.refresh_operator(&op, now);
+        assert_eq!(
+            value(
+                &m.encode(),
+                "workqueue_adds_total{",
+                &["nodepool.readiness"]
+            ),
+            "1"
+        );
+        // The pod bound and started: its gauges go.
+        let mut running = karpenter_core::model::Pod::new("default", "waiting");
+        running.creation_timestamp = t0;
+        running.phase = karpenter_core::model::PodPhase::Running;
+        running.node_name = Some("n1".into());
+        running.scheduled_at = Some(t0 + jiff::SignedDuration::from_secs(3));
+        running.ready_at = Some(t0 + jiff::SignedDuration::from_secs(9));
+        for action in op.handle(Input::PodApplied(Box::new(running)), now) {
+            if let karpenter_core::operator::Action::Metric(metric) = action {
+                m.apply(&metric);
+            }
+        }
+        m.refresh_operator(&op, now);
+        let text = m.encode();
+        assert!(
+            !text.contains("karpenter_pods_unbound_time_seconds{"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("karpenter_pods_unstarted_time_seconds{"),
+            "{text}"
+        );
+        // ... and its latencies are observed: bound (a histogram), startup (a summary).
+        assert_eq!(
+            value(&text, "karpenter_pods_bound_duration_seconds_sum", &[]),
+            "3.0"
+        );
+        assert_eq!(
+            value(&text, "karpenter_pods_startup_duration_seconds_count", &[]),
+            "1"
+        );
+    }
+
+    /// The startup summary reports upstream's quantiles over recent observations, `_sum` and
+    /// `_count`, inside the exposition (before `# EOF`).
+    #[test]
+    fn the_startup_summary_reports_quantiles_sum_and_count() {
+        let m = Metrics::default();
+        let name = "karpenter_pods_startup_duration_seconds";
+        let text = m.encode();
+        assert!(
+            text.contains(&format!("{name}{{quantile=\"0.5\"}} NaN")),
+            "{text}"
+        );
+        for v in [4.0, 1.0, 3.0, 2.0, 10.0] {
+            assert!(m.apply(&Metric::observe(name, v, [])));
+        }
+        let text = m.encode();
+        assert!(text.contains(&format!("# TYPE {name} summary")), "{text}");
+        for (q, v) in [("0", "1.0"), ("0.5", "3.0"), ("0.9", "10.0"), ("1", "10.0")] {
+            assert!(
+                text.contains(&format!("{name}{{quantile=\"{q}\"}} {v}")),
+                "{q}: {text}"
+            );
+        }
+        assert!(text.contains(&format!("{name}_sum 20.0")), "{text}");
+        assert!(text.contains(&format!("{name}_count 5")), "{text}");
+        assert!(text.trim_end().ends_with("# EOF"), "{text}");
+        // Old observations leave the quantiles, not the sum and count.
+        let s = Summary::default();
+        let start = Instant::now();
+        s.observe_at(100.0, start);
+        s.observe_at(1.0, start + Duration::from_secs(500));
+        let later = s.encode_at(name, "h", start + Duration::from_secs(700));
+        assert!(later.contains("{quantile=\"1\"} 1.0"), "{later}");
+        assert!(later.contains("_sum 101.0"), "{later}");
+    }
+
+    /// The operator's reconciles, through the observer, as controller-runtime's families.
+    #[test]
+    fn reconciles_are_counted_timed_and_failures_are_errors() {
+        use karpenter_core::operator::{Input, OperatorConfig};
+        let m = Metrics::default();
+        let t0: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut op = Operator::new(OperatorConfig::default());
+        let mut observer = ReconcileObserver::new(&m);
+        op.handle_observed(
+            Input::NodePoolApplied(Box::new(nodepool("10%"))),
+            t0,
+            &mut observer,
+        );
+        op.handle_observed(Input::Synced, t0, &mut observer);
+        op.handle_observed(
+            Input::WriteFailed {
+                kind: karpenter_core::lifecycle::ObjectKind::NodePool,
+                name: "default".into(),
+                message: "conflict".into(),
+            },
+            t0,
+            &mut observer,
+        );
+        let text = m.encode();
+        assert_eq!(
+            value(
+                &text,
+                "controller_runtime_reconcile_total{",
+                &["controller=\"disruption\"", "result=\"success\""]
+            ),
+            "1"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "controller_runtime_reconcile_total{",
+                &["controller=\"nodepool.readiness\"", "result=\"error\""]
+            ),
+            "1"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "controller_runtime_reconcile_errors_total{",
+                &["controller=\"nodepool.readiness\""]
+            ),
+            "1"
+        );
+        assert_eq!(
+            value(
+                &text,
+                "controller_runtime_reconcile_time_seconds_count{",
+                &["controller=\"disruption\""]
+            ),
+            "1"
+        );
+        assert!(
+            text.contains("# TYPE controller_runtime_reconcile_time_seconds histogram"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("karpenter_controller_runtime"),
+            "unprefixed: {text}"
         );
     }
 }

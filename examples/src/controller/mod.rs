@@ -6,6 +6,7 @@
 //! - [`leader`]: leader election on a `coordination.k8s.io` Lease;
 //! - [`metrics`]: Prometheus metrics with upstream's names and labels;
 //! - [`operate`]: the operator shell (watch changes in, actions out as API and cloud calls);
+//! - [`ratelimit`]: the client-side rate limiter of API calls (`KUBE_CLIENT_QPS` / `_BURST`);
 //! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
 //!
 //! The binary's wiring is [`run`]: find the cluster as kubectl does, start the watches, the
@@ -19,6 +20,7 @@ pub mod kwok;
 pub mod leader;
 pub mod metrics;
 pub mod operate;
+pub mod ratelimit;
 pub mod server;
 pub mod settings;
 
@@ -85,6 +87,26 @@ pub fn init_logging(level: settings::LogLevel) {
 /// A kube client found as kubectl finds its cluster: `--kubeconfig`, else KUBECONFIG, else
 /// `~/.kube/config`, else the in-cluster service account.
 pub async fn client(kubeconfig: Option<&str>) -> Result<Client, ControllerError> {
+    let config = client_config(kubeconfig).await?;
+    Client::try_from(config).map_err(|e| ControllerError::Client(e.to_string()))
+}
+
+/// [`client`] whose API calls are rate-limited to `qps` a second with bursts of `burst`
+/// (client-go's token bucket, [`ratelimit`]).
+pub async fn rate_limited_client(
+    kubeconfig: Option<&str>,
+    qps: u32,
+    burst: u32,
+) -> Result<Client, ControllerError> {
+    let config = client_config(kubeconfig).await?;
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| ControllerError::Client(e.to_string()))?;
+    Ok(builder
+        .with_layer(&ratelimit::RateLimitLayer::new(qps, burst))
+        .build())
+}
+
+async fn client_config(kubeconfig: Option<&str>) -> Result<Config, ControllerError> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
@@ -99,7 +121,7 @@ pub async fn client(kubeconfig: Option<&str>) -> Result<Client, ControllerError>
             ))
         })?,
     };
-    Client::try_from(config).map_err(|e| ControllerError::Client(e.to_string()))
+    Ok(config)
 }
 
 /// This replica's identity in the Lease: POD_NAME (or the host name) and a per-process suffix.
@@ -166,7 +188,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             tracing::warn!(gate = %gate, enabled = on, "unknown feature gate ignored");
         }
     }
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let client = rate_limited_client(
+        args.kubeconfig.as_deref(),
+        args.kube_client_qps,
+        args.kube_client_burst,
+    )
+    .await?;
     #[cfg(feature = "aws")]
     let mut aws_runtime = None;
     // With the well-known labels that label the node metrics (upstream's: core's and the
@@ -210,7 +237,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (caches, changes) = cluster::start(&client, shutdown.clone());
-    let metrics = Arc::new(metrics::Metrics::new(&label_policy));
+    let metrics = Arc::new(
+        metrics::Metrics::new(&label_policy)
+            .with_cluster_state_observability(!args.disable_cluster_state_observability),
+    );
     let (refresh_tx, refresh_rx) = tokio::sync::mpsc::channel(4);
     let shared = server::Shared {
         metrics: metrics.clone(),
@@ -255,8 +285,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             renew_period: args.lease_renew_period,
         };
         tracing::info!(identity = %cfg.identity, lease = %format!("{namespace}/{}", cfg.name), "leader election started");
+        // The Lease has a client of its own, outside the rate limiter (as controller-runtime's
+        // leader election has its own): a backlog of other calls must not delay a renewal past
+        // the lease duration.
+        let lease_client = self::client(args.kubeconfig.as_deref()).await?;
         Some(tokio::spawn(leader::run(
-            Api::<Lease>::namespaced(client.clone(), &namespace),
+            Api::<Lease>::namespaced(lease_client, &namespace),
             cfg,
             leading_tx,
             release.clone(),

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::cluster::{Caches, Change};
-use super::metrics::Metrics;
+use super::metrics::{Metrics, ReconcileObserver};
 use super::settings::ControllerArgs;
 
 /// What the operator shell needs.
@@ -380,6 +380,7 @@ fn refresh_metrics(ctx: &Context, op: &Operator, reply: RefreshRequest) {
         op.eligible_nodes(),
         now(),
     );
+    ctx.metrics.refresh_operator(op, now());
     let _ = reply.send(());
 }
 
@@ -392,7 +393,11 @@ async fn lead(
     shutdown: &mut watch::Receiver<bool>,
     refresh: &mut mpsc::Receiver<RefreshRequest>,
 ) {
-    let mut actions = op.handle(Input::Synced, now());
+    let mut actions = op.handle_observed(
+        Input::Synced,
+        now(),
+        &mut ReconcileObserver::new(&ctx.metrics),
+    );
     let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
     loop {
         for action in actions.drain(..) {
@@ -427,8 +432,9 @@ async fn lead(
             }
             _ = shutdown.wait_for(|s| *s) => return,
         };
+        let mut observer = ReconcileObserver::new(&ctx.metrics);
         for input in inputs {
-            actions.extend(op.handle(input, now()));
+            actions.extend(op.handle_observed(input, now(), &mut observer));
         }
     }
 }

@@ -100,6 +100,22 @@ pub struct ControllerArgs {
     /// Log level.
     #[arg(long, env = "LOG_LEVEL", value_enum, default_value = "info")]
     pub log_level: LogLevel,
+    /// The smoothed rate of requests a second to the kube-apiserver (a client-side token
+    /// bucket over every API call but the leader-election Lease's: lists, watches, writes).
+    #[arg(long, env = "KUBE_CLIENT_QPS", default_value_t = 200, value_parser = parse_positive)]
+    pub kube_client_qps: u32,
+    /// The most requests the client may send at once before the QPS limit applies.
+    #[arg(long, env = "KUBE_CLIENT_BURST", default_value_t = 300, value_parser = parse_positive)]
+    pub kube_client_burst: u32,
+    /// Leave out the gauges that describe the cluster object by object (pod state and
+    /// latency, node and NodePool resources): on very large clusters they are most of the
+    /// scrape.
+    #[arg(
+        long,
+        env = "DISABLE_CLUSTER_STATE_OBSERVABILITY",
+        default_value_t = false
+    )]
+    pub disable_cluster_state_observability: bool,
     /// Port of the Prometheus metrics endpoint (/metrics).
     #[arg(long, env = "METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
@@ -185,6 +201,15 @@ pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
     Ok(FeatureGates(gates))
 }
 
+/// Parses a whole number of at least 1 (`KUBE_CLIENT_QPS`, `KUBE_CLIENT_BURST`).
+pub fn parse_positive(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{text:?} is not a whole number of at least 1")),
+    }
+}
+
 /// Parses a Go duration as upstream's flags take them: `1s`, `500ms`, `1m30s`, `2h`, `0`.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
@@ -240,6 +265,45 @@ mod tests {
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("3d").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    #[test]
+    fn kube_client_rate_limits_default_as_upstream_and_reject_zero() {
+        use clap::Parser;
+        let args = Cli::try_parse_from(["karpenter"]).unwrap().args;
+        assert_eq!((args.kube_client_qps, args.kube_client_burst), (200, 300));
+        assert!(!args.disable_cluster_state_observability);
+        let args = Cli::try_parse_from([
+            "karpenter",
+            "--kube-client-qps",
+            "50",
+            "--kube-client-burst",
+            "75",
+            "--disable-cluster-state-observability",
+        ])
+        .unwrap()
+        .args;
+        assert_eq!((args.kube_client_qps, args.kube_client_burst), (50, 75));
+        assert!(args.disable_cluster_state_observability);
+        for bad in ["0", "-5", "fast", "1.5"] {
+            let e =
+                Cli::try_parse_from(["karpenter".to_string(), format!("--kube-client-qps={bad}")])
+                    .err()
+                    .unwrap_or_else(|| panic!("{bad} accepted"))
+                    .to_string();
+            assert!(e.contains("--kube-client-qps"), "{e}");
+        }
+        let e = Cli::try_parse_from(["karpenter", "--kube-client-burst", "0"])
+            .err()
+            .expect("a zero burst is rejected")
+            .to_string();
+        assert!(e.contains("at least 1"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,27 @@ pub struct ResolveError {
     pub message: String,
 }
 
+/// Describes the objects of each filter set with `describe` (one call per set, as upstream
+/// queries each selector term on its own) and merges the answers by `id`: each object once, in
+/// id order.
+async fn describe_by_filter_sets<T, F, Fut>(
+    sets: Vec<Vec<Filter>>,
+    describe: F,
+    id: impl Fn(&T) -> String,
+) -> Result<Vec<T>, ResolveError>
+where
+    F: Fn(Vec<ec2::Filter>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<T>, ResolveError>>,
+{
+    let mut out: BTreeMap<String, T> = BTreeMap::new();
+    for set in sets {
+        for object in describe(set.iter().map(convert::filter).collect()).await? {
+            out.insert(id(&object), object);
+        }
+    }
+    Ok(out.into_values().collect())
+}
+
 fn fail<E>(call: &'static str) -> impl FnOnce(aws_sdk_ec2::error::SdkError<E>) -> ResolveError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
@@ -314,45 +335,48 @@ impl NodeClassResolver {
 
     /// The subnets of the class's terms (one DescribeSubnets per filter set, de-duplicated).
     pub async fn subnets(&self, class: &EC2NodeClass) -> Result<Vec<SubnetInfo>, ResolveError> {
-        let mut out: BTreeMap<String, SubnetInfo> = BTreeMap::new();
-        for set in resolve::subnet_filter_sets(&class.spec.subnet_selector_terms) {
-            let resp = self
-                .clients
-                .ec2
-                .describe_subnets()
-                .set_filters(Some(set.iter().map(convert::filter).collect()))
-                .send()
-                .await
-                .map_err(fail("DescribeSubnets"))?;
-            for s in resp.subnets() {
-                let s = convert::subnet(s);
-                out.insert(s.id.clone(), s);
-            }
-        }
-        Ok(out.into_values().collect())
+        let ec2c = &self.clients.ec2;
+        describe_by_filter_sets(
+            resolve::subnet_filter_sets(&class.spec.subnet_selector_terms),
+            |filters| async move {
+                let resp = ec2c
+                    .describe_subnets()
+                    .set_filters(Some(filters))
+                    .send()
+                    .await
+                    .map_err(fail("DescribeSubnets"))?;
+                Ok(resp.subnets().iter().map(convert::subnet).collect())
+            },
+            |s: &SubnetInfo| s.id.clone(),
+        )
+        .await
     }
 
-    /// The security groups of the class's terms.
+    /// The security groups of the class's terms (one DescribeSecurityGroups per filter set,
+    /// de-duplicated).
     pub async fn security_groups(
         &self,
         class: &EC2NodeClass,
     ) -> Result<Vec<SecurityGroupInfo>, ResolveError> {
-        let mut out: BTreeMap<String, SecurityGroupInfo> = BTreeMap::new();
-        for set in resolve::security_group_filter_sets(&class.spec.security_group_selector_terms) {
-            let resp = self
-                .clients
-                .ec2
-                .describe_security_groups()
-                .set_filters(Some(set.iter().map(convert::filter).collect()))
-                .send()
-                .await
-                .map_err(fail("DescribeSecurityGroups"))?;
-            for g in resp.security_groups() {
-                let g = convert::security_group(g);
-                out.insert(g.id.clone(), g);
-            }
-        }
-        Ok(out.into_values().collect())
+        let ec2c = &self.clients.ec2;
+        describe_by_filter_sets(
+            resolve::security_group_filter_sets(&class.spec.security_group_selector_terms),
+            |filters| async move {
+                let resp = ec2c
+                    .describe_security_groups()
+                    .set_filters(Some(filters))
+                    .send()
+                    .await
+                    .map_err(fail("DescribeSecurityGroups"))?;
+                Ok(resp
+                    .security_groups()
+                    .iter()
+                    .map(convert::security_group)
+                    .collect())
+            },
+            |g: &SecurityGroupInfo| g.id.clone(),
+        )
+        .await
     }
 
     async fn images(

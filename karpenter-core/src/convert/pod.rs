@@ -131,6 +131,7 @@ pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
         .map(|(i, c)| topology_spread(&ctx, c, &format!("spec.topologySpreadConstraints[{i}]")))
         .collect::<Result<_, _>>()?;
     out.requests = super::requests::pod_requests(&ctx, spec, status)?;
+    out.limits = super::requests::pod_limits(&ctx, spec)?;
     out.host_ports = spec
         .containers
         .iter()
@@ -153,6 +154,16 @@ pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
         .flatten()
         .any(|c| c.type_ == crate::api::condition_types::READY && c.status == "False");
     out.start_time = time(status.and_then(|s| s.start_time.as_ref()));
+    let true_since = |kind: &str| {
+        status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == kind && c.status == "True")
+            .map(|c| time(c.last_transition_time.as_ref()).unwrap_or(out.creation_timestamp))
+    };
+    out.scheduled_at = true_since("PodScheduled");
+    out.ready_at = true_since(crate::api::condition_types::READY);
     out.priority_class_name = non_empty(spec.priority_class_name.as_ref()).map(str::to_string);
     out.volumes = super::volumes::pod_volumes(spec);
     out.labels = labels;

@@ -151,6 +151,66 @@ pub(crate) fn pod_requests(
     Ok(requests)
 }
 
+/// A pod's effective resource limits, as Kubernetes computes them (`PodLimits` of
+/// `k8s.io/component-helpers/resource`): the limits of the regular containers and sidecars summed
+/// and raised to the init phase's peak (as [`effective_requests`] does for requests, without
+/// defaulting from requests or reading the status), the pod-level `spec.resources.limits` of the
+/// supported resources replacing the result, then `spec.overhead` added to the limits that are
+/// set. Errors name the pod, the container and the resource whose quantity does not parse.
+pub(crate) fn pod_limits(
+    ctx: &Ctx<'_>,
+    spec: &core::PodSpec,
+) -> Result<ResourceList, ConvertError> {
+    let mut containers = Vec::new();
+    let regular = spec
+        .containers
+        .iter()
+        .map(|c| (c, Kind::Regular, "containers"));
+    let init = spec.init_containers.iter().flatten().map(|c| {
+        let kind = if c.restart_policy.as_deref() == Some("Always") {
+            Kind::Sidecar
+        } else {
+            Kind::Init
+        };
+        (c, kind, "initContainers")
+    });
+    let mut index: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (c, kind, field) in regular.chain(init) {
+        let i = index.entry(field).or_default();
+        let path = format!("spec.{field}[{i}].resources.limits");
+        *i += 1;
+        let limits = ctx.resource_list(
+            c.resources.as_ref().and_then(|r| r.limits.as_ref()),
+            &path,
+            Some(c.name.as_str()),
+        )?;
+        containers.push(ContainerRequests {
+            spec: limits,
+            allocated: ResourceList::new(),
+            actuated: ResourceList::new(),
+            kind,
+        });
+    }
+    let mut limits = aggregate(&containers, |c| &c.spec);
+    let pod_level = ctx.resource_list(
+        spec.resources.as_ref().and_then(|r| r.limits.as_ref()),
+        "spec.resources.limits",
+        None,
+    )?;
+    for (name, q) in pod_level.iter() {
+        if pod_level_supported(name) {
+            limits.insert(name, q);
+        }
+    }
+    let overhead = ctx.resource_list(spec.overhead.as_ref(), "spec.overhead", None)?;
+    for (name, q) in overhead.iter() {
+        if let Some(set) = limits.get(name) {
+            limits.insert(name, set.saturating_add(q));
+        }
+    }
+    Ok(limits)
+}
+
 /// Steps 2 and 3 over the lists `pick` selects; `containers` holds the regular containers,
 /// then the init containers in order.
 fn aggregate(

@@ -1109,3 +1109,79 @@ fn pdbs() {
     .unwrap_err();
     assert_eq!(err.field(), "spec.selector.matchExpressions[0].operator");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Effective limits and condition times
+
+#[test]
+fn limits_aggregate_as_kubernetes_pod_limits() {
+    let mut sc = sidecar("proxy", Value::Null);
+    sc["resources"] = json!({"limits": {"cpu": "500m"}});
+    let p = pod_spec(json!({
+        "containers": [
+            container("a", json!({"cpu": "250m"}), json!({"cpu": "1", "memory": "1Gi"})),
+            // Requests are not copied into limits.
+            container("b", json!({"cpu": "2", "memory": "2Gi"}), Value::Null),
+        ],
+        "initContainers": [
+            sc,
+            container("init", Value::Null, json!({"cpu": "3"})),
+        ],
+        "overhead": {"cpu": "100m", "ephemeral-storage": "1Gi"},
+    }));
+    let limits = pod_from_k8s(&p).unwrap().limits;
+    // Running: a 1 + proxy 0.5 = 1.5; init peak: init 3 + proxy 0.5 = 3.5; + overhead 0.1.
+    assert_eq!(milli(&limits, "cpu"), Some(3600));
+    assert_eq!(bytes(&limits, "memory"), Some(GI));
+    assert_eq!(
+        limits.get("ephemeral-storage"),
+        None,
+        "overhead is added only to limits that are set"
+    );
+    // Pod-level limits replace the supported resources.
+    let p = pod_spec(json!({
+        "containers": [container("a", Value::Null, json!({"cpu": "1", "nvidia.com/gpu": "1"}))],
+        "resources": {"limits": {"cpu": "4"}},
+    }));
+    let limits = pod_from_k8s(&p).unwrap().limits;
+    assert_eq!(milli(&limits, "cpu"), Some(4000));
+    assert_eq!(bytes(&limits, "nvidia.com/gpu"), Some(1));
+    // No limits at all: empty.
+    let p = pod_spec(json!({"containers": [container("a", json!({"cpu": "1"}), Value::Null)]}));
+    assert!(pod_from_k8s(&p).unwrap().limits.is_empty());
+    // A bad limit names its container.
+    let p = pod_spec(
+        json!({"initContainers": [container("x", Value::Null, json!({"cpu": "lots"}))],
+                            "containers": []}),
+    );
+    let e = pod_from_k8s(&p).unwrap_err().to_string();
+    assert!(e.contains("spec.initContainers[0].resources"), "{e}");
+}
+
+#[test]
+fn scheduled_and_ready_times_are_read_only_from_true_conditions() {
+    let p = pod(json!({
+        "metadata": {"name": "p", "namespace": "ns", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": []},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:03Z"},
+            {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:09Z"},
+        ]}
+    }));
+    let m = pod_from_k8s(&p).unwrap();
+    assert_eq!(
+        m.scheduled_at,
+        Some("2026-01-01T00:00:03Z".parse().unwrap())
+    );
+    assert_eq!(m.ready_at, None);
+    let p = pod(json!({
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": []},
+        "status": {"conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:09Z"},
+        ]}
+    }));
+    let m = pod_from_k8s(&p).unwrap();
+    assert_eq!(m.ready_at, Some("2026-01-01T00:00:09Z".parse().unwrap()));
+    assert_eq!(m.scheduled_at, None);
+}

@@ -440,6 +440,18 @@ impl Metric {
             op: MetricOp::Add(value),
         }
     }
+
+    /// An observation of `value` by a histogram or summary.
+    pub fn observe<'a>(
+        name: &str,
+        value: f64,
+        labels: impl IntoIterator<Item = (&'a str, String)>,
+    ) -> Metric {
+        Metric {
+            op: MetricOp::Observe(value),
+            ..Metric::add(name, 0.0, labels)
+        }
+    }
 }
 
 /// Metric names (namespace `karpenter_`, upstream `metrics`).
@@ -466,6 +478,12 @@ pub mod metric_names {
         "karpenter_voluntary_disruption_decisions_by_nodepool_total";
     /// `{decision, reason, consolidation_type}`.
     pub const QUEUE_FAILURES_TOTAL: &str = "karpenter_voluntary_disruption_queue_failures_total";
+    /// No labels: seconds from a pod's creation until it was bound (its `PodScheduled`
+    /// condition turned true), observed for pods seen pending once they left `Pending`.
+    pub const PODS_BOUND_DURATION_SECONDS: &str = "karpenter_pods_bound_duration_seconds";
+    /// No labels: seconds from a pod's creation until it was ready (its `Ready` condition
+    /// turned true), observed for pods seen pending.
+    pub const PODS_STARTUP_DURATION_SECONDS: &str = "karpenter_pods_startup_duration_seconds";
     /// `{condition, nodepool, capacity_type, image_id}`.
     pub const NODECLAIMS_UNHEALTHY_DISRUPTED_TOTAL: &str =
         "karpenter_nodeclaims_unhealthy_disrupted_total";

@@ -134,6 +134,12 @@ pub struct Pod {
     /// Effective resource requests (without the implicit `pods: 1`).
     #[serde(default)]
     pub requests: ResourceList,
+    /// Effective resource limits, as Kubernetes aggregates them (`PodLimits` of
+    /// `k8s.io/component-helpers/resource`: the containers' and sidecars' limits summed, raised to
+    /// the init phase's peak, pod-level limits, overhead added to the limits that are set). Only
+    /// the node metrics read them (`karpenter_nodes_total_pod_limits`); no decision does.
+    #[serde(default, skip_serializing_if = "ResourceList::is_empty")]
+    pub limits: ResourceList,
     /// Host ports of the regular containers.
     #[serde(default)]
     pub host_ports: Vec<HostPort>,
@@ -155,6 +161,15 @@ pub struct Pod {
     /// from it).
     #[serde(default)]
     pub start_time: Option<Timestamp>,
+    /// When the `PodScheduled` condition last turned `True` (`None` while it is not `True`):
+    /// the pod latency metrics read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_at: Option<Timestamp>,
+    /// When the `Ready` condition last turned `True` (`None` while it is not `True`, unlike
+    /// [`Pod::ready`], which is true when the condition is absent): the pod latency metrics read
+    /// it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_at: Option<Timestamp>,
     /// `spec.priorityClassName`.
     #[serde(default)]
     pub priority_class_name: Option<String>,
@@ -188,12 +203,15 @@ impl Pod {
             tolerations: Vec::new(),
             topology_spread_constraints: Vec::new(),
             requests: ResourceList::new(),
+            limits: ResourceList::new(),
             host_ports: Vec::new(),
             has_resource_claims: false,
             priority: None,
             termination_grace_period_seconds: None,
             ready: true,
             start_time: None,
+            scheduled_at: None,
+            ready_at: None,
             priority_class_name: None,
             volumes: Vec::new(),
         }
@@ -261,6 +279,15 @@ impl Pod {
     /// The pod created at `at`.
     pub fn with_creation_timestamp(mut self, at: Timestamp) -> Pod {
         self.creation_timestamp = at;
+        self
+    }
+
+    /// The pod with these effective limits (replacing any set before).
+    pub fn with_limits<'a>(
+        mut self,
+        limits: impl IntoIterator<Item = (&'a str, crate::resources::Quantity)>,
+    ) -> Pod {
+        self.limits = limits.into_iter().collect();
         self
     }
 

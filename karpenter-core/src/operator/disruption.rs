@@ -3,7 +3,8 @@
 
 use jiff::SignedDuration;
 
-use crate::api::ConditionStatus;
+use crate::api::{ConditionStatus, DisruptionReason};
+use crate::disruption::budgets::BudgetMapping;
 use crate::disruption::{self, Method};
 use crate::lifecycle::conditions::{ConditionSet, DISRUPTION_REASON, INITIALIZED};
 use crate::lifecycle::queue::{self, QueueOutcome, ReplacementState, Step};
@@ -93,6 +94,20 @@ impl Operator {
         let options = self.disruption_options();
         let queue = &self.queue;
         let outcome = disruption::run_pass(&snapshot, now, &options, &|p| queue.contains(p));
+        self.disruption_passes += 1;
+        self.budgets = [
+            DisruptionReason::Empty,
+            DisruptionReason::Drifted,
+            DisruptionReason::Underutilized,
+        ]
+        .into_iter()
+        .flat_map(|reason| {
+            BudgetMapping::build(&snapshot, reason, now)
+                .pools
+                .into_iter()
+                .map(move |(pool, budget)| ((pool, reason.as_str()), budget))
+        })
+        .collect();
         for (method, n) in &outcome.eligible_nodes {
             if let Some(reason) = eligible_reason(*method) {
                 self.eligible_nodes.insert(reason, *n);

@@ -61,7 +61,10 @@
 //! hooks, DRA, CapacityBuffer pods, default topology-spread constraints and PVC volume
 //! topology in provisioning (the snapshot has no namespaces, volumes or CSI limits), NodeClass
 //! readiness (a NodePool is `Ready` when its provider returned instance types), gauges such as
-//! `karpenter_pods_state` (a shell computes them from [`Operator::view`]), duration histograms.
+//! `karpenter_pods_state` (a shell computes them from [`Operator::view`],
+//! [`Operator::disruption_budgets`], [`Operator::unstarted_pods`] and [`Operator::work_queues`]),
+//! duration histograms other than the pods' bound and startup durations (a shell times the
+//! loops through a [`LoopObserver`]).
 //! VolumeAttachments of volumes whose pods drain does not wait for are waited for too.
 
 mod disruption;
@@ -87,6 +90,80 @@ pub use types::{
     Action, CallId, CloudCall, CloudResponse, Input, InterruptionEvent, InterruptionKind,
 };
 pub use view::{ClusterView, is_provisionable};
+
+/// Upstream's controller names (the `controller` label of controller-runtime's metrics) of the
+/// loops that report reconciles to a [`LoopObserver`].
+pub mod controllers {
+    /// The NodeClaim loop: lifecycle, disruption conditions, expiration, finalizer.
+    pub const NODECLAIM_LIFECYCLE: &str = "nodeclaim.lifecycle";
+    /// The Node loop: termination (drain, volume detachment), repair.
+    pub const NODE_TERMINATION: &str = "node.termination";
+    /// The NodePool loop: readiness, resource counters, hash annotations.
+    pub const NODEPOOL_READINESS: &str = "nodepool.readiness";
+    /// A provisioning round (a closed batch window solved).
+    pub const PROVISIONER: &str = "provisioner";
+    /// A disruption pass.
+    pub const DISRUPTION: &str = "disruption";
+}
+
+/// How a reconcile ended (controller-runtime's `result` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ReconcileResult {
+    /// Done; nothing more is due for the object.
+    Success,
+    /// Failed; the object is retried with back-off.
+    Error,
+    /// Done for now; the object is due again at a later time.
+    RequeueAfter,
+}
+
+impl ReconcileResult {
+    /// controller-runtime's label value: `success`, `error` or `requeue_after`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Success => "success",
+            ReconcileResult::Error => "error",
+            ReconcileResult::RequeueAfter => "requeue_after",
+        }
+    }
+}
+
+/// Told about every reconcile the loops run inside one [`Operator::handle_observed`] call, so
+/// a shell can count and time them (the operator itself reads no clock).
+///
+/// Each reconcile is announced by [`LoopObserver::started`] and ends with
+/// [`LoopObserver::finished`]; a `started` that is not followed by `finished` (for the same
+/// controller, before the next `started`) means the loop found nothing to do (a provisioning
+/// window still open, a disruption pass not due) and is not a reconcile. A write that failed
+/// later (an [`Input::WriteFailed`], a cloud call's error) is told by [`LoopObserver::failed`]
+/// while that input is applied.
+pub trait LoopObserver {
+    /// A loop of `controller` starts a reconcile.
+    fn started(&mut self, controller: &'static str);
+    /// The reconcile `started` announced ended with `result`.
+    fn finished(&mut self, controller: &'static str, result: ReconcileResult);
+    /// A write a reconcile of `controller` asked for failed (the object is retried).
+    fn failed(&mut self, controller: &'static str);
+}
+
+/// The observer that ignores everything ([`Operator::handle`]).
+impl LoopObserver for () {
+    fn started(&mut self, _: &'static str) {}
+    fn finished(&mut self, _: &'static str, _: ReconcileResult) {}
+    fn failed(&mut self, _: &'static str) {}
+}
+
+/// One per-object loop's reconcile queue (see [`Operator::work_queues`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkQueue {
+    /// The controller name ([`controllers`]).
+    pub controller: &'static str,
+    /// Objects waiting to be reconciled now.
+    pub depth: usize,
+    /// Objects that became due so far.
+    pub adds: u64,
+}
 
 /// Settings of the operator loops (upstream's flags and defaults).
 #[derive(Debug, Clone)]
@@ -194,11 +271,39 @@ struct Work {
     dirty: BTreeSet<String>,
     due: BTreeMap<String, Timestamp>,
     failures: BTreeMap<String, u32>,
+    /// Names that became due (marked, or a requeue time reached) while not already waiting:
+    /// controller-runtime's `workqueue_adds_total`.
+    adds: u64,
+    /// Failures so far.
+    errors: u64,
 }
 
 impl Work {
     fn mark(&mut self, name: &str) {
-        self.dirty.insert(name.to_string());
+        if self.dirty.insert(name.to_string()) {
+            self.adds += 1;
+        }
+    }
+
+    /// Names waiting to be reconciled at `now` (marked, or due): `workqueue_depth`.
+    fn depth(&self, now: Timestamp) -> usize {
+        self.dirty.len()
+            + self
+                .due
+                .iter()
+                .filter(|(n, t)| **t <= now && !self.dirty.contains(*n))
+                .count()
+    }
+
+    /// The result of the reconcile of `name` that started when `errors` failures were counted.
+    fn result(&self, name: &str, errors: u64) -> ReconcileResult {
+        if self.errors != errors {
+            ReconcileResult::Error
+        } else if self.dirty.contains(name) || self.due.contains_key(name) {
+            ReconcileResult::RequeueAfter
+        } else {
+            ReconcileResult::Success
+        }
     }
 
     fn requeue(&mut self, name: &str, at: Timestamp) {
@@ -219,7 +324,9 @@ impl Work {
             .collect();
         for n in due {
             self.due.remove(&n);
-            names.insert(n);
+            if names.insert(n) {
+                self.adds += 1;
+            }
         }
         names.into_iter().collect()
     }
@@ -230,6 +337,7 @@ impl Work {
 
     /// Back-off after a failure: 1 s doubling, at most 5 min.
     fn fail(&mut self, name: &str, now: Timestamp) {
+        self.errors += 1;
         let n = self.failures.entry(name.to_string()).or_insert(0);
         let delay =
             SignedDuration::from_secs(1i64 << (*n).min(8)).min(SignedDuration::from_mins(5));
@@ -320,6 +428,18 @@ pub struct Operator {
     consolidated: Option<(u64, Timestamp)>,
     /// Candidates the last pass of each disruption reason found eligible.
     eligible_nodes: BTreeMap<&'static str, usize>,
+    /// The budgets of every NodePool for each disruption reason, as the last pass found them.
+    budgets: BTreeMap<(String, &'static str), crate::disruption::budgets::PoolBudget>,
+    /// Disruption passes run so far.
+    disruption_passes: u64,
+    /// Provisioning rounds run so far.
+    provisioning_rounds: u64,
+    // Pod latency
+    /// Pods seen `Pending` that are not yet ready (upstream's pod metrics controller's
+    /// `pendingPods`).
+    unstarted: BTreeSet<String>,
+    /// Pods seen `Pending` whose binding has not been observed yet (`unscheduledPods`).
+    unbound: BTreeSet<String>,
     // Garbage collection
     gc_due: Option<Timestamp>,
     gc_in_flight: bool,
@@ -373,6 +493,11 @@ impl Operator {
             state_changes: 0,
             consolidated: None,
             eligible_nodes: BTreeMap::new(),
+            budgets: BTreeMap::new(),
+            disruption_passes: 0,
+            provisioning_rounds: 0,
+            unstarted: BTreeSet::new(),
+            unbound: BTreeSet::new(),
             gc_due: None,
             gc_in_flight: false,
             orphans: BTreeMap::new(),
@@ -413,6 +538,42 @@ impl Operator {
     /// A reason whose method has not run yet is absent.
     pub fn eligible_nodes(&self) -> &BTreeMap<&'static str, usize> {
         &self.eligible_nodes
+    }
+
+    /// The disruption budgets of every NodePool for each reason (`Empty`, `Drifted`,
+    /// `Underutilized`, upstream's `reason` label of `karpenter_nodepools_allowed_disruptions`),
+    /// by `(nodepool, reason)`, as the last disruption pass evaluated them. Empty until a pass
+    /// ran.
+    pub fn disruption_budgets(
+        &self,
+    ) -> &BTreeMap<(String, &'static str), crate::disruption::budgets::PoolBudget> {
+        &self.budgets
+    }
+
+    /// The pods seen `Pending` that have not become ready yet and are not terminal (upstream's
+    /// `karpenter_pods_unstarted_time_seconds` reports these), in key order.
+    pub fn unstarted_pods(&self) -> impl Iterator<Item = &crate::model::Pod> + '_ {
+        self.unstarted
+            .iter()
+            .filter_map(|k| self.view.pods.get(k))
+            .filter(|p| !p.is_terminal())
+    }
+
+    /// The reconcile queues of the per-object loops, with upstream's controller names, as
+    /// controller-runtime's `workqueue_depth` and `workqueue_adds_total` report them.
+    pub fn work_queues(&self) -> Vec<WorkQueue> {
+        [
+            (controllers::NODECLAIM_LIFECYCLE, &self.claims),
+            (controllers::NODE_TERMINATION, &self.nodes),
+            (controllers::NODEPOOL_READINESS, &self.pools),
+        ]
+        .into_iter()
+        .map(|(controller, work)| WorkQueue {
+            controller,
+            depth: work.depth(self.now),
+            adds: work.adds,
+        })
+        .collect()
     }
 
     /// The earliest time something is due: deliver [`Input::Tick`] then. `None` when nothing
@@ -465,14 +626,39 @@ impl Operator {
     /// Applies `input` at `now`, runs every loop that has work due, and returns the actions to
     /// carry out, ending with [`Action::WakeAt`] when the next wake-up changed.
     pub fn handle(&mut self, input: Input, now: Timestamp) -> Vec<Action> {
+        self.handle_observed(input, now, &mut ())
+    }
+
+    /// [`Operator::handle`], telling `observer` about every reconcile the loops run (the
+    /// controller's reconcile metrics: counts, results, and durations measured by the shell).
+    pub fn handle_observed(
+        &mut self,
+        input: Input,
+        now: Timestamp,
+        observer: &mut dyn LoopObserver,
+    ) -> Vec<Action> {
         if now > self.now {
             self.now = now;
         }
         let now = self.now;
         let mut out = Vec::new();
+        let errors = [self.claims.errors, self.nodes.errors, self.pools.errors];
         self.apply(input, now, &mut out);
+        // Failures reported by the input (a write or a cloud call that failed) are errors of
+        // the loop that asked for it.
+        let after = [self.claims.errors, self.nodes.errors, self.pools.errors];
+        let names = [
+            controllers::NODECLAIM_LIFECYCLE,
+            controllers::NODE_TERMINATION,
+            controllers::NODEPOOL_READINESS,
+        ];
+        for ((before, after), controller) in errors.into_iter().zip(after).zip(names) {
+            for _ in before..after {
+                observer.failed(controller);
+            }
+        }
         if self.synced {
-            self.run(now, &mut out);
+            self.run(now, &mut out, observer);
         }
         // Writes go first (Node patches, then NodeClaim updates): a NodeClaim's status is
         // persisted before the cloud calls that follow from it are made.
@@ -603,6 +789,7 @@ impl Operator {
                         || old.is_terminal() != pod.is_terminal()
                         || old.is_terminating() != pod.is_terminating()
                 });
+                self.pod_latency(&key, &pod, out);
                 self.view.pods.insert(key.clone(), *pod);
                 if pending && !was_pending {
                     self.trigger(&key, now);
@@ -626,6 +813,8 @@ impl Operator {
                     self.pod_event_deleted(&n, &p, now);
                 }
                 self.evictions.remove(&key);
+                self.unstarted.remove(&key);
+                self.unbound.remove(&key);
             }
             Input::DaemonSetApplied(ds) => {
                 let key = format!("{}/{}", ds.namespace, ds.name);
@@ -714,22 +903,44 @@ impl Operator {
     }
 
     /// One round of every loop at `now`.
-    fn run(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+    fn run(&mut self, now: Timestamp, out: &mut Vec<Action>, observer: &mut dyn LoopObserver) {
         self.unavailable.retain(|_, until| *until > now);
         self.nominated.retain(|_, until| *until > now);
         self.refresh_instance_types(now, out);
         for name in self.claims.take(now) {
+            observer.started(controllers::NODECLAIM_LIFECYCLE);
+            let errors = self.claims.errors;
             self.reconcile_claim(&name, now, out);
+            let result = self.claims.result(&name, errors);
+            observer.finished(controllers::NODECLAIM_LIFECYCLE, result);
         }
         for name in self.nodes.take(now) {
+            observer.started(controllers::NODE_TERMINATION);
+            let errors = self.nodes.errors;
             self.reconcile_node(&name, now, out);
+            let result = self.nodes.result(&name, errors);
+            observer.finished(controllers::NODE_TERMINATION, result);
         }
         self.run_evictions(now, out);
         for name in self.pools.take(now) {
+            observer.started(controllers::NODEPOOL_READINESS);
+            let errors = self.pools.errors;
             self.reconcile_pool(&name, now, out);
+            let result = self.pools.result(&name, errors);
+            observer.finished(controllers::NODEPOOL_READINESS, result);
         }
+        observer.started(controllers::PROVISIONER);
+        let rounds = self.provisioning_rounds;
         self.run_provisioning(now, out);
+        if self.provisioning_rounds != rounds {
+            observer.finished(controllers::PROVISIONER, ReconcileResult::Success);
+        }
+        observer.started(controllers::DISRUPTION);
+        let passes = self.disruption_passes;
         self.run_disruption(now, out);
+        if self.disruption_passes != passes {
+            observer.finished(controllers::DISRUPTION, ReconcileResult::Success);
+        }
         self.run_gc(now, out);
     }
 

@@ -74,6 +74,7 @@ impl Operator {
             return;
         }
         self.batcher = super::Batcher::default();
+        self.provisioning_rounds += 1;
         self.provision(now, out);
     }
 
@@ -224,6 +225,57 @@ impl Operator {
             .as_deref()
             .filter(|p| !p.is_empty())
             .is_some_and(|pid| deleting_nodes.contains(pid))
+    }
+
+    /// Upstream's pod latency metrics for a pod update (`pod` is the new state, the view still
+    /// holds the old one): a pod seen `Pending` is followed until it is bound and until it is
+    /// ready, and then `karpenter_pods_bound_duration_seconds` and
+    /// `karpenter_pods_startup_duration_seconds` observe the seconds from its creation to the
+    /// condition's transition. A pod that turns terminal before it was ready is dropped.
+    pub(super) fn pod_latency(
+        &mut self,
+        key: &str,
+        pod: &crate::model::Pod,
+        out: &mut Vec<Action>,
+    ) {
+        use crate::lifecycle::metric_names::{
+            PODS_BOUND_DURATION_SECONDS, PODS_STARTUP_DURATION_SECONDS,
+        };
+        use crate::model::PodPhase;
+        if pod.phase == PodPhase::Pending {
+            self.unstarted.insert(key.to_string());
+            self.unbound.insert(key.to_string());
+            return;
+        }
+        let seconds = |at: Timestamp| {
+            at.duration_since(pod.creation_timestamp)
+                .as_secs_f64()
+                .max(0.0)
+        };
+        if self.unstarted.contains(key) {
+            if let Some(ready) = pod.ready_at {
+                out.push(Action::Metric(Metric::observe(
+                    PODS_STARTUP_DURATION_SECONDS,
+                    seconds(ready),
+                    [],
+                )));
+                self.unstarted.remove(key);
+            } else if pod.is_terminal() {
+                self.unstarted.remove(key);
+            }
+        }
+        if self.unbound.contains(key) {
+            if let Some(bound) = pod.scheduled_at {
+                out.push(Action::Metric(Metric::observe(
+                    PODS_BOUND_DURATION_SECONDS,
+                    seconds(bound),
+                    [],
+                )));
+                self.unbound.remove(key);
+            } else if pod.is_terminal() {
+                self.unbound.remove(key);
+            }
+        }
     }
 
     /// Records a pod event (bound, terminal, terminating) on the NodeClaim of `node` for the

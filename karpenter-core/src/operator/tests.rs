@@ -6,7 +6,7 @@ use jiff::SignedDuration;
 
 use super::*;
 use crate::api::{
-    NodeClaim, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
+    Budget, NodeClaim, NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePool,
     NodePoolSpec, TemplateMetadata,
 };
 use crate::cloud::CloudProviderError;
@@ -466,4 +466,183 @@ fn pool_usage_leaves_out_deleting_claims_and_keeps_command_candidates() {
     assert_eq!(usage.exceeds(&limits), None);
     let nodes: ResourceList = [("nodes", Quantity::from_units(1))].into_iter().collect();
     assert_eq!(usage.exceeds(&nodes).as_deref(), Some("nodes"));
+}
+
+fn observations(actions: &[Action], name: &str) -> Vec<f64> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Metric(m) if m.name == name => match m.op {
+                crate::lifecycle::MetricOp::Observe(v) => Some(v),
+                crate::lifecycle::MetricOp::Add(_) => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
+/// As upstream's pod metrics controller: a pod seen pending is observed once when it is bound
+/// and once when it is ready, from its creation to each condition's transition; a pod never
+/// seen pending is not observed, and the unstarted pods are those seen pending and not ready.
+#[test]
+fn pods_seen_pending_are_observed_once_bound_and_once_ready() {
+    use crate::lifecycle::metric_names::{
+        PODS_BOUND_DURATION_SECONDS, PODS_STARTUP_DURATION_SECONDS,
+    };
+    use crate::model::PodPhase;
+    let mut op = ready_operator();
+    let created = t(0);
+    let mut p = pod("web").with_creation_timestamp(created);
+    let actions = op.handle(Input::PodApplied(Box::new(p.clone())), t(10));
+    assert!(observations(&actions, PODS_BOUND_DURATION_SECONDS).is_empty());
+    assert_eq!(
+        op.unstarted_pods()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["web"]
+    );
+    // Bound and pending (pulling images): not observed until it leaves Pending.
+    p.node_name = Some("n1".into());
+    p.scheduled_at = Some(t(20));
+    let actions = op.handle(Input::PodApplied(Box::new(p.clone())), t(25));
+    assert!(observations(&actions, PODS_BOUND_DURATION_SECONDS).is_empty());
+    // Running, not ready yet: bound is observed (2 s after creation), startup is not.
+    p.phase = PodPhase::Running;
+    let actions = op.handle(Input::PodApplied(Box::new(p.clone())), t(30));
+    assert_eq!(observations(&actions, PODS_BOUND_DURATION_SECONDS), [2.0]);
+    assert!(observations(&actions, PODS_STARTUP_DURATION_SECONDS).is_empty());
+    assert_eq!(op.unstarted_pods().count(), 1, "running, not ready");
+    // Ready 4.5 s after creation: startup observed once; nothing on later updates.
+    p.ready_at = Some(t(45));
+    let actions = op.handle(Input::PodApplied(Box::new(p.clone())), t(50));
+    assert_eq!(observations(&actions, PODS_STARTUP_DURATION_SECONDS), [4.5]);
+    assert!(observations(&actions, PODS_BOUND_DURATION_SECONDS).is_empty());
+    assert_eq!(op.unstarted_pods().count(), 0);
+    let actions = op.handle(Input::PodApplied(Box::new(p.clone())), t(60));
+    assert!(observations(&actions, PODS_STARTUP_DURATION_SECONDS).is_empty());
+    // A pod first seen running (an existing workload) is never observed.
+    let mut old = pod("old").with_creation_timestamp(created);
+    old.phase = PodPhase::Running;
+    old.node_name = Some("n1".into());
+    old.scheduled_at = Some(t(1));
+    old.ready_at = Some(t(2));
+    let actions = op.handle(Input::PodApplied(Box::new(old)), t(70));
+    assert!(observations(&actions, PODS_STARTUP_DURATION_SECONDS).is_empty());
+    assert!(observations(&actions, PODS_BOUND_DURATION_SECONDS).is_empty());
+    // A pending pod that is deleted is forgotten.
+    op.handle(Input::PodApplied(Box::new(pod("gone"))), t(80));
+    assert_eq!(op.unstarted_pods().count(), 1);
+    op.handle(Input::PodDeleted("default/gone".into()), t(81));
+    assert_eq!(op.unstarted_pods().count(), 0);
+}
+
+/// The disruption pass records every NodePool's budget for each reason, as upstream's
+/// `karpenter_nodepools_allowed_disruptions{nodepool, reason}`.
+#[test]
+fn each_disruption_pass_records_the_budgets_of_every_pool_and_reason() {
+    let mut limited = pool();
+    limited.spec.disruption.budgets = Some(vec![Budget::nodes("3")]);
+    let mut op = Operator::new(OperatorConfig::default());
+    op.handle(Input::NodePoolApplied(Box::new(limited)), t(0));
+    assert!(op.disruption_budgets().is_empty(), "no pass yet");
+    op.handle(Input::Synced, t(0));
+    let budgets = op.disruption_budgets();
+    let keys: Vec<(&str, &str)> = budgets.keys().map(|(p, r)| (p.as_str(), *r)).collect();
+    assert_eq!(
+        keys,
+        [
+            ("default", "Drifted"),
+            ("default", "Empty"),
+            ("default", "Underutilized")
+        ]
+    );
+    assert!(
+        budgets
+            .values()
+            .all(|b| b.allowed == 3 && b.disrupting == 0)
+    );
+    op.handle(Input::NodePoolDeleted("default".into()), t(1));
+    tick_range(&mut op, 1, 200);
+    assert!(
+        op.disruption_budgets().is_empty(),
+        "a deleted pool's budgets are dropped by the next pass"
+    );
+}
+
+#[derive(Default)]
+struct Recorder {
+    log: Vec<String>,
+}
+
+impl LoopObserver for Recorder {
+    fn started(&mut self, controller: &'static str) {
+        self.log.push(format!("start {controller}"));
+    }
+    fn finished(&mut self, controller: &'static str, result: ReconcileResult) {
+        self.log.push(format!("{controller} {}", result.as_str()));
+    }
+    fn failed(&mut self, controller: &'static str) {
+        self.log.push(format!("{controller} failed"));
+    }
+}
+
+/// The loops tell an observer each reconcile with upstream's controller names and
+/// controller-runtime's results, and the per-object queues count what became due.
+#[test]
+fn an_observer_sees_each_reconcile_and_the_queues_count_adds() {
+    let mut op = Operator::new(OperatorConfig::default());
+    let mut rec = Recorder::default();
+    op.handle_observed(Input::NodePoolApplied(Box::new(pool())), t(0), &mut rec);
+    assert!(rec.log.is_empty(), "nothing runs before sync");
+    op.handle_observed(Input::Synced, t(0), &mut rec);
+    let finished: Vec<&str> = rec
+        .log
+        .iter()
+        .filter(|l| !l.starts_with("start "))
+        .map(String::as_str)
+        .collect();
+    assert!(
+        finished.contains(&"nodepool.readiness success")
+            || finished.contains(&"nodepool.readiness requeue_after"),
+        "{finished:?}"
+    );
+    assert!(finished.contains(&"disruption success"), "{finished:?}");
+    assert!(
+        !finished.iter().any(|l| l.starts_with("provisioner")),
+        "no batch window closed: {finished:?}"
+    );
+    let queues = op.work_queues();
+    let pools = queues
+        .iter()
+        .find(|q| q.controller == controllers::NODEPOOL_READINESS)
+        .expect("the NodePool queue");
+    assert_eq!(pools.adds, 1, "the pool was marked once before it ran");
+    assert_eq!(pools.depth, 0, "and was reconciled");
+    // A failed NodePool write is an error of the NodePool loop, retried with back-off.
+    rec.log.clear();
+    op.handle_observed(
+        Input::WriteFailed {
+            kind: crate::lifecycle::ObjectKind::NodePool,
+            name: "default".into(),
+            message: "conflict".into(),
+        },
+        t(1),
+        &mut rec,
+    );
+    assert_eq!(
+        rec.log.first().map(String::as_str),
+        Some("nodepool.readiness failed")
+    );
+    // A pending pod closes a batch window a second later: one provisioning round.
+    rec.log.clear();
+    op.handle_observed(Input::PodApplied(Box::new(pod("a"))), t(20), &mut rec);
+    for tenth in 21..40 {
+        op.handle_observed(Input::Tick, at(tenth), &mut rec);
+    }
+    let rounds = rec
+        .log
+        .iter()
+        .filter(|l| l.as_str() == "provisioner success")
+        .count();
+    assert_eq!(rounds, 1, "{:?}", rec.log);
 }

@@ -335,6 +335,24 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
             "{metrics}"
         );
         assert!(metrics.contains("karpenter_pods_state{"), "{metrics}");
+        // The families added for dashboards and alerts built on upstream's.
+        for family in [
+            "karpenter_nodes_total_pod_limits{",
+            "karpenter_nodepools_allowed_disruptions{nodepool=\"e2e-scaleup\"",
+            "controller_runtime_reconcile_total{controller=\"nodeclaim.lifecycle\"",
+            "controller_runtime_reconcile_time_seconds_count{controller=\"nodeclaim.lifecycle\"}",
+            "workqueue_depth{controller=\"nodeclaim.lifecycle\"",
+            "# TYPE karpenter_pods_startup_duration_seconds summary",
+        ] {
+            assert!(metrics.contains(family), "{family}: {metrics}");
+        }
+        // The pods were seen pending, then bound: their bound durations were observed.
+        let bound: f64 = metrics
+            .lines()
+            .find(|l| l.starts_with("karpenter_pods_bound_duration_seconds_count"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_default();
+        assert!(bound >= 1.0, "{metrics}");
         ctl.terminate();
         cleanup(&admin, test).await;
     });

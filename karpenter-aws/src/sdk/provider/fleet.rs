@@ -41,14 +41,11 @@ impl AwsCloudProvider {
         let user_data = userdata::user_data(family, &boot)
             .map_err(|e| CloudProviderError::create("UserDataInvalid", e.to_string()))?;
         let user_data = userdata::base64(user_data.as_bytes());
-        let metadata = class.spec.resolved_metadata_options();
-        let security_groups: Vec<String> = class
-            .status
-            .security_groups
-            .iter()
-            .map(|g| g.id.clone())
-            .collect();
-        let profile = class.status.instance_profile.clone();
+        let TemplateInputs {
+            metadata,
+            security_groups,
+            profile,
+        } = TemplateInputs::of(class);
         let content = serde_json::json!({
             "imageId": image_id,
             "userData": user_data,
@@ -221,6 +218,34 @@ impl AwsCloudProvider {
     }
 }
 
+/// What a launch template takes from its class besides the image and the user data: the
+/// resolved metadata options, the status security groups' ids and the status instance profile.
+/// The template's name (a hash of its content) and its data read the same values.
+pub(crate) struct TemplateInputs {
+    /// `spec.metadataOptions` with upstream's defaults.
+    pub(crate) metadata: crate::nodeclass::ResolvedMetadataOptions,
+    /// The ids of `status.securityGroups`, in status order.
+    pub(crate) security_groups: Vec<String>,
+    /// `status.instanceProfile`.
+    pub(crate) profile: Option<String>,
+}
+
+impl TemplateInputs {
+    /// The inputs of `class`.
+    pub(crate) fn of(class: &EC2NodeClass) -> TemplateInputs {
+        TemplateInputs {
+            metadata: class.spec.resolved_metadata_options(),
+            security_groups: class
+                .status
+                .security_groups
+                .iter()
+                .map(|g| g.id.clone())
+                .collect(),
+            profile: class.status.instance_profile.clone(),
+        }
+    }
+}
+
 /// The launch-template data of `class` for `image_id`: user data (base64), metadata options,
 /// monitoring, one network interface with the status security groups, the status instance
 /// profile, block devices, tags on the network interface. Launches and the dry-run permission
@@ -231,14 +256,11 @@ pub(crate) fn launch_template_data(
     user_data: Option<&str>,
     tags: &BTreeMap<String, String>,
 ) -> ec2::RequestLaunchTemplateData {
-    let metadata = class.spec.resolved_metadata_options();
-    let security_groups: Vec<String> = class
-        .status
-        .security_groups
-        .iter()
-        .map(|g| g.id.clone())
-        .collect();
-    let profile = class.status.instance_profile.clone();
+    let TemplateInputs {
+        metadata,
+        security_groups,
+        profile,
+    } = TemplateInputs::of(class);
     let mut data = ec2::RequestLaunchTemplateData::builder()
         .image_id(image_id)
         .set_user_data(user_data.map(str::to_string))
