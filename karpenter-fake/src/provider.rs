@@ -285,6 +285,35 @@ impl FakeCloudProvider {
         self.state().instances.values().cloned().collect()
     }
 
+    /// The launched instance with this provider id, if it runs (like `get`, but not recorded
+    /// as a call).
+    pub fn instance(&self, provider_id: &str) -> Option<NodeClaim> {
+        let id = parse_provider_id(provider_id)?;
+        self.state()
+            .instances
+            .get(&id)
+            .filter(|i| i.status.provider_id.as_deref() == Some(provider_id))
+            .cloned()
+    }
+
+    /// Whether an instance with this provider id runs (not recorded as a call).
+    pub fn has_instance(&self, provider_id: &str) -> bool {
+        parse_provider_id(provider_id).is_some_and(|id| {
+            self.state()
+                .instances
+                .get(&id)
+                .is_some_and(|i| i.status.provider_id.as_deref() == Some(provider_id))
+        })
+    }
+
+    /// Calls `f` with every launched instance, in launch order, borrowed (no copy, not recorded
+    /// as a call).
+    pub fn for_each_instance(&self, mut f: impl FnMut(&NodeClaim)) {
+        for instance in self.state().instances.values() {
+            f(instance);
+        }
+    }
+
     /// Makes the offering (`instance_type`, `zone`, `capacity_type`) fail with insufficient
     /// capacity: `create` skips it, and fails with [`CloudProviderError::InsufficientCapacity`]
     /// listing the failed offerings when nothing else fits the claim.

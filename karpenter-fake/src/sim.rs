@@ -157,6 +157,8 @@ pub struct Sim {
     world: BTreeMap<(Timestamp, u64), WorldEvent>,
     world_seq: u64,
     nominations: BTreeMap<String, String>,
+    /// The binding generation of the API at which [`Sim::bind_pending`] last bound nothing.
+    nothing_to_bind: Option<u64>,
     replacement_seq: u64,
     restarts: u64,
     inputs_at_instant: usize,
@@ -207,6 +209,7 @@ impl Sim {
             world: BTreeMap::new(),
             world_seq: 0,
             nominations: BTreeMap::new(),
+            nothing_to_bind: None,
             replacement_seq: 0,
             restarts: 0,
             inputs_at_instant: 0,
@@ -526,12 +529,7 @@ impl Sim {
             WorldEvent::Register(instance) => {
                 let pid = instance.status.provider_id.clone().unwrap_or_default();
                 // The instance was terminated before its kubelet started.
-                if !self
-                    .provider
-                    .instances()
-                    .iter()
-                    .any(|i| i.status.provider_id.as_deref() == Some(pid.as_str()))
-                {
+                if !self.provider.has_instance(&pid) {
                     return;
                 }
                 // Nodes are named after their instance (as EC2's `ip-...` names are), so a
@@ -564,10 +562,7 @@ impl Sim {
                 let Some(mut node) = self.api.nodes.get(&name).cloned() else {
                     return;
                 };
-                let instance_alive =
-                    self.provider.instances().iter().any(|i| {
-                        i.status.provider_id.as_deref() == Some(node.provider_id.as_str())
-                    });
+                let instance_alive = self.provider.has_instance(&node.provider_id);
                 if !instance_alive {
                     return;
                 }
@@ -594,23 +589,16 @@ impl Sim {
     /// anything was bound. An approximation: node selectors, taints and resource requests are
     /// honoured; affinity and topology spread are not.
     pub fn bind_pending(&mut self) -> bool {
-        let pending: Vec<Pod> = self
-            .api
-            .pods
-            .values()
-            .filter(|p| p.node_name.is_none() && !p.is_terminal() && !p.is_terminating())
-            .cloned()
-            .collect();
-        if pending.is_empty() {
+        // Nothing bound at this generation, and no pod or Node changed since: nothing binds now
+        // either (a nomination only orders the nodes tried, so it cannot make a pod fit).
+        let generation = self.api.binding_generation();
+        if self.nothing_to_bind == Some(generation) {
             return false;
         }
-        let mut used: BTreeMap<String, ResourceList> = BTreeMap::new();
-        for p in self.api.pods.values() {
-            if let Some(n) = &p.node_name {
-                used.entry(n.clone())
-                    .or_default()
-                    .add_assign(&p.scheduling_requests());
-            }
+        let pending: Vec<Pod> = self.api.unbound_pods().cloned().collect();
+        if pending.is_empty() {
+            self.nothing_to_bind = Some(generation);
+            return false;
         }
         let mut bound = false;
         for mut pod in pending {
@@ -621,18 +609,11 @@ impl Sim {
                     .and_then(|c| c.status.node_name.clone())
                     .unwrap_or_else(|| t.clone())
             });
-            let candidates: Vec<String> = preferred
-                .into_iter()
-                .chain(self.api.nodes.keys().cloned())
-                .collect();
             let requests = pod.scheduling_requests();
-            let target = candidates.into_iter().find(|name| {
+            let fits = |name: &str| {
                 let Some(node) = self.api.nodes.get(name) else {
                     return false;
                 };
-                let free = node
-                    .allocatable
-                    .sub(used.get(name).unwrap_or(&ResourceList::new()));
                 node.is_ready()
                     && !node.is_deleting()
                     && node.taints.iter().all(|t| {
@@ -643,10 +624,13 @@ impl Sim {
                         .node_selector
                         .iter()
                         .all(|(k, v)| node.labels.get(k) == Some(v))
-                    && ResourceList::fits(&requests, &free)
-            });
+                    && fits_beside(&requests, &node.allocatable, self.api.used_on(name))
+            };
+            let target = match preferred.filter(|p| fits(p)) {
+                Some(p) => Some(p),
+                None => self.api.nodes.keys().find(|n| fits(n)).cloned(),
+            };
             if let Some(name) = target {
-                used.entry(name.clone()).or_default().add_assign(&requests);
                 pod.node_name = Some(name);
                 pod.phase = PodPhase::Running;
                 pod.start_time = Some(self.now);
@@ -655,11 +639,15 @@ impl Sim {
                     let at = lifecycle_add(self.now, run_for);
                     self.schedule(at, WorldEvent::Complete(pod.key(), pod.uid.clone()));
                 }
+                // Counts its requests on the node for the pods after it.
                 self.api.put_pod(pod);
                 bound = true;
             }
         }
         self.drain_api_events();
+        if !bound {
+            self.nothing_to_bind = Some(self.api.binding_generation());
+        }
         bound
     }
 
@@ -787,12 +775,15 @@ impl Sim {
             .values()
             .filter_map(|c| c.status.provider_id.as_deref())
             .collect();
-        self.provider
-            .instances()
-            .into_iter()
-            .filter_map(|i| i.status.provider_id)
-            .filter(|p| !referenced.contains(p.as_str()))
-            .collect()
+        let mut leaked = Vec::new();
+        self.provider.for_each_instance(|i| {
+            if let Some(p) = i.status.provider_id.as_deref()
+                && !referenced.contains(p)
+            {
+                leaked.push(p.to_string());
+            }
+        });
+        leaked
     }
 }
 
@@ -815,6 +806,25 @@ fn input_summary(input: &Input) -> String {
         ),
         other => format!("{other:?}").chars().take(120).collect(),
     }
+}
+
+/// Whether `requests` fit on a node of `allocatable` beside pods requesting `used`: exactly
+/// `ResourceList::fits(requests, &allocatable.sub(used))`, without building the difference.
+fn fits_beside(
+    requests: &ResourceList,
+    allocatable: &ResourceList,
+    used: Option<&ResourceList>,
+) -> bool {
+    let zero = ResourceList::new();
+    let used = used.unwrap_or(&zero);
+    let free = |name: &str| allocatable.get_or_zero(name) - used.get_or_zero(name);
+    // `fits` refuses a total with any negative entry, over the union of both lists' names.
+    if allocatable.iter().any(|(name, _)| free(name).is_negative())
+        || used.iter().any(|(name, _)| free(name).is_negative())
+    {
+        return false;
+    }
+    requests.iter().all(|(name, q)| q <= free(name))
 }
 
 fn lifecycle_add(t: Timestamp, d: SignedDuration) -> Timestamp {

@@ -234,8 +234,11 @@ pub struct HashReconcile {
 /// when its version annotation is not [`HASH_VERSION`], re-stamps the NodeClaims of the pool
 /// (label `karpenter.sh/nodepool`) whose version differs: new version, and the NodePool's
 /// current hash unless the NodeClaim has a `Drifted` condition. Claims are visited in input
-/// order.
-pub fn hash_reconcile(np: &NodePool, claims: &[NodeClaim]) -> HashReconcile {
+/// order (any iterable of NodeClaim references: a slice, a `Vec`, or borrowed from an index).
+pub fn hash_reconcile<'a>(
+    np: &NodePool,
+    claims: impl IntoIterator<Item = &'a NodeClaim>,
+) -> HashReconcile {
     let wanted = claim_hash_annotations(np);
     let np_annotations = &np.metadata.annotations;
     let mut out = HashReconcile::default();

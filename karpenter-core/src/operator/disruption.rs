@@ -49,7 +49,7 @@ impl Operator {
         {
             return false;
         }
-        let drifted = self.view.claims.values().any(|c| {
+        let drifted = self.view.node_claims().values().any(|c| {
             crate::api::find_condition(&c.status.conditions, crate::api::condition_types::DRIFTED)
                 .is_some_and(|c| c.status == ConditionStatus::True)
         });
@@ -274,7 +274,7 @@ impl Operator {
                             ("min_values_relaxed", planned.min_values_relaxed.to_string()),
                         ],
                     )));
-                    self.view.claims.insert(name.clone(), claim);
+                    self.view.put_claim(claim);
                 }
             }
             Step::MarkForDeletion { provider_ids } => {
@@ -313,7 +313,7 @@ impl Operator {
             let states: Vec<ReplacementState> = command
                 .replacements
                 .iter()
-                .map(|r| match self.view.claims.get(r) {
+                .map(|r| match self.view.node_claims().get(r) {
                     None => ReplacementState::NotFound { in_state: false },
                     Some(c) if c.metadata.resource_version.is_none() => {
                         ReplacementState::NotFound { in_state: true }
@@ -362,7 +362,7 @@ impl Operator {
                         out.push(Action::DeleteNodeClaim { name });
                     }
                     for name in delete_replacements {
-                        if self.view.claims.contains_key(&name) {
+                        if self.view.node_claims().contains_key(&name) {
                             out.push(Action::DeleteNodeClaim { name });
                         }
                     }

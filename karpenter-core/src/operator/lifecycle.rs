@@ -424,7 +424,7 @@ impl Operator {
             .map(|(k, _)| k.clone())
             .collect();
         for key in due {
-            let Some(pod) = self.view.pods.get(&key) else {
+            let Some(pod) = self.view.pods().get(&key) else {
                 self.evictions.remove(&key);
                 continue;
             };
@@ -452,13 +452,13 @@ impl Operator {
         };
         let node = self
             .view
-            .pods
+            .pods()
             .get(&key)
             .and_then(|p| p.node_name.clone())
             .unwrap_or_default();
         let claim = self
             .view
-            .nodes
+            .nodes()
             .get(&node)
             .and_then(|n| self.view.claim_with_provider_id(&n.provider_id));
         let reason = pods_drained_reason(claim);
@@ -473,7 +473,7 @@ impl Operator {
             e.failures = e.failures.saturating_add(1);
             e.next_at = decision.retry_after.map(|d| add(now, d));
         }
-        if self.view.nodes.contains_key(&node) {
+        if self.view.nodes().contains_key(&node) {
             self.nodes.mark(&node);
         }
     }
@@ -493,12 +493,12 @@ impl Operator {
             Some(p) => (
                 RepairScope::NodePool,
                 self.view
-                    .nodes
+                    .nodes()
                     .values()
                     .filter(|n| n.labels.get(labels::NODEPOOL) == Some(p))
                     .collect(),
             ),
-            None => (RepairScope::Cluster, self.view.nodes.values().collect()),
+            None => (RepairScope::Cluster, self.view.nodes().values().collect()),
         };
         let unhealthy = peers
             .iter()

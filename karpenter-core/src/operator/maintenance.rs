@@ -85,14 +85,7 @@ impl Operator {
         let Some(np) = self.view.node_pools.get(name).cloned() else {
             return;
         };
-        let claims: Vec<NodeClaim> = self
-            .view
-            .claims
-            .values()
-            .filter(|c| c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) == Some(name))
-            .cloned()
-            .collect();
-        let hash = lifecycle::drift::hash_reconcile(&np, &claims);
+        let hash = lifecycle::drift::hash_reconcile(&np, self.view.claims_of_pool(name));
         if let Some(annotations) = hash.nodepool_annotations {
             out.push(Action::AnnotateNodePool {
                 name: name.to_string(),
@@ -109,7 +102,7 @@ impl Operator {
         let mut status = old.clone();
         let mut resources = ResourceList::new();
         let mut nodes = 0i64;
-        for c in &claims {
+        for c in self.view.claims_of_pool(name) {
             resources.add_assign(&c.status.capacity);
             if c.status.node_name.is_some() {
                 nodes += 1;
@@ -201,19 +194,19 @@ impl Operator {
             .collect();
         let claims: Vec<NodeClaim> = self
             .view
-            .claims
+            .node_claims()
             .values()
             .filter(|c| c.metadata.labels.contains_key(labels::NODEPOOL))
             .cloned()
             .collect();
-        let nodes: Vec<lifecycle::Node> = self.view.nodes.values().cloned().collect();
+        let nodes: Vec<lifecycle::Node> = self.view.nodes().values().cloned().collect();
         for d in lifecycle::garbage_collect(&claims, &listed, &nodes) {
             out.push(Action::DeleteNodeClaim { name: d.claim_name });
             out.extend(d.metrics.into_iter().map(Action::Metric));
         }
         let referenced: BTreeSet<String> = self
             .view
-            .claims
+            .node_claims()
             .values()
             .filter_map(|c| c.status.provider_id.clone())
             .collect();

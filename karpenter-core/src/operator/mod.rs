@@ -555,7 +555,7 @@ impl Operator {
     pub fn unstarted_pods(&self) -> impl Iterator<Item = &crate::model::Pod> + '_ {
         self.unstarted
             .iter()
-            .filter_map(|k| self.view.pods.get(k))
+            .filter_map(|k| self.view.pods().get(k))
             .filter(|p| !p.is_terminal())
     }
 
@@ -729,12 +729,12 @@ impl Operator {
                 if let Some(pool) = claim.metadata.labels.get(crate::labels::NODEPOOL) {
                     self.pools.mark(pool);
                 }
-                self.view.claims.insert(name.clone(), *claim);
+                self.view.put_claim(*claim);
                 self.claims.mark(&name);
                 self.nodes_of_claim_dirty(&name);
             }
             Input::NodeClaimDeleted(name) => {
-                if let Some(c) = self.view.claims.remove(&name) {
+                if let Some(c) = self.view.remove_claim(&name) {
                     if let Some(pool) = c.metadata.labels.get(crate::labels::NODEPOOL) {
                         self.pools.mark(pool);
                     }
@@ -755,7 +755,7 @@ impl Operator {
                     .taints
                     .iter()
                     .any(|t| t.key == crate::labels::DISRUPTED_TAINT_KEY);
-                self.view.nodes.insert(name.clone(), *node);
+                self.view.put_node(*node);
                 self.nodes.mark(&name);
                 if let Some(c) = self.view.claim_with_provider_id(&pid) {
                     let c = c.name().to_string();
@@ -768,7 +768,7 @@ impl Operator {
                 }
             }
             Input::NodeDeleted(name) => {
-                if let Some(n) = self.view.nodes.remove(&name)
+                if let Some(n) = self.view.remove_node(&name)
                     && let Some(c) = self.view.claim_with_provider_id(&n.provider_id)
                 {
                     let c = c.name().to_string();
@@ -781,21 +781,21 @@ impl Operator {
             }
             Input::PodApplied(pod) => {
                 let key = pod.key();
-                let was_pending = self.view.pods.get(&key).is_some_and(is_provisionable);
+                let was_pending = self.view.pods().get(&key).is_some_and(is_provisionable);
                 let pending = is_provisionable(&pod);
                 let node = pod.node_name.clone();
-                let newly_bound_or_terminal = self.view.pods.get(&key).is_none_or(|old| {
+                let newly_bound_or_terminal = self.view.pods().get(&key).is_none_or(|old| {
                     old.node_name != pod.node_name
                         || old.is_terminal() != pod.is_terminal()
                         || old.is_terminating() != pod.is_terminating()
                 });
                 self.pod_latency(&key, &pod, out);
-                self.view.pods.insert(key.clone(), *pod);
+                self.view.put_pod(*pod);
                 if pending && !was_pending {
                     self.trigger(&key, now);
                 }
                 if let Some(n) = node {
-                    if self.view.nodes.get(&n).is_some_and(|n| n.is_deleting()) {
+                    if self.view.nodes().get(&n).is_some_and(|n| n.is_deleting()) {
                         self.nodes.mark(&n);
                     }
                     if newly_bound_or_terminal {
@@ -804,10 +804,10 @@ impl Operator {
                 }
             }
             Input::PodDeleted(key) => {
-                if let Some(p) = self.view.pods.remove(&key)
+                if let Some(p) = self.view.remove_pod(&key)
                     && let Some(n) = p.node_name.clone()
                 {
-                    if self.view.nodes.contains_key(&n) {
+                    if self.view.nodes().contains_key(&n) {
                         self.nodes.mark(&n);
                     }
                     self.pod_event_deleted(&n, &p, now);
@@ -831,14 +831,14 @@ impl Operator {
                 self.view.pdbs.remove(&key);
             }
             Input::VolumeAttachmentApplied { name, node_name } => {
-                if self.view.nodes.contains_key(&node_name) {
+                if self.view.nodes().contains_key(&node_name) {
                     self.nodes.mark(&node_name);
                 }
-                self.view.volume_attachments.insert(name, node_name);
+                self.view.put_volume_attachment(name, node_name);
             }
             Input::VolumeAttachmentDeleted(name) => {
-                if let Some(node) = self.view.volume_attachments.remove(&name)
-                    && self.view.nodes.contains_key(&node)
+                if let Some(node) = self.view.remove_volume_attachment(&name)
+                    && self.view.nodes().contains_key(&node)
                 {
                     self.nodes.mark(&node);
                 }
@@ -862,11 +862,11 @@ impl Operator {
                         // A create that failed leaves nothing behind: drop the unconfirmed copy.
                         if self
                             .view
-                            .claims
+                            .node_claims()
                             .get(&name)
                             .is_some_and(|c| c.metadata.resource_version.is_none())
                         {
-                            self.view.claims.remove(&name);
+                            self.view.remove_claim(&name);
                             self.trigger_if_pending(now);
                         } else {
                             self.claims.fail(&name, now);
@@ -891,11 +891,11 @@ impl Operator {
             self.instance_types_due.insert(p.clone(), now);
             self.pools.mark(&p);
         }
-        let claims: Vec<String> = self.view.claims.keys().cloned().collect();
+        let claims: Vec<String> = self.view.node_claims().keys().cloned().collect();
         for c in claims {
             self.claims.mark(&c);
         }
-        let nodes: Vec<String> = self.view.nodes.keys().cloned().collect();
+        let nodes: Vec<String> = self.view.nodes().keys().cloned().collect();
         for n in nodes {
             self.nodes.mark(&n);
         }
@@ -948,7 +948,7 @@ impl Operator {
     fn claim_for_write(&self, name: &str) -> Option<crate::api::NodeClaim> {
         self.staged_claims
             .get(name)
-            .or_else(|| self.view.claims.get(name))
+            .or_else(|| self.view.node_claims().get(name))
             .cloned()
     }
 
@@ -962,7 +962,7 @@ impl Operator {
     fn node_for_write(&self, name: &str) -> Option<crate::lifecycle::Node> {
         self.staged_nodes
             .get(name)
-            .or_else(|| self.view.nodes.get(name))
+            .or_else(|| self.view.nodes().get(name))
             .cloned()
     }
 
@@ -990,16 +990,16 @@ impl Operator {
     /// keeps the taint.
     fn flush(&mut self, out: &mut Vec<Action>) {
         for (name, node) in std::mem::take(&mut self.staged_nodes) {
-            let Some(before) = self.view.nodes.get(&name) else {
+            let Some(before) = self.view.nodes().get(&name) else {
                 continue;
             };
             if let Some(update) = crate::lifecycle::NodeUpdate::diff(before, &node) {
                 out.push(Action::PatchNode(update));
-                self.view.nodes.insert(name, node);
+                self.view.put_node(node);
             }
         }
         for (name, claim) in std::mem::take(&mut self.staged_claims) {
-            if self.view.claims.get(&name) != Some(&claim) {
+            if self.view.node_claims().get(&name) != Some(&claim) {
                 out.push(Action::UpdateNodeClaim(Box::new(claim)));
             }
         }
@@ -1008,15 +1008,7 @@ impl Operator {
     fn claims_of_pool_dirty(&mut self, pool: &str) {
         let names: Vec<String> = self
             .view
-            .claims
-            .values()
-            .filter(|c| {
-                c.metadata
-                    .labels
-                    .get(crate::labels::NODEPOOL)
-                    .map(String::as_str)
-                    == Some(pool)
-            })
+            .claims_of_pool(pool)
             .map(|c| c.name().to_string())
             .collect();
         for n in names {
@@ -1025,15 +1017,17 @@ impl Operator {
     }
 
     fn nodes_of_claim_dirty(&mut self, claim: &str) {
-        let Some(c) = self.view.claims.get(claim) else {
+        let Some(c) = self.view.node_claims().get(claim) else {
             return;
         };
-        let names: Vec<String> = self
-            .view
-            .nodes_of_claim(c)
-            .into_iter()
-            .map(|n| n.name)
-            .collect();
+        let names: Vec<String> = match c.status.provider_id.as_deref() {
+            Some(pid) => self
+                .view
+                .node_refs_with_provider_id(pid)
+                .map(|n| n.name.clone())
+                .collect(),
+            None => Vec::new(),
+        };
         for n in names {
             self.nodes.mark(&n);
         }
@@ -1070,7 +1064,7 @@ impl Operator {
                 x /= ALPHABET.len() as u64;
             }
             let name = format!("{pool}-{suffix}");
-            if !self.view.claims.contains_key(&name) {
+            if !self.view.node_claims().contains_key(&name) {
                 return name;
             }
         }

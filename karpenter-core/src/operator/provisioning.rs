@@ -4,7 +4,7 @@
 use crate::api::{NodeClaim, NodePool};
 use crate::disruption::candidates::is_reschedulable;
 use crate::disruption::simulate::{cluster_node, eligible_node_pools};
-use crate::labels::{self, LabelPolicy};
+use crate::labels::LabelPolicy;
 use crate::lifecycle::{self, Event, Metric, ObjectKind, TERMINATION_FINALIZER, add, format_time};
 use crate::model::Timestamp;
 use crate::resources::ResourceList;
@@ -31,13 +31,7 @@ impl Operator {
 
     /// Triggers provisioning for every pending pod.
     pub(super) fn trigger_if_pending(&mut self, now: Timestamp) {
-        let keys: Vec<String> = self
-            .view
-            .pods
-            .values()
-            .filter(|p| super::is_provisionable(p))
-            .map(|p| p.key())
-            .collect();
+        let keys: Vec<String> = self.view.pending_pod_keys().cloned().collect();
         for k in keys {
             self.trigger(&k, now);
         }
@@ -156,7 +150,7 @@ impl Operator {
                     target: name.clone(),
                 });
             }
-            self.view.claims.insert(name, claim);
+            self.view.put_claim(claim);
         }
         for (pod, error) in &results.pod_errors {
             out.push(Action::RecordEvent(Event::warning(
@@ -184,15 +178,13 @@ impl Operator {
         let mut total = ResourceList::new();
         let deleting_nodes: std::collections::BTreeSet<&str> = self
             .view
-            .nodes
+            .nodes()
             .values()
             .filter(|n| n.deletion_timestamp.is_some())
             .map(|n| n.provider_id.as_str())
             .collect();
-        for c in self.view.claims.values() {
-            if c.metadata.labels.get(labels::NODEPOOL).map(String::as_str) != Some(pool)
-                || self.marked_for_deletion(c, &deleting_nodes)
-            {
+        for c in self.view.claims_of_pool(pool) {
+            if self.marked_for_deletion(c, &deleting_nodes) {
                 continue;
             }
             if c.status.capacity.is_empty() {
@@ -281,7 +273,7 @@ impl Operator {
     /// Records a pod event (bound, terminal, terminating) on the NodeClaim of `node` for the
     /// `Consolidatable` condition's `lastPodEventTime`.
     pub(super) fn pod_event(&mut self, pod_key: &str, node: &str, now: Timestamp) {
-        let Some(pod) = self.view.pods.get(pod_key).cloned() else {
+        let Some(pod) = self.view.pods().get(pod_key).cloned() else {
             return;
         };
         self.pod_event_deleted(node, &pod, now);
@@ -293,7 +285,7 @@ impl Operator {
         pod: &crate::model::Pod,
         now: Timestamp,
     ) {
-        let Some(n) = self.view.nodes.get(node) else {
+        let Some(n) = self.view.nodes().get(node) else {
             return;
         };
         let Some(claim) = self.view.claim_with_provider_id(&n.provider_id) else {

@@ -16,16 +16,121 @@ use crate::state::{ClusterSnapshot, NodePoolState, StateNode};
 /// Everything the operator knows about the cluster, as the API server last reported it (plus
 /// NodeClaims it created and has not seen confirmed yet), and the instance types the cloud
 /// provider last reported per NodePool. Iteration orders are by name.
+///
+/// NodeClaims, Nodes, Pods and VolumeAttachments are written only through the view's own
+/// methods, which keep indexes over them (NodeClaims and Nodes by provider id, NodeClaims by
+/// NodePool, Pods by Node, the pods waiting for a node, the NodeClaims not launched yet,
+/// VolumeAttachments by Node), so the loops' look-ups cost the size of the answer rather than
+/// the size of the cluster. Every index is a set of names, so its iteration order is the
+/// primary map's.
 #[derive(Debug, Clone, Default)]
 pub struct ClusterView {
     pub(crate) node_pools: BTreeMap<String, NodePool>,
     pub(crate) instance_types: BTreeMap<String, Vec<Arc<InstanceType>>>,
-    pub(crate) claims: BTreeMap<String, NodeClaim>,
-    pub(crate) nodes: BTreeMap<String, Node>,
-    pub(crate) pods: BTreeMap<String, Pod>,
+    claims: BTreeMap<String, NodeClaim>,
+    nodes: BTreeMap<String, Node>,
+    pods: BTreeMap<String, Pod>,
     pub(crate) daemonsets: BTreeMap<String, DaemonSet>,
     pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
-    pub(crate) volume_attachments: BTreeMap<String, String>,
+    volume_attachments: BTreeMap<String, String>,
+    index: Index,
+}
+
+/// The view's indexes (see [`ClusterView`]).
+#[derive(Debug, Clone, Default)]
+struct Index {
+    /// NodeClaim names by non-empty provider id.
+    claims_by_provider_id: BTreeMap<String, BTreeSet<String>>,
+    /// NodeClaim names by their `karpenter.sh/nodepool` label.
+    claims_by_pool: BTreeMap<String, BTreeSet<String>>,
+    /// NodeClaims that are not being deleted and have no provider id yet.
+    unlaunched: BTreeSet<String>,
+    /// Node names by non-empty provider id.
+    nodes_by_provider_id: BTreeMap<String, BTreeSet<String>>,
+    /// Pod keys by the name of the node they are bound to.
+    pods_by_node: BTreeMap<String, BTreeSet<String>>,
+    /// Keys of the pods [`is_provisionable`] accepts.
+    provisionable: BTreeSet<String>,
+    /// VolumeAttachment names by node name.
+    attachments_by_node: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Adds `name` to the set under `key`.
+fn index_add(index: &mut BTreeMap<String, BTreeSet<String>>, key: &str, name: &str) {
+    index
+        .entry(key.to_string())
+        .or_default()
+        .insert(name.to_string());
+}
+
+/// Removes `name` from the set under `key` (and the set once empty).
+fn index_remove(index: &mut BTreeMap<String, BTreeSet<String>>, key: &str, name: &str) {
+    if let Some(set) = index.get_mut(key) {
+        set.remove(name);
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+/// The non-empty provider id of a NodeClaim.
+fn claim_provider_id(claim: &NodeClaim) -> Option<&str> {
+    claim
+        .status
+        .provider_id
+        .as_deref()
+        .filter(|p| !p.is_empty())
+}
+
+impl Index {
+    fn add_claim(&mut self, name: &str, claim: &NodeClaim) {
+        if let Some(pid) = claim_provider_id(claim) {
+            index_add(&mut self.claims_by_provider_id, pid, name);
+        } else if !lifecycle::claim_is_deleting(claim) {
+            self.unlaunched.insert(name.to_string());
+        }
+        if let Some(pool) = claim.metadata.labels.get(labels::NODEPOOL) {
+            index_add(&mut self.claims_by_pool, pool, name);
+        }
+    }
+
+    fn remove_claim(&mut self, name: &str, claim: &NodeClaim) {
+        if let Some(pid) = claim_provider_id(claim) {
+            index_remove(&mut self.claims_by_provider_id, pid, name);
+        }
+        self.unlaunched.remove(name);
+        if let Some(pool) = claim.metadata.labels.get(labels::NODEPOOL) {
+            index_remove(&mut self.claims_by_pool, pool, name);
+        }
+    }
+
+    fn add_node(&mut self, name: &str, node: &Node) {
+        if !node.provider_id.is_empty() {
+            index_add(&mut self.nodes_by_provider_id, &node.provider_id, name);
+        }
+    }
+
+    fn remove_node(&mut self, name: &str, node: &Node) {
+        if !node.provider_id.is_empty() {
+            index_remove(&mut self.nodes_by_provider_id, &node.provider_id, name);
+        }
+    }
+
+    fn add_pod(&mut self, key: &str, pod: &Pod) {
+        if let Some(n) = pod.node_name.as_deref() {
+            index_add(&mut self.pods_by_node, n, key);
+        }
+        if is_provisionable(pod) {
+            self.provisionable.insert(key.to_string());
+        }
+    }
+
+    fn remove_pod(&mut self, key: &str, pod: &Pod) {
+        if let Some(n) = pod.node_name.as_deref() {
+            index_remove(&mut self.pods_by_node, n, key);
+        }
+        self.provisionable.remove(key);
+    }
 }
 
 impl ClusterView {
@@ -54,16 +159,91 @@ impl ClusterView {
         &self.pods
     }
 
+    /// Creates or replaces a NodeClaim (by its name).
+    pub(crate) fn put_claim(&mut self, claim: NodeClaim) {
+        let name = claim.name().to_string();
+        if let Some(old) = self.claims.get(&name) {
+            self.index.remove_claim(&name, old);
+        }
+        self.index.add_claim(&name, &claim);
+        self.claims.insert(name, claim);
+    }
+
+    /// Removes a NodeClaim.
+    pub(crate) fn remove_claim(&mut self, name: &str) -> Option<NodeClaim> {
+        let claim = self.claims.remove(name)?;
+        self.index.remove_claim(name, &claim);
+        Some(claim)
+    }
+
+    /// Creates or replaces a Node (by its name).
+    pub(crate) fn put_node(&mut self, node: Node) {
+        let name = node.name.clone();
+        if let Some(old) = self.nodes.get(&name) {
+            self.index.remove_node(&name, old);
+        }
+        self.index.add_node(&name, &node);
+        self.nodes.insert(name, node);
+    }
+
+    /// Removes a Node.
+    pub(crate) fn remove_node(&mut self, name: &str) -> Option<Node> {
+        let node = self.nodes.remove(name)?;
+        self.index.remove_node(name, &node);
+        Some(node)
+    }
+
+    /// Creates or replaces a Pod (by its key).
+    pub(crate) fn put_pod(&mut self, pod: Pod) {
+        let key = pod.key();
+        if let Some(old) = self.pods.get(&key) {
+            self.index.remove_pod(&key, old);
+        }
+        self.index.add_pod(&key, &pod);
+        self.pods.insert(key, pod);
+    }
+
+    /// Removes a Pod.
+    pub(crate) fn remove_pod(&mut self, key: &str) -> Option<Pod> {
+        let pod = self.pods.remove(key)?;
+        self.index.remove_pod(key, &pod);
+        Some(pod)
+    }
+
+    /// Creates or replaces a VolumeAttachment (name → node name).
+    pub(crate) fn put_volume_attachment(&mut self, name: String, node_name: String) {
+        if let Some(old) = self.volume_attachments.get(&name) {
+            index_remove(&mut self.index.attachments_by_node, old, &name);
+        }
+        index_add(&mut self.index.attachments_by_node, &node_name, &name);
+        self.volume_attachments.insert(name, node_name);
+    }
+
+    /// Removes a VolumeAttachment; returns the node it was on.
+    pub(crate) fn remove_volume_attachment(&mut self, name: &str) -> Option<String> {
+        let node = self.volume_attachments.remove(name)?;
+        index_remove(&mut self.index.attachments_by_node, &node, name);
+        Some(node)
+    }
+
     /// The Nodes whose provider id is `provider_id`, by name.
     pub fn nodes_with_provider_id(&self, provider_id: &str) -> Vec<Node> {
-        if provider_id.is_empty() {
-            return Vec::new();
-        }
-        self.nodes
-            .values()
-            .filter(|n| n.provider_id == provider_id)
+        self.node_refs_with_provider_id(provider_id)
             .cloned()
             .collect()
+    }
+
+    /// The Nodes whose provider id is `provider_id`, by name, borrowed.
+    pub(crate) fn node_refs_with_provider_id<'a>(
+        &'a self,
+        provider_id: &str,
+    ) -> impl Iterator<Item = &'a Node> + 'a {
+        self.index
+            .nodes_by_provider_id
+            .get(provider_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.nodes.get(n))
     }
 
     /// The Nodes of a NodeClaim (by its provider id; none before launch).
@@ -76,52 +256,69 @@ impl ClusterView {
             .unwrap_or_default()
     }
 
-    /// The NodeClaim whose provider id is `provider_id`.
+    /// The NodeClaim whose provider id is `provider_id` (the first by name when several are).
     pub fn claim_with_provider_id(&self, provider_id: &str) -> Option<&NodeClaim> {
-        if provider_id.is_empty() {
-            return None;
-        }
-        self.claims
-            .values()
-            .find(|c| c.status.provider_id.as_deref() == Some(provider_id))
+        self.index
+            .claims_by_provider_id
+            .get(provider_id)?
+            .iter()
+            .find_map(|n| self.claims.get(n))
+    }
+
+    /// The NodeClaims labelled with the NodePool `pool`, by name.
+    pub fn claims_of_pool<'a>(&'a self, pool: &str) -> impl Iterator<Item = &'a NodeClaim> + 'a {
+        self.index
+            .claims_by_pool
+            .get(pool)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.claims.get(n))
     }
 
     /// VolumeAttachments on the node named `node`, by name.
     pub fn volume_attachments_on(&self, node: &str) -> Vec<&str> {
-        self.volume_attachments
-            .iter()
-            .filter(|(_, n)| n.as_str() == node)
-            .map(|(a, _)| a.as_str())
+        self.index
+            .attachments_by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
             .collect()
     }
 
     /// Pods bound to the node named `node`, by key.
     pub fn pods_on(&self, node: &str) -> Vec<Pod> {
-        self.pods
-            .values()
-            .filter(|p| p.node_name.as_deref() == Some(node))
-            .cloned()
-            .collect()
+        self.pod_refs_on(node).cloned().collect()
+    }
+
+    /// Pods bound to the node named `node`, by key, borrowed.
+    pub(crate) fn pod_refs_on<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Pod> + 'a {
+        self.index
+            .pods_by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
     }
 
     /// Whether every NodeClaim that is not being deleted has launched (a provider id): upstream's
     /// "cluster state synced" condition for provisioning and disruption.
     pub fn claims_launched(&self) -> bool {
-        self.claims.values().all(|c| {
-            lifecycle::claim_is_deleting(c)
-                || c.status
-                    .provider_id
-                    .as_deref()
-                    .is_some_and(|p| !p.is_empty())
-        })
+        self.index.unlaunched.is_empty()
+    }
+
+    /// Keys of the pods waiting for a node (see [`ClusterView::pending_pods`]), by key.
+    pub(crate) fn pending_pod_keys(&self) -> impl Iterator<Item = &String> {
+        self.index.provisionable.iter()
     }
 
     /// Pods waiting for a node: unbound, not terminal or terminating, not owned by a DaemonSet
     /// or a Node (mirror pods), by key.
     pub fn pending_pods(&self) -> Vec<Pod> {
-        self.pods
-            .values()
-            .filter(|p| is_provisionable(p))
+        self.index
+            .provisionable
+            .iter()
+            .filter_map(|k| self.pods.get(k))
             .cloned()
             .collect()
     }
@@ -136,19 +333,7 @@ impl ClusterView {
         nominated: &BTreeMap<String, Timestamp>,
         unavailable: &BTreeSet<UnavailableOffering>,
     ) -> ClusterSnapshot {
-        // References first, so each pod is copied once, into the node that holds it.
-        let mut pods_by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
-        for p in self.pods.values() {
-            if let Some(n) = p.node_name.as_deref() {
-                pods_by_node.entry(n).or_default().push(p);
-            }
-        }
-        let pods_of = |name: &str| -> Vec<Pod> {
-            pods_by_node
-                .get(name)
-                .map(|ps| ps.iter().map(|p| (*p).clone()).collect())
-                .unwrap_or_default()
-        };
+        let pods_of = |name: &str| -> Vec<Pod> { self.pod_refs_on(name).cloned().collect() };
         // Nodes by provider id, so matching claims to nodes is not quadratic.
         let mut by_provider_id: BTreeMap<&str, &Node> = BTreeMap::new();
         for n in self.nodes.values() {

@@ -1,11 +1,12 @@
 //! The in-memory cluster API of the simulator.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use karpenter_core::api::{NodeClaim, NodePool};
 use karpenter_core::lifecycle::{self, Node, ObjectKind, format_time};
 use karpenter_core::model::{DaemonSet, Pod, PodDisruptionBudget, Timestamp};
 use karpenter_core::operator::Input;
+use karpenter_core::resources::ResourceList;
 
 /// An API write that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,12 +58,56 @@ pub struct ClusterApi {
     pub volume_attachments: BTreeMap<String, String>,
     /// Watch events not yet delivered.
     pub(super) events: VecDeque<Input>,
+    /// Bumped by every write that can change where a pending pod binds (pods and Nodes).
+    binding_generation: u64,
+    /// Keys of the pods waiting for kube-scheduler (see [`waits_for_binding`]).
+    unbound: BTreeSet<String>,
+    /// Per node name, the scheduling requests of the pods bound to it.
+    used: BTreeMap<String, ResourceList>,
+}
+
+/// Whether kube-scheduler would look at `pod`: unbound, not terminal, not terminating.
+pub(super) fn waits_for_binding(pod: &Pod) -> bool {
+    pod.node_name.is_none() && !pod.is_terminal() && !pod.is_terminating()
 }
 
 impl ClusterApi {
     /// The latest `resourceVersion` handed out (it grows with every write).
     pub fn rv(&self) -> u64 {
         self.rv
+    }
+
+    /// A counter that moves with every write that can change where a pending pod binds
+    /// (pods and Nodes), and only then.
+    pub(super) fn binding_generation(&self) -> u64 {
+        self.binding_generation
+    }
+
+    /// The pods waiting for kube-scheduler, by key.
+    pub(super) fn unbound_pods(&self) -> impl Iterator<Item = &Pod> {
+        self.unbound.iter().filter_map(|k| self.pods.get(k))
+    }
+
+    /// The scheduling requests of the pods bound to the node named `node`.
+    pub(super) fn used_on(&self, node: &str) -> Option<&ResourceList> {
+        self.used.get(node)
+    }
+
+    fn index_pod(&mut self, key: &str, pod: &Pod, add: bool) {
+        if let Some(n) = pod.node_name.as_deref() {
+            let requests = pod.scheduling_requests();
+            let used = self.used.entry(n.to_string()).or_default();
+            if add {
+                used.add_assign(&requests);
+            } else {
+                *used = used.sub(&requests);
+            }
+        }
+        if add && waits_for_binding(pod) {
+            self.unbound.insert(key.to_string());
+        } else if !add {
+            self.unbound.remove(key);
+        }
     }
 
     fn next_rv(&mut self) -> String {
@@ -234,6 +279,7 @@ impl ClusterApi {
     /// Creates or replaces a Node.
     pub fn put_node(&mut self, node: Node) {
         self.rv += 1;
+        self.binding_generation += 1;
         self.events
             .push_back(Input::NodeApplied(Box::new(node.clone())));
         self.nodes.insert(node.name.clone(), node);
@@ -255,6 +301,7 @@ impl ClusterApi {
         if next.is_deleting() && next.finalizers.is_empty() {
             self.nodes.remove(&update.node_name);
             self.rv += 1;
+            self.binding_generation += 1;
             self.events
                 .push_back(Input::NodeDeleted(update.node_name.clone()));
             return Ok(());
@@ -274,6 +321,7 @@ impl ClusterApi {
         if node.finalizers.is_empty() {
             self.nodes.remove(name);
             self.rv += 1;
+            self.binding_generation += 1;
             self.events.push_back(Input::NodeDeleted(name.to_string()));
             return Ok(());
         }
@@ -288,17 +336,33 @@ impl ClusterApi {
     /// Creates or replaces a Pod.
     pub fn put_pod(&mut self, pod: Pod) {
         self.rv += 1;
+        self.binding_generation += 1;
         self.events
             .push_back(Input::PodApplied(Box::new(pod.clone())));
-        self.pods.insert(pod.key(), pod);
+        let key = pod.key();
+        if let Some(old) = self.pods.remove(&key) {
+            self.index_pod(&key, &old, false);
+        }
+        self.index_pod(&key, &pod, true);
+        self.pods.insert(key, pod);
     }
 
     /// Deletes a Pod at once.
     pub fn delete_pod(&mut self, key: &str) -> Option<Pod> {
         let pod = self.pods.remove(key)?;
+        self.index_pod(key, &pod, false);
         self.rv += 1;
+        self.binding_generation += 1;
         self.events.push_back(Input::PodDeleted(key.to_string()));
         Some(pod)
+    }
+
+    /// Removes a Node at once, finalizers and all (no watch event: the caller sends it; the
+    /// `resourceVersion` does not move, as before this method existed).
+    pub(super) fn remove_node_now(&mut self, name: &str) -> Option<Node> {
+        let node = self.nodes.remove(name)?;
+        self.binding_generation += 1;
+        Some(node)
     }
 
     /// Creates or replaces a DaemonSet.

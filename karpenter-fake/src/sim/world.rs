@@ -123,7 +123,7 @@ impl Sim {
     /// garbage collector (and recreated by their workloads); the kubelet registers the Node
     /// again if its instance still runs. Returns whether the Node existed.
     pub fn remove_node_behind_back(&mut self, name: &str) -> bool {
-        let Some(node) = self.api.nodes.remove(name) else {
+        let Some(node) = self.api.remove_node_now(name) else {
             return false;
         };
         self.api
@@ -140,11 +140,7 @@ impl Sim {
         for key in pods {
             self.remove_pod(&key);
         }
-        let instance = self
-            .provider
-            .instances()
-            .into_iter()
-            .find(|i| i.status.provider_id.as_deref() == Some(node.provider_id.as_str()));
+        let instance = self.provider.instance(&node.provider_id);
         if let Some(instance) = instance {
             let at = lifecycle_add(self.now, self.config.register_delay);
             self.schedule(at, WorldEvent::Register(Box::new(instance)));
@@ -169,21 +165,26 @@ impl Sim {
     /// The price per hour of every instance the provider runs now (the offering price of its
     /// instance type, zone and capacity type; instances whose offering is unknown count 0).
     pub fn hourly_cost(&self) -> f64 {
-        let mut types: BTreeMap<String, Vec<Arc<InstanceType>>> = BTreeMap::new();
-        let mut total = 0.0;
-        for instance in self.provider.instances() {
+        // The offerings first (the provider's lock is held while it lends its instances), then
+        // their prices, in launch order as before.
+        let mut offerings: Vec<(String, [String; 3])> = Vec::new();
+        self.provider.for_each_instance(|instance| {
             let l = &instance.metadata.labels;
             let pool = l.get(labels::NODEPOOL).cloned().unwrap_or_default();
-            let list = types
-                .entry(pool.clone())
-                .or_insert_with(|| self.provider.instance_types_for(&pool));
-            let (Some(it), Some(zone), Some(ct)) = (
+            if let (Some(it), Some(zone), Some(ct)) = (
                 l.get(labels::INSTANCE_TYPE),
                 l.get(labels::ZONE),
                 l.get(labels::CAPACITY_TYPE),
-            ) else {
-                continue;
-            };
+            ) {
+                offerings.push((pool, [it.clone(), zone.clone(), ct.clone()]));
+            }
+        });
+        let mut types: BTreeMap<String, Vec<Arc<InstanceType>>> = BTreeMap::new();
+        let mut total = 0.0;
+        for (pool, [it, zone, ct]) in offerings {
+            let list = types
+                .entry(pool.clone())
+                .or_insert_with(|| self.provider.instance_types_for(&pool));
             let price = list
                 .iter()
                 .find(|t| t.name() == it.as_str())
