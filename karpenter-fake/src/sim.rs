@@ -48,6 +48,7 @@ pub mod chaos;
 mod invariants;
 mod rng;
 pub mod scripted;
+mod step;
 pub mod workload;
 mod world;
 pub use self::api::{ApiError, ClusterApi};

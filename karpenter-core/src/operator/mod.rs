@@ -73,6 +73,7 @@ mod maintenance;
 mod provisioning;
 mod types;
 mod view;
+mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -90,6 +91,7 @@ pub use types::{
     Action, CallId, CloudCall, CloudResponse, Input, InterruptionEvent, InterruptionKind,
 };
 pub use view::{ClusterView, is_provisionable};
+use work::Work;
 
 /// Upstream's controller names (the `controller` label of controller-runtime's metrics) of the
 /// loops that report reconciles to a [`LoopObserver`].
@@ -262,98 +264,6 @@ struct Eviction {
     failures: u32,
     next_at: Option<Timestamp>,
     in_flight: Option<CallId>,
-}
-
-/// Per-object reconcile bookkeeping: dirty (look now) or due at a time, and failures for
-/// back-off.
-#[derive(Debug, Clone, Default)]
-struct Work {
-    dirty: BTreeSet<String>,
-    due: BTreeMap<String, Timestamp>,
-    failures: BTreeMap<String, u32>,
-    /// Names that became due (marked, or a requeue time reached) while not already waiting:
-    /// controller-runtime's `workqueue_adds_total`.
-    adds: u64,
-    /// Failures so far.
-    errors: u64,
-}
-
-impl Work {
-    fn mark(&mut self, name: &str) {
-        if self.dirty.insert(name.to_string()) {
-            self.adds += 1;
-        }
-    }
-
-    /// Names waiting to be reconciled at `now` (marked, or due): `workqueue_depth`.
-    fn depth(&self, now: Timestamp) -> usize {
-        self.dirty.len()
-            + self
-                .due
-                .iter()
-                .filter(|(n, t)| **t <= now && !self.dirty.contains(*n))
-                .count()
-    }
-
-    /// The result of the reconcile of `name` that started when `errors` failures were counted.
-    fn result(&self, name: &str, errors: u64) -> ReconcileResult {
-        if self.errors != errors {
-            ReconcileResult::Error
-        } else if self.dirty.contains(name) || self.due.contains_key(name) {
-            ReconcileResult::RequeueAfter
-        } else {
-            ReconcileResult::Success
-        }
-    }
-
-    fn requeue(&mut self, name: &str, at: Timestamp) {
-        let e = self.due.entry(name.to_string()).or_insert(at);
-        if at < *e {
-            *e = at;
-        }
-    }
-
-    /// Names to reconcile at `now` (dirty or due), removed from both sets.
-    fn take(&mut self, now: Timestamp) -> Vec<String> {
-        let mut names = std::mem::take(&mut self.dirty);
-        let due: Vec<String> = self
-            .due
-            .iter()
-            .filter(|(_, t)| **t <= now)
-            .map(|(n, _)| n.clone())
-            .collect();
-        for n in due {
-            self.due.remove(&n);
-            if names.insert(n) {
-                self.adds += 1;
-            }
-        }
-        names.into_iter().collect()
-    }
-
-    fn next(&self) -> Option<Timestamp> {
-        self.due.values().min().copied()
-    }
-
-    /// Back-off after a failure: 1 s doubling, at most 5 min.
-    fn fail(&mut self, name: &str, now: Timestamp) {
-        self.errors += 1;
-        let n = self.failures.entry(name.to_string()).or_insert(0);
-        let delay =
-            SignedDuration::from_secs(1i64 << (*n).min(8)).min(SignedDuration::from_mins(5));
-        *n = n.saturating_add(1);
-        self.requeue(name, crate::lifecycle::add(now, delay));
-    }
-
-    fn succeed(&mut self, name: &str) {
-        self.failures.remove(name);
-    }
-
-    fn forget(&mut self, name: &str) {
-        self.dirty.remove(name);
-        self.due.remove(name);
-        self.failures.remove(name);
-    }
 }
 
 /// The provisioning batcher's window.

@@ -45,7 +45,8 @@ use karpenter_core::lifecycle::{MetricOp, metric_names};
 use karpenter_core::model::{DaemonSet, InstanceType, Pod, PodDisruptionBudget, Timestamp};
 use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
 
-use super::chaos::{Event, FaultRates, SimRng, StepStop, fault_events, play_step};
+use super::chaos::{Event, FaultRates, SimRng, fault_events};
+use super::step::{StepStop, play_step};
 use super::workload::{Deployment, Job};
 use super::{Sim, SimConfig, SimError, lifecycle_add};
 use crate::FakeCloudProvider;
