@@ -559,18 +559,7 @@ impl Group {
 
     /// Counts one more pod in the domain (making it known if needed).
     pub(super) fn record(&mut self, id: u32) {
-        if let Some(slot) = self.entries.get_mut(id) {
-            if *slot == 0 {
-                self.nonzero.push(id);
-            }
-            *slot = slot.saturating_add(1).min(ABSENT - 1);
-            return;
-        }
-        if !self.in_common(id) {
-            self.known += 1;
-        }
-        self.entries.insert(id, 1);
-        self.nonzero.push(id);
+        self.record_n(id, 1);
     }
 
     /// Counts `n` more pods in the domain (making it known if needed): `n` times

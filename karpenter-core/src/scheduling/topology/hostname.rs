@@ -16,27 +16,25 @@ impl HostnameCheck<'_> {
     /// [`lasting_groups`](Self::lasting_groups). An owned affinity group's rejection (no
     /// matching pod there yet) does not last.
     pub(crate) fn rejects_for_good(&self, id: Option<u32>) -> bool {
-        let count = |g: &Group| id.and_then(|i| g.count(i)).unwrap_or(0);
-        self.owned.iter().any(|&(g, selects)| {
-            let c = count(g);
-            match g.kind {
-                TopologyType::Spread => i64::from(c) + i64::from(selects) > i64::from(g.max_skew),
-                TopologyType::PodAntiAffinity => c > 0,
-                TopologyType::PodAffinity => false,
-            }
-        }) || self.inverse.iter().any(|g| count(g) > 0)
+        self.rejected(id, true)
     }
 
     /// Whether the pod certainly cannot go to the host with interned id `id` (`None`: a host the
     /// groups do not know, which counts 0).
     pub(crate) fn rejects(&self, id: Option<u32>) -> bool {
+        self.rejected(id, false)
+    }
+
+    /// [`rejects`](Self::rejects), or with `for_good` only the rejections that last (an owned
+    /// affinity group's never does).
+    fn rejected(&self, id: Option<u32>, for_good: bool) -> bool {
         let count = |g: &Group| id.and_then(|i| g.count(i)).unwrap_or(0);
         self.owned.iter().any(|&(g, selects)| {
             let c = count(g);
             match g.kind {
                 TopologyType::Spread => i64::from(c) + i64::from(selects) > i64::from(g.max_skew),
                 TopologyType::PodAntiAffinity => c > 0,
-                TopologyType::PodAffinity => c == 0 && !selects,
+                TopologyType::PodAffinity => !for_good && c == 0 && !selects,
             }
         }) || self.inverse.iter().any(|g| count(g) > 0)
     }
