@@ -104,8 +104,8 @@ done
 
 echo
 echo "median of $rounds rounds"
-printf '| %s | %s | %s | %s | %s | %s |\n' row "upstream pods/s" "ours pods/s" "ratio (median of rounds)" "load (min-max)" "our peak RSS"
-printf '| --- | ---: | ---: | ---: | --- | ---: |\n'
+printf '| %s | %s | %s | %s | %s | %s | %s |\n' row "upstream pods/s" "ours pods/s" "ours µs/pod" "ratio (median of rounds)" "load (min-max)" "our peak RSS"
+printf '| --- | ---: | ---: | ---: | ---: | --- | ---: |\n'
 for row in "${row_list[@]}"; do
     awk -v row="$row" '
         function median(a, n,   i, j, t) {
@@ -119,6 +119,7 @@ for row in "${row_list[@]}"; do
         }
         END {
             if (n == 0) exit
-            printf "| %s | %.1f | %.0f | %.0fx | %s-%s | %.1f MB |\n", row, median(up, n), median(us, n), median(ra, n), lmin, lmax, median(rss, n)
+            m = median(us, n)
+            printf "| %s | %.1f | %.0f | %.1f | %.0fx | %s-%s | %.1f MB |\n", row, median(up, n), m, 1e6 / m, median(ra, n), lmin, lmax, median(rss, n)
         }' "$tmp"
 done
