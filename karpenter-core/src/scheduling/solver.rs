@@ -11,9 +11,18 @@ use fixedbitset::FixedBitSet;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-/// (template, requirements without hostname) → per instance type (requirements met, offering
-/// available).
-type FilterCache = RequirementsCache<Arc<Vec<(u32, bool, bool)>>>;
+/// (template, requirements without hostname) → the instance types meeting the requirements and
+/// those with a compatible available offering.
+type FilterCache = RequirementsCache<Arc<Criteria>>;
+
+/// The requirement and offering criteria of spec 3.9 under some requirements, per instance type
+/// of a template.
+struct Criteria {
+    /// The types whose requirements intersect the requirements.
+    compatible: TypeSet,
+    /// The types with an available offering compatible with the requirements.
+    offering: TypeSet,
+}
 
 /// (template, the requirements on the keys offerings carry) → the offering view.
 type OfferingCache = RequirementsCache<Arc<OfferingView>>;
@@ -40,6 +49,9 @@ mod cache;
 mod claims;
 mod messages;
 mod prepared;
+mod typeset;
+
+use typeset::{FitTable, TypeSet};
 
 use messages::{filter_error_message, format_resources, min_values_relaxation, pod_error};
 
@@ -113,10 +125,19 @@ struct Template {
     has_overrides: bool,
     group_of: Vec<usize>,
     groups: Vec<DaemonGroup>,
+    /// Per daemon group: its instance types (empty when there is a single group).
+    group_members: Vec<TypeSet>,
+    /// Which instance types' base allocatable covers a need.
+    fit: FitTable,
     /// Limited resources: (resource index, remaining milli-units). `nodes` is tracked too.
     limits: Vec<(usize, i64)>,
     nodes_limit: Option<i64>,
     capacity: Vec<Res>,
+    /// The distinct requirement sets of the instance types' offerings.
+    offering_requirements: Vec<Requirements>,
+    /// Per instance type: its available offerings in order, as (price, index into
+    /// `offering_requirements`).
+    offerings: Vec<Vec<(f64, u32)>>,
     /// Every label key that appears in an offering's requirements, sorted.
     offering_keys: Vec<String>,
     /// Whether any instance type has a reserved offering.
@@ -199,7 +220,8 @@ struct Claim {
     template: usize,
     hostname: String,
     requirements: Requirements,
-    options: Vec<u32>,
+    /// The instance types still possible (indices into the template's types).
+    options: TypeSet,
     requests: Res,
     pods: Vec<usize>,
     host_ports: HostPortUsage,
@@ -260,8 +282,9 @@ enum Touched {
 
 /// What adding a pod to a claim would change.
 struct ClaimUpdate {
-    requirements: Requirements,
-    options: Vec<u32>,
+    /// The new requirements; `None` when they are unchanged.
+    requirements: Option<Requirements>,
+    options: TypeSet,
     min_values_relaxed: bool,
     reservations: BTreeSet<String>,
 }

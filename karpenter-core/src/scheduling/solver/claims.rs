@@ -5,8 +5,6 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use crate::hostports::HostPortUsage;
 use crate::labels::{self};
 use crate::model::InstanceType;
@@ -21,8 +19,8 @@ use crate::scheduling::{
 };
 
 use super::{
-    AddError, Claim, ClaimUpdate, FilterStats, OfferingView, PodState, Solver, Template,
-    TopologyKeyCache, Touched, filter_error_message, min_values_relaxation, pod_error,
+    AddError, Claim, ClaimUpdate, Criteria, FilterStats, OfferingView, PodState, Solver, Template,
+    TopologyKeyCache, Touched, TypeSet, filter_error_message, min_values_relaxation, pod_error,
     topology_key_cache,
 };
 
@@ -35,7 +33,7 @@ pub(super) struct ClaimAttempt<'c, 'p> {
     /// The claim's requirements before the pod.
     pub(super) requirements: &'c Requirements,
     /// The claim's instance-type options (indices into the template's types).
-    pub(super) options: &'c [u32],
+    pub(super) options: &'c TypeSet,
     /// The requests of the claim's pods so far.
     pub(super) requests: &'c Res,
     /// The host ports the claim's pods use.
@@ -179,7 +177,8 @@ impl<'a> Solver<'a> {
         }
         let reservations = self.reservations_for(t, &reqs, &survivors, held)?;
         Ok(ClaimUpdate {
-            requirements: reqs.into_owned(),
+            // Unchanged requirements are not copied: the claim keeps its own.
+            requirements: (!unchanged || relaxed).then(|| reqs.into_owned()),
             options: survivors,
             min_values_relaxed: relaxed,
             reservations,
@@ -193,12 +192,18 @@ impl<'a> Solver<'a> {
         if let Some(v) = self.offering_cache.borrow().get(t, key.clone()) {
             return v;
         }
+        // Each distinct offering requirement set is checked once.
+        let compatible: Vec<bool> = tpl
+            .offering_requirements
+            .iter()
+            .map(|o| reqs.is_compatible(o, Some(self.policy)))
+            .collect();
         let mut cheapest = Vec::with_capacity(tpl.instance_types.len());
-        for it in &tpl.instance_types {
+        for offerings in &tpl.offerings {
             let mut best = f64::INFINITY;
-            for o in it.available_offerings() {
-                if o.price < best && reqs.is_compatible(o.requirements(), Some(self.policy)) {
-                    best = o.price;
+            for &(price, r) in offerings {
+                if price < best && compatible[r as usize] {
+                    best = price;
                 }
             }
             cheapest.push(best);
@@ -210,119 +215,158 @@ impl<'a> Solver<'a> {
         view
     }
 
-    /// Spec 3.9 for the candidates `options` of template `t`.
+    /// The requirement and offering criteria of template `t` under `reqs` (cached by the
+    /// requirements without the hostname, which no instance type or offering carries).
+    fn criteria(&self, t: usize, reqs: &Requirements) -> Arc<Criteria> {
+        let key_reqs = reqs
+            .iter()
+            .filter(|r| r.key() != labels::HOSTNAME)
+            .map(Some);
+        if let Some(c) = self.filter_cache.borrow().get(t, key_reqs.clone()) {
+            return c;
+        }
+        let tpl = &self.templates[t];
+        let view = self.offering_view(t, reqs);
+        let count = tpl.instance_types.len();
+        let mut compatible = TypeSet::empty(count);
+        let mut offering = TypeSet::empty(count);
+        for (i, it) in tpl.instance_types.iter().enumerate() {
+            if it.requirements().intersects(reqs).is_ok() {
+                compatible.insert(i as u32);
+            }
+            if view.cheapest[i].is_finite() {
+                offering.insert(i as u32);
+            }
+        }
+        let computed = Arc::new(Criteria {
+            compatible,
+            offering,
+        });
+        self.filter_cache
+            .borrow_mut()
+            .insert(t, key_reqs, computed.clone());
+        computed
+    }
+
+    /// Spec 3.9 for the candidates `options` of template `t`: the options meeting the
+    /// requirements, holding a compatible available offering and fitting `total` plus their
+    /// daemon group's overhead, as set operations (see [`TypeSet`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn filter(
         &self,
         t: usize,
-        options: &[u32],
+        options: &TypeSet,
         reqs: &Requirements,
         reqs_unchanged: bool,
         st: &PodState<'_>,
         total: &Res,
         relax_min_values: bool,
-    ) -> (Vec<u32>, FilterStats, Option<String>) {
+    ) -> (TypeSet, FilterStats, Option<String>) {
         // Requirement and offering criteria depend only on the requirements: cache them.
-        let criteria: Option<Arc<Vec<(u32, bool, bool)>>> = if reqs_unchanged {
-            None
-        } else {
-            let key_reqs = reqs
-                .iter()
-                .filter(|r| r.key() != labels::HOSTNAME)
-                .map(Some);
-            let tpl = &self.templates[t];
-            let cached = self.filter_cache.borrow().get(t, key_reqs.clone());
-            Some(match cached {
-                Some(c) => c,
-                None => {
-                    let view = self.offering_view(t, reqs);
-                    let computed: Arc<Vec<(u32, bool, bool)>> = Arc::new(
-                        (0..tpl.instance_types.len() as u32)
-                            .map(|i| {
-                                let it = &tpl.instance_types[i as usize];
-                                let compatible = it.requirements().intersects(reqs).is_ok();
-                                (i, compatible, view.cheapest[i as usize].is_finite())
-                            })
-                            .collect(),
-                    );
-                    self.filter_cache
-                        .borrow_mut()
-                        .insert(t, key_reqs, computed.clone());
-                    computed
-                }
-            })
-        };
+        // Unchanged requirements: the options met both when they were kept.
+        let criteria = (!reqs_unchanged).then(|| self.criteria(t, reqs));
         let tpl = &self.templates[t];
-        let pod_key = st.key.as_str();
+        let count = tpl.instance_types.len();
         let mut stats = FilterStats::default();
-        let mut survivors = Vec::with_capacity(options.len());
-        // Templates with offering overrides take the general path (allocatable groups); the
-        // loop below is the fast path, where the base group holds every available offering.
-        let fast_options: &[u32] = if tpl.has_overrides {
+        let survivors = if tpl.has_overrides {
+            // Templates with offering overrides take the general path (allocatable groups).
+            let mut survivors = TypeSet::empty(count);
             self.filter_with_groups(
                 tpl,
                 options,
                 reqs,
-                criteria.as_deref().map(Vec::as_slice),
+                criteria.as_deref(),
                 st,
                 total,
                 (&mut survivors, &mut stats),
             );
-            &[]
+            survivors
         } else {
-            options
+            self.filter_fast(tpl, options, criteria.as_deref(), st, total, &mut stats)
         };
-        // The requests plus each daemon group's overhead, summed once rather than per option.
-        let needs: SmallVec<[Res; 2]> = if fast_options.is_empty() {
-            SmallVec::new()
-        } else {
-            tpl.groups
-                .iter()
-                .map(|g| dense::add(total, &g.overhead))
-                .collect()
-        };
-        for &i in fast_options {
-            let g = tpl.group_of[i as usize];
-            let group = &tpl.groups[g];
-            if !st.pod.host_ports.is_empty()
-                && group
-                    .host_ports
-                    .conflicts(pod_key, &st.pod.host_ports)
-                    .is_err()
-            {
-                continue;
-            }
-            let fits = dense::fits(&needs[g], &tpl.allocatable[i as usize]);
-            let (compatible, offering) = match &criteria {
-                None => (true, true),
-                Some(c) => (c[i as usize].1, c[i as usize].2),
-            };
-            stats.requirements |= compatible;
-            stats.fits |= fits;
-            stats.offering |= offering;
-            stats.requirements_and_fits |= compatible && fits;
-            stats.requirements_and_offering |= compatible && offering;
-            stats.fits_and_offering |= fits && offering;
-            if compatible && fits && offering {
-                survivors.push(i);
-            }
-        }
         let mut min_values_error = None;
+        let mut survivors = survivors;
         if !survivors.is_empty() && reqs.has_min_values() {
             let result = reqs.satisfies_min_values(
                 survivors
                     .iter()
-                    .map(|&i| tpl.instance_types[i as usize].requirements()),
+                    .map(|i| tpl.instance_types[i as usize].requirements()),
             );
             if let Err(e) = result
                 && !(relax_min_values
                     || self.options.min_values_policy == MinValuesPolicy::BestEffort)
             {
                 min_values_error = Some(e.to_string());
-                survivors.clear();
+                survivors = TypeSet::empty(count);
             }
         }
         (survivors, stats, min_values_error)
+    }
+
+    /// [`filter`](Self::filter) for a template without offering overrides, where the base
+    /// allocatable group holds every available offering: options whose daemon group's host
+    /// ports conflict with the pod's are left out, the rest is intersected with the criteria
+    /// and with the types that fit (per daemon group, [`FitTable::fitting`](super::FitTable)).
+    fn filter_fast(
+        &self,
+        tpl: &Template,
+        options: &TypeSet,
+        criteria: Option<&Criteria>,
+        st: &PodState<'_>,
+        total: &Res,
+        stats: &mut FilterStats,
+    ) -> TypeSet {
+        let count = tpl.instance_types.len();
+        let mut options = Cow::Borrowed(options);
+        if !st.pod.host_ports.is_empty() {
+            for (g, group) in tpl.groups.iter().enumerate() {
+                if group
+                    .host_ports
+                    .conflicts(&st.key, &st.pod.host_ports)
+                    .is_err()
+                {
+                    match tpl.group_members.get(g) {
+                        Some(members) => options.to_mut().remove_all(members),
+                        None => options = Cow::Owned(TypeSet::empty(count)),
+                    }
+                }
+            }
+        }
+        // The requests plus each daemon group's overhead: the types that fit them.
+        let fits = match tpl.groups.as_slice() {
+            [] => TypeSet::empty(count),
+            [only] => tpl.fit.fitting(&dense::add(total, &only.overhead)),
+            groups => {
+                let mut fits = TypeSet::empty(count);
+                for (group, members) in groups.iter().zip(&tpl.group_members) {
+                    let mut of_group = tpl.fit.fitting(&dense::add(total, &group.overhead));
+                    of_group.and_assign(members);
+                    fits.or_assign(&of_group);
+                }
+                fits
+            }
+        };
+        let full;
+        let (compatible, offering) = match criteria {
+            Some(c) => (&c.compatible, &c.offering),
+            None => {
+                full = TypeSet::full(count);
+                (&full, &full)
+            }
+        };
+        stats.requirements = options.meets(compatible, compatible);
+        stats.fits = options.meets(&fits, &fits);
+        stats.offering = options.meets(offering, offering);
+        stats.requirements_and_fits = options.meets(compatible, &fits);
+        stats.requirements_and_offering = options.meets(compatible, offering);
+        stats.fits_and_offering = options.meets(&fits, offering);
+        let mut survivors = options.into_owned();
+        survivors.and_assign(&fits);
+        if criteria.is_some() {
+            survivors.and_assign(compatible);
+            survivors.and_assign(offering);
+        }
+        survivors
     }
 
     /// The loop of [`filter`](Self::filter) for a template with offering overrides (spec
@@ -336,12 +380,12 @@ impl<'a> Solver<'a> {
     pub(super) fn filter_with_groups(
         &self,
         tpl: &Template,
-        options: &[u32],
+        options: &TypeSet,
         reqs: &Requirements,
-        criteria: Option<&[(u32, bool, bool)]>,
+        criteria: Option<&Criteria>,
         st: &PodState<'_>,
         total: &Res,
-        (survivors, stats): (&mut Vec<u32>, &mut FilterStats),
+        (survivors, stats): (&mut TypeSet, &mut FilterStats),
     ) {
         let pod_key = st.key.as_str();
         let compatible_offering = |it: &InstanceType, offerings: &[usize]| {
@@ -351,7 +395,7 @@ impl<'a> Solver<'a> {
                     .is_some_and(|o| reqs.is_compatible(o.requirements(), Some(self.policy)))
             })
         };
-        for &i in options {
+        for i in options.iter() {
             let i_ = i as usize;
             let (Some(it), Some(&g), Some(base)) = (
                 tpl.instance_types.get(i_),
@@ -372,9 +416,9 @@ impl<'a> Solver<'a> {
                 continue;
             }
             let need = dense::add(total, &group.overhead);
-            let (compatible, offering) = criteria
-                .and_then(|c| c.get(i_))
-                .map_or((true, true), |c| (c.1, c.2));
+            let (compatible, offering) = criteria.map_or((true, true), |c| {
+                (c.compatible.contains(i), c.offering.contains(i))
+            });
             let (fits, fits_with_offering) = match tpl.alloc_groups.get(i_) {
                 Some(groups) if !groups.is_empty() => {
                     let fitting = groups.iter().filter(|g| dense::fits(&need, &g.allocatable));
@@ -401,7 +445,7 @@ impl<'a> Solver<'a> {
             stats.requirements_and_offering |= compatible && offering;
             stats.fits_and_offering |= fits && offering;
             if compatible && fits_with_offering && offering {
-                survivors.push(i);
+                survivors.insert(i);
             }
         }
     }
@@ -424,17 +468,22 @@ impl<'a> Solver<'a> {
                 ),
             ));
         }
-        let count = tpl.instance_types.len() as u32;
-        let options: Vec<u32> = match self.limits.get(t) {
-            Some(limits) if !limits.is_empty() => (0..count)
-                .filter(|&i| {
-                    limits
+        let count = tpl.instance_types.len();
+        let options = match self.limits.get(t) {
+            Some(limits) if !limits.is_empty() => {
+                let mut options = TypeSet::empty(count);
+                for (i, capacity) in tpl.capacity.iter().enumerate() {
+                    if limits
                         .iter()
-                        .all(|&(r, remaining)| tpl.capacity[i as usize][r] <= remaining)
-                })
-                .collect(),
-            // No limited resource: every instance type (a plain range, no per-type check).
-            _ => (0..count).collect(),
+                        .all(|&(r, remaining)| capacity[r] <= remaining)
+                    {
+                        options.insert(i as u32);
+                    }
+                }
+                options
+            }
+            // No limited resource: every instance type (no per-type check).
+            _ => TypeSet::full(count),
         };
         if options.is_empty() {
             return Err(AddError::Pod(
@@ -492,7 +541,7 @@ impl<'a> Solver<'a> {
             let max = claim
                 .options
                 .iter()
-                .map(|&i| tpl.capacity[i as usize][*r])
+                .map(|i| tpl.capacity[i as usize][*r])
                 .max()
                 .unwrap_or(0);
             *remaining -= max;
@@ -541,26 +590,28 @@ impl<'a> Solver<'a> {
         let tpl = &self.templates[claim.template];
         // The options only shrink (survivors of the current ones): the same count means the
         // same options, hence the same bound — except for a new claim, whose bound is unset.
-        let options_changed = claim.pods.is_empty() || update.options.len() != claim.options.len();
+        let options_changed = claim.pods.is_empty() || update.options != claim.options;
         claim.pods.push(idx);
         self.claim_order_touched = match self.claim_order_touched {
             Touched::Nothing => Touched::At(pos),
             Touched::At(p) if p == pos => Touched::At(pos),
             _ => Touched::Many,
         };
-        claim.requirements = update.requirements;
+        let requirements_changed = update.requirements.is_some();
+        if let Some(requirements) = update.requirements {
+            claim.requirements = requirements;
+        }
         claim.options = update.options;
         claim.min_values_relaxed |= update.min_values_relaxed;
         dense::add_assign(&mut claim.requests, &st.requests);
         claim.host_ports.add(&st.key, &st.pod.host_ports);
         if options_changed {
-            let mut max = self.index.zero();
-            for &i in &claim.options {
-                dense::max_assign(&mut max, &tpl.allocatable[i as usize]);
-            }
+            // From the template's fit table: a few word operations per resource instead of a
+            // pass over the remaining types.
+            let mut max = tpl.fit.max_over(&claim.options);
             if tpl.has_overrides {
                 // Override groups may offer more than the base: keep the bound an upper bound.
-                for &i in &claim.options {
+                for i in claim.options.iter() {
                     for g in tpl.alloc_groups.get(i as usize).into_iter().flatten() {
                         dense::max_assign(&mut max, &g.allocatable);
                     }
@@ -580,11 +631,21 @@ impl<'a> Solver<'a> {
         self.topology.register(labels::HOSTNAME, &claim.hostname);
         self.topology
             .record(&st.pod, &tpl.taints, &claim.requirements);
-        let hostname_id = self.topology.hostname_id(&claim.hostname);
-        let topology_keys = topology_key_cache(&self.topology, &claim.requirements);
+        // The hostname's id never changes once interned; the per-key cache is rebuilt when the
+        // requirements change or the topology has interned new keys since it was built.
+        let hostname_id = match claim.hostname_id {
+            Some(id) => Some(id),
+            None => self.topology.hostname_id(&claim.hostname),
+        };
+        let stale = requirements_changed
+            || claim.pods.len() == 1
+            || claim.topology_keys.len() != self.topology.key_names().len();
+        let topology_keys = stale.then(|| topology_key_cache(&self.topology, &claim.requirements));
         let claim = &mut self.claims[c];
         claim.hostname_id = hostname_id;
-        claim.topology_keys = topology_keys;
+        if let Some(keys) = topology_keys {
+            claim.topology_keys = keys;
+        }
     }
 
     /// Spec 5.4: the reserved offerings a claim would hold.
@@ -592,7 +653,7 @@ impl<'a> Solver<'a> {
         &self,
         t: usize,
         reqs: &Requirements,
-        options: &[u32],
+        options: &TypeSet,
         held: &BTreeSet<String>,
     ) -> Result<BTreeSet<String>, AddError> {
         let tpl = &self.templates[t];
@@ -601,7 +662,7 @@ impl<'a> Solver<'a> {
         if !tpl.has_reserved && held.is_empty() {
             return Ok(wanted);
         }
-        for &i in options {
+        for i in options.iter() {
             for o in tpl.instance_types[i as usize].available_offerings() {
                 let Some(id) = o.reservation_id().filter(|_| o.is_reserved()) else {
                     continue;
@@ -653,20 +714,16 @@ impl<'a> Solver<'a> {
             }
             // Order by cheapest compatible offering, truncate, re-check minValues (spec 3.11).
             let view = self.offering_view(claim.template, &reqs);
-            let mut its: Vec<(f64, usize, Arc<InstanceType>)> = claim
+            // (price, index): the instance types themselves are shared only for the kept ones.
+            let mut its: Vec<(f64, usize)> = claim
                 .options
                 .iter()
-                .map(|&i| {
-                    let i = i as usize;
-                    (view.cheapest[i], i, tpl.instance_types[i].clone())
-                })
+                .map(|i| (view.cheapest[i as usize], i as usize))
                 .collect();
             // A total order (indices are distinct): selecting the first `max` and sorting them
             // gives the prefix of the fully sorted list.
-            let by_price = |a: &(f64, usize, Arc<InstanceType>),
-                            b: &(f64, usize, Arc<InstanceType>)| {
-                a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
-            };
+            let by_price =
+                |a: &(f64, usize), b: &(f64, usize)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
             let max = self.options.max_instance_types;
             if max > 0 && its.len() > max {
                 its.select_nth_unstable_by(max - 1, by_price);
@@ -675,7 +732,9 @@ impl<'a> Solver<'a> {
             its.sort_by(by_price);
             if reqs.has_min_values()
                 && self.options.min_values_policy == MinValuesPolicy::Strict
-                && let Err(e) = reqs.satisfies_min_values(its.iter().map(|x| x.2.requirements()))
+                && let Err(e) = reqs.satisfies_min_values(
+                    its.iter().map(|x| tpl.instance_types[x.1].requirements()),
+                )
             {
                 for &p in &claim.pods {
                     self.errors.insert(
@@ -696,13 +755,17 @@ impl<'a> Solver<'a> {
             for &p in &claim.pods {
                 requests.add_assign(&pods[p].scheduling_requests());
             }
-            let live_groups: BTreeSet<usize> = claim
-                .options
-                .iter()
-                .map(|&i| tpl.group_of[i as usize])
-                .collect();
+            // In group order, as a set of groups would iterate them.
+            let live_groups =
+                tpl.groups
+                    .iter()
+                    .enumerate()
+                    .filter(|&(g, _)| match tpl.group_members.get(g) {
+                        Some(members) => claim.options.meets(members, members),
+                        None => !claim.options.is_empty(),
+                    });
             let overhead =
-                ResourceList::min_common(live_groups.iter().map(|&g| &tpl.groups[g].overhead_list));
+                ResourceList::min_common(live_groups.map(|(_, group)| &group.overhead_list));
             requests.add_assign(&overhead);
 
             // Output requirements: drop the simulation keys. The instance-type and
@@ -712,10 +775,10 @@ impl<'a> Solver<'a> {
             reqs.remove(labels::INITIALIZED);
             let mut node_labels = tpl.labels.clone();
             node_labels.extend(reqs.labels(self.policy));
-            // A fresh vector of exactly the kept options: collecting `its` in place would keep
-            // its buffer, sized for every option before truncation (up to 400 per claim).
+            // A vector of exactly the kept options (not one sized for every option before
+            // truncation, up to 400 per claim).
             let mut instance_types = Vec::with_capacity(its.len());
-            instance_types.extend(its.into_iter().map(|x| x.2));
+            instance_types.extend(its.iter().map(|x| tpl.instance_types[x.1].clone()));
             results.new_node_claims.push(NewNodeClaim {
                 node_pool: tpl.pool.clone(),
                 requirements: reqs,

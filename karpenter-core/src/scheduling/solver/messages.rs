@@ -14,7 +14,7 @@ pub(super) fn format_resources(list: &ResourceList) -> String {
 /// With BestEffort minValues: the achieved counts of keys whose minValues the survivors miss.
 pub(super) fn min_values_relaxation(
     reqs: &Requirements,
-    survivors: &[u32],
+    survivors: &super::TypeSet,
     solver: &Solver<'_>,
     t: usize,
 ) -> Option<BTreeMap<String, usize>> {
@@ -25,7 +25,7 @@ pub(super) fn min_values_relaxation(
     match reqs.satisfies_min_values(
         survivors
             .iter()
-            .map(|&i| tpl.instance_types[i as usize].requirements()),
+            .map(|i| tpl.instance_types[i as usize].requirements()),
     ) {
         Ok(_) => None,
         Err(e) => Some(e.achieved),

@@ -17,6 +17,7 @@ use crate::scheduling::{
     ExistingNodeRef, MinValuesPolicy, Results, SchedulerOptions, SchedulingInput,
 };
 
+use super::typeset::{FitTable, TypeSet};
 use super::{
     AllocGroup, DaemonGroup, Prepared, SolveRequest, Solver, Template, build_existing,
     daemon_compatible, has_usable_group,
@@ -185,7 +186,23 @@ impl<'a> Prepared<'a> {
                     limits.push((i, q.milli_value() - used));
                 }
             }
-            let allocatable = its.iter().map(|it| index.dense(it.allocatable())).collect();
+            let allocatable: Vec<_> = its.iter().map(|it| index.dense(it.allocatable())).collect();
+            let fit = FitTable::new(&allocatable);
+            let group_members = if groups.len() > 1 {
+                (0..groups.len())
+                    .map(|g| {
+                        let mut members = TypeSet::empty(its.len());
+                        for (i, &of) in group_of.iter().enumerate() {
+                            if of == g {
+                                members.insert(i as u32);
+                            }
+                        }
+                        members
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let alloc_groups: Vec<Vec<AllocGroup>> = its
                 .iter()
                 .map(|it| {
@@ -208,6 +225,24 @@ impl<'a> Prepared<'a> {
                 .flat_map(|it| it.offerings.iter())
                 .flat_map(|o| o.requirements().keys().map(str::to_string))
                 .collect();
+            let mut offering_requirements: Vec<Requirements> = Vec::new();
+            let mut offering_ids: rustc_hash::FxHashMap<&Requirements, u32> =
+                rustc_hash::FxHashMap::default();
+            let offerings = its
+                .iter()
+                .map(|it| {
+                    it.available_offerings()
+                        .map(|o| {
+                            let r = o.requirements();
+                            let id = *offering_ids.entry(r).or_insert_with(|| {
+                                offering_requirements.push(r.clone());
+                                offering_requirements.len() as u32 - 1
+                            });
+                            (o.price, id)
+                        })
+                        .collect()
+                })
+                .collect();
             let has_reserved = its
                 .iter()
                 .any(|it| it.offerings.iter().any(|o| o.is_reserved()));
@@ -215,6 +250,8 @@ impl<'a> Prepared<'a> {
             templates.push(Template {
                 has_reserved,
                 offering_keys: offering_keys.into_iter().collect(),
+                offering_requirements,
+                offerings,
                 pool: np.name.clone(),
                 requirements: reqs,
                 labels: tlabels,
@@ -226,6 +263,8 @@ impl<'a> Prepared<'a> {
                 has_overrides,
                 group_of,
                 groups,
+                group_members,
+                fit,
                 limits,
                 nodes_limit,
                 capacity,
