@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::ConditionStatus;
-use crate::model::{ClusterNode, Timestamp};
+use crate::model::{ClusterNode, Pod, Timestamp};
 use crate::scheduling::solver::{Prepared, SolveRequest};
 use crate::scheduling::{
     ExistingNodeRef, NodePoolInput, ReservedCapacityMode, Results, SchedulerOptions,
@@ -321,9 +321,10 @@ impl<'s> SimulationContext<'s> {
                 })
             })
             .collect();
+        let pods: Vec<&Pod> = self.input.pods.iter().collect();
         Simulator {
             context: self,
-            prepared: Prepared::new(&self.input, nodes, &self.options, &self.input.pods),
+            prepared: Prepared::new(&self.input, nodes, &self.options, &pods),
         }
     }
 }
@@ -349,7 +350,8 @@ impl Simulator<'_> {
             return Err(SimulationError::CandidateDeleting(c.name().to_string()));
         }
         let mut removed = vec![false; ctx.nodes.len()];
-        let mut pods = ctx.input.pods.clone();
+        // The pods are borrowed: the solve copies none of them.
+        let mut pods: Vec<&Pod> = ctx.input.pods.iter().collect();
         let mut displaced = BTreeSet::new();
         for c in candidates {
             match ctx
@@ -363,7 +365,7 @@ impl Simulator<'_> {
             for p in c.reschedulable_pods() {
                 if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {
                     displaced.insert(p.key());
-                    pods.push(p.clone());
+                    pods.push(p);
                 }
             }
         }
