@@ -352,6 +352,9 @@ impl Simulator<'_> {
         let mut removed = vec![false; ctx.nodes.len()];
         // The pods are borrowed: the solve copies none of them.
         let mut pods: Vec<&Pod> = ctx.input.pods.iter().collect();
+        // Which pods are displaced matters only to nodes that refuse them: without any, the keys
+        // are not collected (the solve is the same).
+        let track_displaced = consolidation && !ctx.refusing.is_empty();
         let mut displaced = BTreeSet::new();
         for c in candidates {
             match ctx
@@ -364,7 +367,9 @@ impl Simulator<'_> {
             }
             for p in c.reschedulable_pods() {
                 if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {
-                    displaced.insert(p.key());
+                    if track_displaced {
+                        displaced.insert(p.key());
+                    }
                     pods.push(p);
                 }
             }
@@ -373,7 +378,7 @@ impl Simulator<'_> {
             pods: &pods,
             removed: &removed,
             refusing: consolidation.then_some(&ctx.refusing),
-            displaced: consolidation.then_some(&displaced),
+            displaced: track_displaced.then_some(&displaced),
         });
 
         let mut displaced_errors: BTreeMap<String, String> = results
@@ -382,7 +387,11 @@ impl Simulator<'_> {
             .filter(|(key, _)| !ctx.pending.contains(*key))
             .map(|(key, e)| (key.clone(), e.message.clone()))
             .collect();
-        for node in &results.existing_nodes {
+        for node in results
+            .existing_nodes
+            .iter()
+            .filter(|_| !ctx.uninitialized.is_empty())
+        {
             if let Some(message) = ctx.uninitialized.get(&node.name) {
                 for pod in &node.pods {
                     if !ctx.from_deleting.contains(pod) && !ctx.pending.contains(pod) {
