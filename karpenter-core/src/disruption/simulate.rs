@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::ConditionStatus;
-use crate::model::{ClusterNode, Timestamp};
+use crate::model::{ClusterNode, Pod, Timestamp};
 use crate::scheduling::solver::{Prepared, SolveRequest};
 use crate::scheduling::{
     ExistingNodeRef, NodePoolInput, ReservedCapacityMode, Results, SchedulerOptions,
@@ -321,9 +321,10 @@ impl<'s> SimulationContext<'s> {
                 })
             })
             .collect();
+        let pods: Vec<&Pod> = self.input.pods.iter().collect();
         Simulator {
             context: self,
-            prepared: Prepared::new(&self.input, nodes, &self.options, &self.input.pods),
+            prepared: Prepared::new(&self.input, nodes, &self.options, &pods),
         }
     }
 }
@@ -349,7 +350,11 @@ impl Simulator<'_> {
             return Err(SimulationError::CandidateDeleting(c.name().to_string()));
         }
         let mut removed = vec![false; ctx.nodes.len()];
-        let mut pods = ctx.input.pods.clone();
+        // The pods are borrowed: the solve copies none of them.
+        let mut pods: Vec<&Pod> = ctx.input.pods.iter().collect();
+        // Which pods are displaced matters only to nodes that refuse them: without any, the keys
+        // are not collected (the solve is the same).
+        let track_displaced = consolidation && !ctx.refusing.is_empty();
         let mut displaced = BTreeSet::new();
         for c in candidates {
             match ctx
@@ -362,8 +367,10 @@ impl Simulator<'_> {
             }
             for p in c.reschedulable_pods() {
                 if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {
-                    displaced.insert(p.key());
-                    pods.push(p.clone());
+                    if track_displaced {
+                        displaced.insert(p.key());
+                    }
+                    pods.push(p);
                 }
             }
         }
@@ -371,7 +378,7 @@ impl Simulator<'_> {
             pods: &pods,
             removed: &removed,
             refusing: consolidation.then_some(&ctx.refusing),
-            displaced: consolidation.then_some(&displaced),
+            displaced: track_displaced.then_some(&displaced),
         });
 
         let mut displaced_errors: BTreeMap<String, String> = results
@@ -380,7 +387,11 @@ impl Simulator<'_> {
             .filter(|(key, _)| !ctx.pending.contains(*key))
             .map(|(key, e)| (key.clone(), e.message.clone()))
             .collect();
-        for node in &results.existing_nodes {
+        for node in results
+            .existing_nodes
+            .iter()
+            .filter(|_| !ctx.uninitialized.is_empty())
+        {
             if let Some(message) = ctx.uninitialized.get(&node.name) {
                 for pod in &node.pods {
                     if !ctx.from_deleting.contains(pod) && !ctx.pending.contains(pod) {

@@ -188,7 +188,8 @@ proptest! {
         let options = SchedulerOptions::default();
 
         let refs: Vec<ExistingNodeRef<'_>> = nodes.iter().map(ExistingNodeRef::from).collect();
-        let prepared = Prepared::new(&prepared_input, refs, &options, &pending);
+        let pending_refs: Vec<&Pod> = pending.iter().collect();
+        let prepared = Prepared::new(&prepared_input, refs, &options, &pending_refs);
         // An earlier solve over other nodes left out fills what forks of the prepared topology
         // share (the existing pods new groups count): the next solve must not see its traces.
         let warm_removed: Vec<bool> = (0..nodes.len()).map(|i| warm_bits[i]).collect();
@@ -198,14 +199,16 @@ proptest! {
             .filter(|(n, _)| warm_removed[*n])
             .flat_map(|(_, node)| node.pods.iter().cloned())
             .collect();
+        let warm_refs: Vec<&Pod> = warm_batch.iter().collect();
         let _ = prepared.solve(&SolveRequest {
-            pods: &warm_batch,
+            pods: &warm_refs,
             removed: &warm_removed,
             refusing: None,
             displaced: None,
         });
+        let batch_refs: Vec<&Pod> = batch.iter().collect();
         let ours = prepared.solve(&SolveRequest {
-            pods: &batch,
+            pods: &batch_refs,
             removed: &removed,
             refusing: Some(&refusing),
             displaced: Some(&displaced),
@@ -251,8 +254,9 @@ fn unregistered_resources_fall_back_to_a_fresh_preparation() {
     let options = SchedulerOptions::default();
     let refs: Vec<ExistingNodeRef<'_>> = nodes.iter().map(ExistingNodeRef::from).collect();
     let prepared = Prepared::new(&input, refs, &options, &[]);
+    let batch_refs: Vec<&Pod> = batch.iter().collect();
     let ours = prepared.solve(&SolveRequest {
-        pods: &batch,
+        pods: &batch_refs,
         removed: &[],
         refusing: None,
         displaced: None,

@@ -89,8 +89,9 @@ pub fn solve_with_existing(
         .chain(extra_existing.iter().copied())
         .collect();
     let consolidation = input.consolidation.as_ref();
-    Prepared::new(input, nodes, options, &input.pods).solve(&SolveRequest {
-        pods: &input.pods,
+    let pods: Vec<&Pod> = input.pods.iter().collect();
+    Prepared::new(input, nodes, options, &pods).solve(&SolveRequest {
+        pods: &pods,
         removed: &[],
         refusing: consolidation.map(|c| &c.nodes_refusing_displaced_pods),
         displaced: consolidation.map(|c| &c.displaced_pods),
@@ -349,8 +350,9 @@ pub(crate) struct Prepared<'a> {
 
 /// One solve over a [`Prepared`] cluster.
 pub(crate) struct SolveRequest<'r> {
-    /// The pods to place.
-    pub(crate) pods: &'r [Pod],
+    /// The pods to place, borrowed (a consolidation simulation does not copy the pods it
+    /// moves).
+    pub(crate) pods: &'r [&'r Pod],
     /// Per position in the prepared nodes: whether the node is left out (empty: none is).
     pub(crate) removed: &'r [bool],
     /// Names of existing nodes that refuse `displaced` pods (spec 2.10).
@@ -374,7 +376,7 @@ struct Solver<'a> {
     options: &'a SchedulerOptions,
     policy: &'a LabelPolicy,
     input: &'a SchedulingInput,
-    pods: &'a [Pod],
+    pods: &'a [&'a Pod],
     displaced: Option<&'a BTreeSet<String>>,
     index: &'a ResourceIndex,
     templates: &'a [Template],
@@ -515,7 +517,7 @@ impl<'a> Solver<'a> {
     /// The state of the unrelaxed pod `idx` for a placement attempt.
     fn pod_state(&mut self, idx: usize) -> PodState<'a> {
         let pods = self.pods;
-        let pod = &pods[idx];
+        let pod = pods[idx];
         let reqs = match self.first_reqs.get_mut(idx).and_then(Option::take) {
             Some(r) => r,
             None => podreqs::pod_requirements(pod, self.options.preference_policy),
@@ -618,7 +620,7 @@ impl<'a> Solver<'a> {
                 Err(e) => {
                     self.errors.insert(head, e);
                     // Retries start again from the unrelaxed pod.
-                    self.topology.update_batch(&pods[head]);
+                    self.topology.update_batch(pods[head]);
                     queue.push_back(head);
                     marker.insert(head, queue.len());
                 }

@@ -125,7 +125,7 @@ pub(crate) struct TopologyInput<'i, 'a> {
     pub removed: &'i [bool],
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
     /// Borrowed for the topology's lifetime: its per-pod entries borrow their labels.
-    pub batch_pods: &'a [crate::model::Pod],
+    pub batch_pods: &'a [&'a crate::model::Pod],
 }
 
 /// Group identity (see the module docs).
@@ -394,7 +394,7 @@ impl<'a> Topology<'a> {
     /// The last steps of every build, fresh or forked from a template: the batch's pods
     /// counted, the inverse groups' selections refreshed, and the hostnames of the nodes kept
     /// (neither marked for deletion nor in `removed`) registered.
-    pub(super) fn finish_build(&mut self, batch_pods: &'a [Pod], removed: &[bool]) {
+    pub(super) fn finish_build(&mut self, batch_pods: &'a [&'a Pod], removed: &[bool]) {
         for p in batch_pods {
             self.update_batch(p);
         }

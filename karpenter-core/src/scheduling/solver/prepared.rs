@@ -31,7 +31,7 @@ impl<'a> Prepared<'a> {
         input: &'a SchedulingInput,
         nodes: Vec<ExistingNodeRef<'a>>,
         options: &'a SchedulerOptions,
-        pods: &[Pod],
+        pods: &[&Pod],
     ) -> Prepared<'a> {
         let policy = &options.label_policy;
         let mut index = ResourceIndex::default();

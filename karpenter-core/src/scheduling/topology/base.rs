@@ -39,11 +39,11 @@ impl<'a> TopologyBase<'a> {
     pub(crate) fn new(
         nodes: Vec<ExistingNodeRef<'a>>,
         namespace_labels: &BTreeMap<String, BTreeMap<String, String>>,
-        pods: &[Pod],
+        pods: &[&Pod],
     ) -> TopologyBase<'a> {
         let mut namespaces = namespace_labels.clone();
         let existing_pods = nodes.iter().flat_map(|n| n.pods.iter());
-        for p in pods.iter().chain(existing_pods) {
+        for p in pods.iter().copied().chain(existing_pods) {
             if !namespaces.contains_key(&p.namespace) {
                 namespaces.insert(p.namespace.clone(), BTreeMap::new());
             }

@@ -312,7 +312,7 @@ mod tests {
         let universe = Arc::new(DomainUniverse::default());
         let template =
             TopologyTemplate::new(PreferencePolicy::Respect, universe.clone(), base.clone());
-        let input = |removed: &'static [bool], batch: &'static [Pod]| TopologyInput {
+        let input = |removed: &'static [bool], batch: &'static [&'static Pod]| TopologyInput {
             preference_policy: PreferencePolicy::Respect,
             universe: universe.clone(),
             base: base.clone(),
@@ -322,11 +322,12 @@ mod tests {
 
         // Node 2 left out: its pods are the batch; its solo group goes, the web pod moves.
         let batch: &'static [Pod] = Box::leak(nodes[2].pods.clone().into_boxed_slice());
+        let batch_refs: &'static [&'static Pod] = Box::leak(batch.iter().collect());
         let removed: &'static [bool] = &[false, false, true, false];
         let forked = template
-            .fork(&input(removed, batch))
+            .fork(&input(removed, batch_refs))
             .expect("node 2 created no key and no group a kept term reaches");
-        let fresh = Topology::new(input(removed, batch));
+        let fresh = Topology::new(input(removed, batch_refs));
         let probes = [
             batch[0].clone(),
             batch[1].clone(),
@@ -344,6 +345,7 @@ mod tests {
 
         // Node 0 introduced the hostname key: leaving it out is built from scratch.
         let batch0: &'static [Pod] = Box::leak(nodes[0].pods.clone().into_boxed_slice());
+        let batch0: &'static [&'static Pod] = Box::leak(batch0.iter().collect());
         assert!(
             template
                 .fork(&input(&[true, false, false, false], batch0))

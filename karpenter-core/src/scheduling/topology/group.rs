@@ -49,6 +49,11 @@ pub(super) struct KeyDomains {
     local: DomainTable,
 }
 
+/// The frozen shared table of a [`KeyDomains`] (see [`KeyDomains::shares`]). Holding it keeps
+/// the table alive, so its identity cannot be reused by another.
+#[derive(Debug, Clone)]
+pub(super) struct SharedTable(Arc<DomainTable>);
+
 /// Interned domains with consecutive ids from `first`.
 #[derive(Debug, Clone, Default)]
 struct DomainTable {
@@ -100,6 +105,21 @@ impl KeyDomains {
             .get(domain)
             .or_else(|| self.local.ids.get(domain))
             .copied()
+    }
+
+    /// The id of `domain` in the frozen shared table, if it is there. Allocation-free.
+    pub(super) fn shared_id(&self, domain: &str) -> Option<u32> {
+        self.shared.ids.get(domain).copied()
+    }
+
+    /// The frozen shared table, as a handle that tells which `KeyDomains` share it.
+    pub(super) fn shared_table(&self) -> SharedTable {
+        SharedTable(Arc::clone(&self.shared))
+    }
+
+    /// Whether this key's frozen shared table is `table` (the ids it gives are this key's).
+    pub(super) fn shares(&self, table: &SharedTable) -> bool {
+        Arc::ptr_eq(&self.shared, &table.0)
     }
 
     /// The name of an interned domain.

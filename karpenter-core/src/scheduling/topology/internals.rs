@@ -2,7 +2,7 @@
 //! terms (and the inverse groups of required anti-affinity) and counting their domains.
 
 use super::base::{TopologyBase, term_namespaces};
-use super::memo::{CountKey, CountMemo};
+use super::memo::{CountKey, CountMemo, NodeValues};
 use super::{
     CountedPod, FilterEntry, GroupIdentity, GroupRef, NodeData, PodEntry, Topology, index,
 };
@@ -251,12 +251,30 @@ impl<'a> Topology<'a> {
             let common = match slot {
                 Some(Some(common)) => common.clone(),
                 _ => {
-                    let mut ids = Vec::new();
-                    for node in nodes.iter().filter(|n| n.active) {
-                        if let Some(domain) = node.labels.get(&kd.key) {
-                            ids.push(kd.intern(domain));
+                    let ids = match memos {
+                        // A fork: the values of the template's nodes, recorded once, less
+                        // those only the nodes it leaves out carry.
+                        Some(memos) => {
+                            let values = memos.node_values(kd, || {
+                                NodeValues::new(
+                                    kd,
+                                    nodes.iter().zip(&base.nodes).map(|(data, node)| {
+                                        (data.labels, node.node.marked_for_deletion)
+                                    }),
+                                )
+                            });
+                            values.active_ids(kd, |i| nodes.get(i).is_some_and(|n| n.active))
                         }
-                    }
+                        None => {
+                            let mut ids = Vec::new();
+                            for node in nodes.iter().filter(|n| n.active) {
+                                if let Some(domain) = node.labels.get(&kd.key) {
+                                    ids.push(kd.intern(domain));
+                                }
+                            }
+                            ids
+                        }
+                    };
                     let common = std::sync::Arc::new(CommonDomains::new(&ids));
                     if let Some(slot) = node_domains.get_mut(group.key as usize) {
                         *slot = Some(common.clone());

@@ -142,6 +142,7 @@ impl Env {
         // The topology borrows the nodes and the batch; tests leak them to keep the builder
         // simple.
         let batch: &'static [Pod] = Box::leak(batch.to_vec().into_boxed_slice());
+        let batch: &'static [&'static Pod] = Box::leak(batch.iter().collect());
         let owned: &'static [ExistingNodeInput] = Box::leak(self.nodes.into_boxed_slice());
         let nodes: &'static [ExistingNodeRef<'static>] = Box::leak(
             owned
