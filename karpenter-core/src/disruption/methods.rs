@@ -31,6 +31,7 @@ mod balanced;
 mod consolidation;
 mod drift;
 mod emptiness;
+mod precheck;
 mod replay;
 mod split;
 
@@ -112,6 +113,13 @@ pub struct DisruptionOptions {
     /// Split consolidation ([`Method::Split`], NodePools under the `cost` packing policy only)
     /// acts only when it saves at least this fraction of the candidates' price (default 0.2).
     pub split_savings_threshold: f64,
+    /// Skip the simulation of a single-node candidate that provably cannot be consolidated:
+    /// no available offering of any NodePool is cheaper than it and one of its displaced pods
+    /// fits on no other node even alone (see `methods/precheck.rs`). Decisions are the same
+    /// either way; only the reason recorded in [`PassOutcome::blocked`] for such a candidate
+    /// differs (the pre-check's instead of the simulation's). Default off; the operator turns
+    /// it on (it does not read the reasons).
+    pub single_node_precheck: bool,
 }
 
 impl Default for DisruptionOptions {
@@ -125,6 +133,7 @@ impl Default for DisruptionOptions {
             multi_node_time_budget: TimeBudget::default(),
             previously_unseen_node_pools: BTreeSet::new(),
             split_savings_threshold: 0.2,
+            single_node_precheck: false,
         }
     }
 }
@@ -170,6 +179,13 @@ impl DisruptionOptions {
     /// The options with these NodePools' single-node candidates evaluated first.
     pub fn with_previously_unseen_node_pools(mut self, pools: BTreeSet<String>) -> Self {
         self.previously_unseen_node_pools = pools;
+        self
+    }
+
+    /// The options with the single-node pre-check on or off (see
+    /// [`DisruptionOptions::single_node_precheck`]).
+    pub fn with_single_node_precheck(mut self, enabled: bool) -> Self {
+        self.single_node_precheck = enabled;
         self
     }
 

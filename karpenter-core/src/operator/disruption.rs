@@ -28,7 +28,7 @@ const NOT_SYNCED_REQUEUE: SignedDuration = SignedDuration::from_secs(1);
 
 impl Operator {
     /// The snapshot the disruption loop reads.
-    pub(super) fn disruption_snapshot(&self) -> ClusterSnapshot {
+    pub(super) fn disruption_snapshot(&mut self) -> ClusterSnapshot {
         self.view.snapshot(
             &self.marked,
             &self.nominated,

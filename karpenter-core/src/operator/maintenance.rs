@@ -14,7 +14,6 @@ use crate::lifecycle::{
     self, Event, Metric, ObjectKind, add, claim_is_deleting, disrupted_metrics, format_time,
 };
 use crate::model::{InstanceType, Timestamp};
-use crate::resources::ResourceList;
 
 use super::{Action, CloudCall, InterruptionEvent, InterruptionKind, Operator, Pending};
 
@@ -100,14 +99,7 @@ impl Operator {
         }
         let old = np.status.clone().unwrap_or_default();
         let mut status = old.clone();
-        let mut resources = ResourceList::new();
-        let mut nodes = 0i64;
-        for c in self.view.claims_of_pool(name) {
-            resources.add_assign(&c.status.capacity);
-            if c.status.node_name.is_some() {
-                nodes += 1;
-            }
-        }
+        let (resources, nodes) = self.view.pool_status_totals(name);
         status.resources = resources;
         status.nodes = Some(nodes);
         let ready = self

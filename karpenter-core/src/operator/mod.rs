@@ -182,7 +182,8 @@ pub struct OperatorConfig {
     /// The scheduler's options.
     pub scheduler: SchedulerOptions,
     /// The disruption planner's options (its `scheduler` field is replaced by
-    /// [`OperatorConfig::scheduler`]).
+    /// [`OperatorConfig::scheduler`]); by default upstream's, with the single-node pre-check
+    /// on ([`DisruptionOptions::single_node_precheck`]).
     pub disruption: DisruptionOptions,
     /// Options of the drift check.
     pub drift: DriftOptions,
@@ -220,7 +221,9 @@ impl Default for OperatorConfig {
             batch_max_duration: SignedDuration::from_secs(10),
             unschedulable_retry: SignedDuration::from_secs(10),
             scheduler: SchedulerOptions::default(),
-            disruption: DisruptionOptions::default(),
+            // The operator does not read the reasons of blocked candidates: the single-node
+            // pre-check only saves simulations.
+            disruption: DisruptionOptions::default().with_single_node_precheck(true),
             drift: DriftOptions::default(),
             disruption_poll: SignedDuration::from_secs(10),
             validation_delay: crate::disruption::validation::COMMAND_VALIDATION_DELAY,

@@ -11,6 +11,7 @@ use crate::lifecycle::{self, Node};
 use crate::model::{
     ClusterNode, DaemonSet, InstanceType, Offering, Pod, PodDisruptionBudget, Timestamp,
 };
+use crate::resources::{Quantity, ResourceList};
 use crate::state::{ClusterSnapshot, NodePoolState, StateNode};
 
 /// Everything the operator knows about the cluster, as the API server last reported it (plus
@@ -34,6 +35,22 @@ pub struct ClusterView {
     pub(crate) pdbs: BTreeMap<String, PodDisruptionBudget>,
     volume_attachments: BTreeMap<String, String>,
     index: Index,
+    cache: SnapshotCache,
+}
+
+/// The snapshot's nodes kept from one [`ClusterView::snapshot`] to the next: an entry is built
+/// again only when its NodeClaim, its Node or the pods bound to it were written since, or when
+/// its in-memory marks (marked for deletion, nominated) differ; the others are shared.
+#[derive(Debug, Clone, Default)]
+struct SnapshotCache {
+    /// Entries of NodeClaims, by NodeClaim name.
+    claims: BTreeMap<String, Arc<StateNode>>,
+    /// Entries of unmanaged Nodes without a NodeClaim, by Node name.
+    unclaimed: BTreeMap<String, Arc<StateNode>>,
+    /// NodeClaims written since the last snapshot (or whose Node was).
+    dirty_claims: BTreeSet<String>,
+    /// Names of the Nodes written, or whose bound pods were, since the last snapshot.
+    dirty_nodes: BTreeSet<String>,
 }
 
 /// The view's indexes (see [`ClusterView`]).
@@ -53,6 +70,45 @@ struct Index {
     provisionable: BTreeSet<String>,
     /// VolumeAttachment names by node name.
     attachments_by_node: BTreeMap<String, BTreeSet<String>>,
+    /// Running totals of each NodePool's NodeClaims (by the `karpenter.sh/nodepool` label).
+    pool_totals: BTreeMap<String, PoolTotals>,
+}
+
+/// The running totals of one NodePool's NodeClaims that its status reports: capacity summed
+/// per resource and how many have a node (see [`ClusterView::pool_status_totals`]).
+#[derive(Debug, Clone, Default)]
+struct PoolTotals {
+    /// Per resource name: the sum of the NodeClaims' capacity in nano-units (unclamped), how
+    /// many NodeClaims list the resource, and how many of those list it as non-zero.
+    capacity: BTreeMap<String, (i128, usize, usize)>,
+    /// NodeClaims with a node name.
+    nodes: i64,
+    /// NodeClaims with a negative capacity entry (the sum is then recomputed in full).
+    negative: usize,
+}
+
+impl PoolTotals {
+    fn apply(&mut self, claim: &NodeClaim, add: bool) {
+        let sign = if add { 1 } else { -1 };
+        let step = |n: usize| if add { n + 1 } else { n.saturating_sub(1) };
+        for (name, q) in claim.status.capacity.iter() {
+            let entry = self.capacity.entry(name.to_string()).or_default();
+            entry.0 = entry.0.saturating_add(sign * q.nanos());
+            entry.1 = step(entry.1);
+            if !q.is_zero() {
+                entry.2 = step(entry.2);
+            }
+            if entry.1 == 0 {
+                self.capacity.remove(name);
+            }
+        }
+        if claim.status.capacity.iter().any(|(_, q)| q.is_negative()) {
+            self.negative = step(self.negative);
+        }
+        if claim.status.node_name.is_some() {
+            self.nodes += sign as i64;
+        }
+    }
 }
 
 /// Adds `name` to the set under `key`.
@@ -91,6 +147,10 @@ impl Index {
         }
         if let Some(pool) = claim.metadata.labels.get(labels::NODEPOOL) {
             index_add(&mut self.claims_by_pool, pool, name);
+            self.pool_totals
+                .entry(pool.clone())
+                .or_default()
+                .apply(claim, true);
         }
     }
 
@@ -101,6 +161,12 @@ impl Index {
         self.unlaunched.remove(name);
         if let Some(pool) = claim.metadata.labels.get(labels::NODEPOOL) {
             index_remove(&mut self.claims_by_pool, pool, name);
+            if let Some(totals) = self.pool_totals.get_mut(pool.as_str()) {
+                totals.apply(claim, false);
+                if totals.capacity.is_empty() && totals.nodes == 0 && totals.negative == 0 {
+                    self.pool_totals.remove(pool.as_str());
+                }
+            }
         }
     }
 
@@ -166,6 +232,7 @@ impl ClusterView {
             self.index.remove_claim(&name, old);
         }
         self.index.add_claim(&name, &claim);
+        self.cache.dirty_claims.insert(name.clone());
         self.claims.insert(name, claim);
     }
 
@@ -173,6 +240,7 @@ impl ClusterView {
     pub(crate) fn remove_claim(&mut self, name: &str) -> Option<NodeClaim> {
         let claim = self.claims.remove(name)?;
         self.index.remove_claim(name, &claim);
+        self.cache.dirty_claims.insert(name.to_string());
         Some(claim)
     }
 
@@ -181,8 +249,11 @@ impl ClusterView {
         let name = node.name.clone();
         if let Some(old) = self.nodes.get(&name) {
             self.index.remove_node(&name, old);
+            let pid = old.provider_id.clone();
+            self.node_written(&name, &pid);
         }
         self.index.add_node(&name, &node);
+        self.node_written(&name, &node.provider_id);
         self.nodes.insert(name, node);
     }
 
@@ -190,7 +261,17 @@ impl ClusterView {
     pub(crate) fn remove_node(&mut self, name: &str) -> Option<Node> {
         let node = self.nodes.remove(name)?;
         self.index.remove_node(name, &node);
+        self.node_written(name, &node.provider_id);
         Some(node)
+    }
+
+    /// Marks the snapshot entries a write of the Node `name` with `provider_id` touches: its
+    /// own, and those of the NodeClaims with that provider id.
+    fn node_written(&mut self, name: &str, provider_id: &str) {
+        self.cache.dirty_nodes.insert(name.to_string());
+        if let Some(claims) = self.index.claims_by_provider_id.get(provider_id) {
+            self.cache.dirty_claims.extend(claims.iter().cloned());
+        }
     }
 
     /// Creates or replaces a Pod (by its key).
@@ -198,8 +279,14 @@ impl ClusterView {
         let key = pod.key();
         if let Some(old) = self.pods.get(&key) {
             self.index.remove_pod(&key, old);
+            if let Some(n) = &old.node_name {
+                self.cache.dirty_nodes.insert(n.clone());
+            }
         }
         self.index.add_pod(&key, &pod);
+        if let Some(n) = &pod.node_name {
+            self.cache.dirty_nodes.insert(n.clone());
+        }
         self.pods.insert(key, pod);
     }
 
@@ -207,6 +294,9 @@ impl ClusterView {
     pub(crate) fn remove_pod(&mut self, key: &str) -> Option<Pod> {
         let pod = self.pods.remove(key)?;
         self.index.remove_pod(key, &pod);
+        if let Some(n) = &pod.node_name {
+            self.cache.dirty_nodes.insert(n.clone());
+        }
         Some(pod)
     }
 
@@ -275,6 +365,45 @@ impl ClusterView {
             .filter_map(|n| self.claims.get(n))
     }
 
+    /// What the status of the NodePool `pool` reports about its NodeClaims: their capacity
+    /// summed per resource, and how many have a node. The same list, quantities and formats as
+    /// adding every NodeClaim's capacity in name order ([`ResourceList::add_assign`]), read
+    /// from running totals: only the formats are looked up in the NodeClaims (each resource
+    /// prints as the first NodeClaim with a non-zero quantity of it, else the last listing it).
+    pub(crate) fn pool_status_totals(&self, pool: &str) -> (ResourceList, i64) {
+        let Some(totals) = self.index.pool_totals.get(pool) else {
+            return (ResourceList::new(), 0);
+        };
+        if totals.negative > 0 {
+            let mut resources = ResourceList::new();
+            for c in self.claims_of_pool(pool) {
+                resources.add_assign(&c.status.capacity);
+            }
+            return (resources, totals.nodes);
+        }
+        let mut resources = ResourceList::new();
+        for (name, (sum, _, nonzero)) in &totals.capacity {
+            let format = if *nonzero > 0 {
+                self.claims_of_pool(pool)
+                    .filter_map(|c| c.status.capacity.get(name))
+                    .find(|q| !q.is_zero())
+            } else {
+                self.index
+                    .claims_by_pool
+                    .get(pool)
+                    .into_iter()
+                    .flatten()
+                    .rev()
+                    .filter_map(|n| self.claims.get(n))
+                    .find_map(|c| c.status.capacity.get(name))
+            }
+            .map(|q| q.format())
+            .unwrap_or_default();
+            resources.insert(name.clone(), Quantity::from_nanos(*sum, format));
+        }
+        (resources, totals.nodes)
+    }
+
     /// VolumeAttachments on the node named `node`, by name.
     pub fn volume_attachments_on(&self, node: &str) -> Vec<&str> {
         self.index
@@ -327,67 +456,110 @@ impl ClusterView {
     /// Node (matched by provider id) and the Nodes without a NodeClaim, with their bound pods.
     /// `marked` holds provider ids marked for deletion in memory, `nominated` nomination
     /// deadlines by node name, `unavailable` offerings to hide from the instance types.
+    ///
+    /// The nodes' entries are kept for the next snapshot, which builds again only those whose
+    /// NodeClaim, Node, bound pods or marks changed (the others are the same `Arc`s).
     pub(crate) fn snapshot(
-        &self,
+        &mut self,
         marked: &BTreeSet<String>,
         nominated: &BTreeMap<String, Timestamp>,
         unavailable: &BTreeSet<UnavailableOffering>,
     ) -> ClusterSnapshot {
-        let pods_of = |name: &str| -> Vec<Pod> { self.pod_refs_on(name).cloned().collect() };
-        // Nodes by provider id, so matching claims to nodes is not quadratic.
-        let mut by_provider_id: BTreeMap<&str, &Node> = BTreeMap::new();
-        for n in self.nodes.values() {
-            by_provider_id.entry(n.provider_id.as_str()).or_insert(n);
+        let mut cache = std::mem::take(&mut self.cache);
+        // Entries of NodeClaims gone since the last snapshot (every other NodeClaim's entry is
+        // checked below, so none outlives a change).
+        for name in &cache.dirty_claims {
+            if !self.claims.contains_key(name) {
+                cache.claims.remove(name);
+            }
         }
-        let mut nodes = Vec::new();
-        let mut claimed_nodes: BTreeSet<&str> = BTreeSet::new();
+        let mut unclaimed_entries = BTreeMap::new();
+        let mut nodes = Vec::with_capacity(self.claims.len());
         for claim in self.claims.values() {
-            let node = claim
-                .status
-                .provider_id
-                .as_deref()
-                .filter(|p| !p.is_empty())
-                .and_then(|p| by_provider_id.get(p).copied());
-            if let Some(n) = node {
-                claimed_nodes.insert(&n.name);
-            }
-            let provider_id = claim.status.provider_id.clone().unwrap_or_default();
+            // The first Node by name with the NodeClaim's provider id.
+            let node =
+                claim_provider_id(claim).and_then(|p| self.node_refs_with_provider_id(p).next());
             let name = node.map_or(claim.name(), |n| n.name.as_str());
-            let mut sn = StateNode {
-                node: node.map(|n| cluster_node_of(n, Some(claim))),
-                node_claim: Some(claim.clone()),
-                pods: pods_of(name),
-                marked_for_deletion: !provider_id.is_empty() && marked.contains(&provider_id),
-                nominated_until: nominated.get(name).copied(),
-                ready: node.is_some_and(Node::is_ready),
-                volume_limits: Default::default(),
+            let marked_for_deletion = claim_provider_id(claim).is_some_and(|p| marked.contains(p));
+            let nominated_until = nominated.get(name).copied();
+            let kept = cache.claims.get(claim.name()).filter(|sn| {
+                !cache.dirty_claims.contains(claim.name())
+                    && !cache.dirty_nodes.contains(name)
+                    && sn.marked_for_deletion == marked_for_deletion
+                    && sn.nominated_until == nominated_until
+                    && sn.node.as_ref().map(|n| n.name.as_str()) == node.map(|n| n.name.as_str())
+            });
+            let sn = match kept {
+                Some(sn) => Arc::clone(sn),
+                None => {
+                    let mut sn = StateNode {
+                        node: node.map(|n| cluster_node_of(n, Some(claim))),
+                        node_claim: Some(claim.clone()),
+                        pods: self.pod_refs_on(name).cloned().collect(),
+                        marked_for_deletion,
+                        nominated_until,
+                        ready: node.is_some_and(Node::is_ready),
+                        volume_limits: Default::default(),
+                    };
+                    if let Some(n) = sn.node.as_mut() {
+                        n.marked_for_deletion = sn.marked_for_deletion
+                            || node.is_some_and(Node::is_deleting)
+                            || lifecycle::claim_is_deleting(claim);
+                    }
+                    let sn = Arc::new(sn);
+                    cache
+                        .claims
+                        .insert(claim.name().to_string(), Arc::clone(&sn));
+                    sn
+                }
             };
-            if let Some(n) = sn.node.as_mut() {
-                n.marked_for_deletion = sn.marked_for_deletion
-                    || node.is_some_and(Node::is_deleting)
-                    || lifecycle::claim_is_deleting(claim);
-            }
-            nodes.push(Arc::new(sn));
+            nodes.push(sn);
         }
         for n in self.nodes.values() {
-            if claimed_nodes.contains(n.name.as_str()) {
-                continue;
-            }
             // A managed Node whose NodeClaim is gone (or not seen yet) is not tracked; an
             // unmanaged Node is an ordinary existing node.
             if n.labels.contains_key(labels::NODEPOOL) {
                 continue;
             }
-            nodes.push(Arc::new(StateNode {
-                node: Some(cluster_node_of(n, None)),
-                node_claim: None,
-                pods: pods_of(n.name.as_str()),
-                marked_for_deletion: marked.contains(&n.name),
-                nominated_until: nominated.get(&n.name).copied(),
-                ready: n.is_ready(),
-                volume_limits: Default::default(),
-            }));
+            // A Node some NodeClaim matched above (the first Node by name of its provider id)
+            // is that NodeClaim's.
+            let claimed = !n.provider_id.is_empty()
+                && self
+                    .index
+                    .claims_by_provider_id
+                    .contains_key(&n.provider_id)
+                && self
+                    .node_refs_with_provider_id(&n.provider_id)
+                    .next()
+                    .is_some_and(|first| first.name == n.name);
+            if claimed {
+                continue;
+            }
+            let marked_for_deletion = marked.contains(&n.name);
+            let nominated_until = nominated.get(&n.name).copied();
+            let kept = cache.unclaimed.remove(&n.name).filter(|sn| {
+                !cache.dirty_nodes.contains(&n.name)
+                    && sn.marked_for_deletion == marked_for_deletion
+                    && sn.nominated_until == nominated_until
+            });
+            let sn = kept.unwrap_or_else(|| {
+                Arc::new(StateNode {
+                    node: Some(cluster_node_of(n, None)),
+                    node_claim: None,
+                    pods: self.pod_refs_on(n.name.as_str()).cloned().collect(),
+                    marked_for_deletion,
+                    nominated_until,
+                    ready: n.is_ready(),
+                    volume_limits: Default::default(),
+                })
+            });
+            unclaimed_entries.insert(n.name.clone(), Arc::clone(&sn));
+            nodes.push(sn);
         }
+        cache.unclaimed = unclaimed_entries;
+        cache.dirty_claims.clear();
+        cache.dirty_nodes.clear();
+        self.cache = cache;
         let node_pools = self
             .node_pools
             .values()
@@ -481,4 +653,164 @@ pub(crate) fn cluster_node_of(node: &Node, claim: Option<&NodeClaim>) -> Cluster
     }
     out.marked_for_deletion = node.is_deleting();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::NodeClaimSpec;
+
+    fn claim(name: &str, pool: &str, capacity: &[(&str, &str)], node: bool) -> NodeClaim {
+        let mut c = NodeClaim::new(name, NodeClaimSpec::default());
+        c.metadata
+            .labels
+            .insert(labels::NODEPOOL.to_string(), pool.to_string());
+        c.status.capacity = capacity
+            .iter()
+            .map(|(k, v)| (*k, Quantity::parse(v).unwrap()))
+            .collect();
+        c.status.node_name = node.then(|| format!("node-{name}"));
+        c
+    }
+
+    /// The status totals as summing every NodeClaim of the pool in name order gives them.
+    fn summed(view: &ClusterView, pool: &str) -> (String, ResourceList, i64) {
+        let mut resources = ResourceList::new();
+        let mut nodes = 0;
+        for c in view.claims_of_pool(pool) {
+            resources.add_assign(&c.status.capacity);
+            nodes += i64::from(c.status.node_name.is_some());
+        }
+        (resources.to_string(), resources, nodes)
+    }
+
+    fn assert_totals(view: &ClusterView, pool: &str) {
+        let (text, resources, nodes) = summed(view, pool);
+        let (got, got_nodes) = view.pool_status_totals(pool);
+        assert_eq!(got, resources);
+        assert_eq!(got.to_string(), text, "formats as a fresh sum prints them");
+        assert_eq!(got_nodes, nodes);
+    }
+
+    #[test]
+    fn pool_status_totals_follow_puts_and_removes_with_the_formats_of_a_fresh_sum() {
+        let mut view = ClusterView::default();
+        assert_eq!(view.pool_status_totals("a"), (ResourceList::new(), 0));
+        view.put_claim(claim("a-1", "a", &[("cpu", "2"), ("memory", "4Gi")], true));
+        view.put_claim(claim("a-2", "a", &[("cpu", "1500m"), ("gpu", "0")], false));
+        view.put_claim(claim("a-0", "a", &[("cpu", "0"), ("memory", "1e9")], true));
+        view.put_claim(claim("b-1", "b", &[("cpu", "8")], true));
+        assert_totals(&view, "a");
+        assert_totals(&view, "b");
+        // Replaced: launched, then its node gone.
+        view.put_claim(claim("a-2", "a", &[("cpu", "3"), ("gpu", "1")], true));
+        assert_totals(&view, "a");
+        view.put_claim(claim("a-2", "a", &[("cpu", "3")], false));
+        assert_totals(&view, "a");
+        view.remove_claim("a-1");
+        assert_totals(&view, "a");
+        view.remove_claim("a-0");
+        view.remove_claim("a-2");
+        assert_eq!(view.pool_status_totals("a"), (ResourceList::new(), 0));
+        // A negative quantity (never a real capacity) falls back to the full sum.
+        view.put_claim(claim("a-3", "a", &[("cpu", "-1")], false));
+        view.put_claim(claim("a-4", "a", &[("cpu", "1")], false));
+        assert_totals(&view, "a");
+        assert_totals(&view, "b");
+    }
+
+    /// The nodes of `view`'s snapshot, and of a snapshot built from nothing kept, printed.
+    fn both_snapshots(
+        view: &mut ClusterView,
+        marked: &BTreeSet<String>,
+        nominated: &BTreeMap<String, Timestamp>,
+    ) -> (String, String) {
+        let mut fresh = view.clone();
+        fresh.cache = SnapshotCache::default();
+        let none = BTreeSet::new();
+        let kept = view.snapshot(marked, nominated, &none);
+        let built = fresh.snapshot(marked, nominated, &none);
+        (format!("{:?}", kept.nodes), format!("{:?}", built.nodes))
+    }
+
+    fn bound(name: &str, node: &str) -> Pod {
+        let mut p = Pod::new("default", name);
+        p.node_name = Some(node.to_string());
+        p
+    }
+
+    #[test]
+    fn a_snapshot_built_from_kept_entries_equals_one_built_afresh() {
+        let mut view = ClusterView::default();
+        let mut nominated = BTreeMap::new();
+        let mut marked = BTreeSet::new();
+        let mut launched = claim("a-1", "a", &[("cpu", "2")], true);
+        launched.status.provider_id = Some("fake://1".to_string());
+        view.put_claim(launched.clone());
+        view.put_claim(claim("a-2", "a", &[], false));
+        view.put_node(Node::new("n-1", "fake://1"));
+        view.put_node(Node::new("unmanaged", ""));
+        view.put_pod(bound("p-1", "n-1"));
+        view.put_pod(bound("p-2", "unmanaged"));
+        let (kept, built) = both_snapshots(&mut view, &marked, &nominated);
+        assert_eq!(kept, built);
+        let first = view.snapshot(&marked, &nominated, &BTreeSet::new());
+        let again = view.snapshot(&marked, &nominated, &BTreeSet::new());
+        assert!(
+            first
+                .nodes
+                .iter()
+                .zip(&again.nodes)
+                .all(|(a, b)| Arc::ptr_eq(a, b)),
+            "nothing written: every entry is kept"
+        );
+        // Each kind of write, then the marks, changes the entries it touches.
+        type Write = Box<dyn Fn(&mut ClusterView)>;
+        let writes: Vec<Write> = vec![
+            Box::new(|v| v.put_pod(bound("p-3", "n-1"))),
+            Box::new(|v| {
+                v.remove_pod("default/p-1");
+            }),
+            Box::new(|v| {
+                let mut p = bound("p-2", "n-1");
+                p.labels.insert("moved".into(), "yes".into());
+                v.put_pod(p);
+            }),
+            Box::new(|v| {
+                let mut n = Node::new("n-1", "fake://1");
+                n.labels.insert("x".into(), "y".into());
+                v.put_node(n);
+            }),
+            // A second Node with the same provider id, first by name: the NodeClaim's Node.
+            Box::new(|v| v.put_node(Node::new("m-0", "fake://1"))),
+            Box::new(|v| {
+                v.remove_node("m-0");
+            }),
+            Box::new(|v| {
+                let mut c = claim("a-2", "a", &[("cpu", "1")], false);
+                c.status.provider_id = Some("fake://2".to_string());
+                v.put_claim(c);
+            }),
+            Box::new(|v| v.put_node(Node::new("n-2", "fake://2"))),
+            Box::new(|v| {
+                v.remove_claim("a-1");
+            }),
+            Box::new(|v| {
+                v.remove_node("unmanaged");
+            }),
+        ];
+        for (i, write) in writes.iter().enumerate() {
+            write(&mut view);
+            if i == 3 {
+                nominated.insert("n-1".to_string(), Timestamp::UNIX_EPOCH);
+                marked.insert("fake://2".to_string());
+                marked.insert("unmanaged".to_string());
+            }
+            if i == 6 {
+                nominated.clear();
+            }
+            let (kept, built) = both_snapshots(&mut view, &marked, &nominated);
+            assert_eq!(kept, built, "after write {i}");
+        }
+    }
 }

@@ -501,3 +501,129 @@ fn simulator_rejects_candidates_from_another_snapshot() {
         sim.displaced_errors
     );
 }
+
+/// `m5.large` offered on demand only: nothing launches cheaper than one of its nodes.
+fn on_demand_only_large() -> Arc<InstanceType> {
+    let mut reqs = Requirements::new();
+    reqs.add(Requirement::new(labels::ARCH, Operator::In, ["amd64"]));
+    reqs.add(Requirement::new(labels::OS, Operator::In, ["linux"]));
+    let offerings = vec![Offering::new(ZONE, labels::CAPACITY_TYPE_ON_DEMAND, 0.096)];
+    Arc::new(InstanceType::new(
+        "m5.large",
+        reqs,
+        offerings,
+        rl(&[("cpu", "2"), ("memory", "8Gi"), ("pods", "58")]),
+        Overhead {
+            kube_reserved: rl(&[("cpu", "70m"), ("memory", "893Mi")]),
+            eviction_threshold: rl(&[("memory", "100Mi")]),
+            ..Overhead::default()
+        },
+    ))
+}
+
+/// What a pass decided: each command's method, candidates, replacements and savings; the
+/// eligible counts; the methods that found the cluster consolidated.
+fn decisions(pass: &karpenter_core::disruption::PassOutcome) -> String {
+    let commands: Vec<_> = pass
+        .commands
+        .iter()
+        .map(|c| {
+            (
+                c.method,
+                names(c),
+                c.replacements.len(),
+                format!("{:.6}", c.savings_per_hour),
+            )
+        })
+        .collect();
+    format!(
+        "{commands:?} {:?} {:?}",
+        pass.eligible_nodes, pass.consolidated
+    )
+}
+
+/// The single-node pre-check skips only simulations that cannot succeed: with it on, a pass
+/// decides exactly as without it, and it recognises the nodes whose pod fits nowhere else when
+/// nothing launches cheaper.
+#[test]
+fn single_node_precheck_changes_no_decision() {
+    let large = on_demand_only_large();
+    let mut pool = node_pool(
+        "default",
+        ConsolidationPolicy::WhenEmptyOrUnderutilized,
+        "100%",
+    );
+    pool.instance_types = vec![Arc::clone(&large)];
+    let full: Vec<StateNode> = (0..3)
+        .map(|i| node(&format!("full-{i}"), "default", &large, 1, "1500m"))
+        .collect();
+    let on = DisruptionOptions::default().with_single_node_precheck(true);
+    let off = DisruptionOptions::default();
+
+    // Every pod fits only where it is: no decision, and the pre-check saw why.
+    let hopeless = snapshot(vec![pool.clone()], full.clone());
+    let with = run_pass(&hopeless, now(), &on, &|_| false);
+    let without = run_pass(&hopeless, now(), &off, &|_| false);
+    assert_eq!(decisions(&with), decisions(&without));
+    assert!(with.commands.is_empty());
+    let prechecked: Vec<&str> = with
+        .blocked
+        .iter()
+        .filter(|(_, r)| r.contains("fits on no other node"))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(prechecked, ["full-0", "full-1", "full-2"]);
+    assert!(
+        without
+            .blocked
+            .iter()
+            .all(|(_, r)| !r.contains("fits on no other node"))
+    );
+
+    // Room on a node that has not initialized yet does not count: a displaced pod placed there
+    // fails the simulation.
+    let mut waiting = node("waiting", "default", &large, 0, "1");
+    if let Some(n) = waiting.node.as_mut() {
+        n.labels.remove(labels::INITIALIZED);
+    }
+    let mut nodes = full.clone();
+    nodes.push(waiting);
+    let uninitialized = snapshot(vec![pool.clone()], nodes);
+    let with = run_pass(&uninitialized, now(), &on, &|_| false);
+    let without = run_pass(&uninitialized, now(), &off, &|_| false);
+    assert_eq!(decisions(&with), decisions(&without));
+    let prechecked = with
+        .blocked
+        .iter()
+        .filter(|(_, r)| r.contains("fits on no other node"))
+        .count();
+    assert_eq!(prechecked, 3);
+
+    // A node with room: its neighbours' pods may move there, so the simulations run, and the
+    // decision is the same with the pre-check on.
+    let mut nodes = full;
+    nodes.push(node("roomy", "default", &large, 1, "100m"));
+    let room = snapshot(vec![pool.clone()], nodes);
+    let with = run_pass(&room, now(), &on, &|_| false);
+    let without = run_pass(&room, now(), &off, &|_| false);
+    assert_eq!(decisions(&with), decisions(&without));
+    assert!(!with.commands.is_empty());
+
+    // Spot offered at 40 %: a cheaper replacement is possible, so the pre-check never decides.
+    let mut cheaper = pool;
+    cheaper.instance_types = vec![m5("m5.large", 2, 0.096)];
+    let spot = snapshot(
+        vec![cheaper],
+        (0..3)
+            .map(|i| node(&format!("full-{i}"), "default", &large, 1, "1500m"))
+            .collect(),
+    );
+    let with = run_pass(&spot, now(), &on, &|_| false);
+    let without = run_pass(&spot, now(), &off, &|_| false);
+    assert_eq!(decisions(&with), decisions(&without));
+    assert!(
+        with.blocked
+            .iter()
+            .all(|(_, r)| !r.contains("fits on no other node"))
+    );
+}

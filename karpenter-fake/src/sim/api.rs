@@ -64,6 +64,31 @@ pub struct ClusterApi {
     unbound: BTreeSet<String>,
     /// Per node name, the scheduling requests of the pods bound to it.
     used: BTreeMap<String, ResourceList>,
+    /// Per node name, the keys of the pods bound to it.
+    pods_by_node: BTreeMap<String, BTreeSet<String>>,
+    /// NodeClaim names by provider id (NodeClaims with one).
+    claims_by_provider_id: BTreeMap<String, BTreeSet<String>>,
+    /// Node names by provider id.
+    nodes_by_provider_id: BTreeMap<String, BTreeSet<String>>,
+    /// Names of the Nodes being deleted or carrying the `disrupted` taint.
+    disruption_marked_nodes: BTreeSet<String>,
+    /// Provider ids of the NodeClaims being deleted, with how many such NodeClaims each.
+    deleting_claim_provider_ids: BTreeMap<String, usize>,
+}
+
+/// Adds (`add`) or removes `name` under `key` of a set-valued index.
+fn index_set(index: &mut BTreeMap<String, BTreeSet<String>>, key: &str, name: &str, add: bool) {
+    if add {
+        index
+            .entry(key.to_string())
+            .or_default()
+            .insert(name.to_string());
+    } else if let Some(set) = index.get_mut(key) {
+        set.remove(name);
+        if set.is_empty() {
+            index.remove(key);
+        }
+    }
 }
 
 /// Whether kube-scheduler would look at `pod`: unbound, not terminal, not terminating.
@@ -93,8 +118,119 @@ impl ClusterApi {
         self.used.get(node)
     }
 
+    /// The pods bound to the node named `node`, by key.
+    pub(super) fn pods_on<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Pod> + 'a {
+        self.pods_by_node
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.pods.get(k))
+    }
+
+    /// The NodeClaims whose provider id is `provider_id`, by name.
+    pub(super) fn claims_with_provider_id<'a>(
+        &'a self,
+        provider_id: &str,
+    ) -> impl DoubleEndedIterator<Item = &'a NodeClaim> + 'a {
+        self.claims_by_provider_id
+            .get(provider_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|n| self.node_claims.get(n))
+    }
+
+    /// Names of the Nodes that may be being disrupted: deleting, carrying the `disrupted` taint,
+    /// or whose provider id is that of a NodeClaim being deleted (a superset of the nodes whose
+    /// disruption started; the caller applies its own rule to each).
+    pub(super) fn maybe_disrupted_nodes(&self) -> BTreeSet<&str> {
+        let mut out: BTreeSet<&str> = self
+            .disruption_marked_nodes
+            .iter()
+            .map(String::as_str)
+            .collect();
+        for pid in self.deleting_claim_provider_ids.keys() {
+            if let Some(names) = self.nodes_by_provider_id.get(pid) {
+                out.extend(names.iter().map(String::as_str));
+            }
+        }
+        out
+    }
+
+    fn index_node(&mut self, node: &Node, add: bool) {
+        index_set(
+            &mut self.nodes_by_provider_id,
+            &node.provider_id,
+            &node.name,
+            add,
+        );
+        let marked = node.is_deleting()
+            || node
+                .taints
+                .iter()
+                .any(|t| t.key == karpenter_core::labels::DISRUPTED_TAINT_KEY);
+        if !add {
+            self.disruption_marked_nodes.remove(&node.name);
+        } else if marked {
+            self.disruption_marked_nodes.insert(node.name.clone());
+        }
+    }
+
+    /// Inserts or replaces a Node in the map and the indexes.
+    fn store_node(&mut self, node: Node) {
+        if let Some(old) = self.nodes.remove(&node.name) {
+            self.index_node(&old, false);
+        }
+        self.index_node(&node, true);
+        self.nodes.insert(node.name.clone(), node);
+    }
+
+    /// Removes a Node from the map and the indexes.
+    fn drop_node(&mut self, name: &str) -> Option<Node> {
+        let node = self.nodes.remove(name)?;
+        self.index_node(&node, false);
+        Some(node)
+    }
+
+    fn index_claim(&mut self, claim: &NodeClaim, add: bool) {
+        let Some(pid) = claim.status.provider_id.as_deref() else {
+            return;
+        };
+        index_set(&mut self.claims_by_provider_id, pid, claim.name(), add);
+        if claim.metadata.deletion_timestamp.is_some() {
+            if add {
+                *self
+                    .deleting_claim_provider_ids
+                    .entry(pid.to_string())
+                    .or_default() += 1;
+            } else if let Some(n) = self.deleting_claim_provider_ids.get_mut(pid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.deleting_claim_provider_ids.remove(pid);
+                }
+            }
+        }
+    }
+
+    /// Inserts or replaces a NodeClaim in the map and the indexes.
+    fn store_claim(&mut self, claim: NodeClaim) {
+        let name = claim.name().to_string();
+        if let Some(old) = self.node_claims.remove(&name) {
+            self.index_claim(&old, false);
+        }
+        self.index_claim(&claim, true);
+        self.node_claims.insert(name, claim);
+    }
+
+    /// Removes a NodeClaim from the map and the indexes.
+    fn drop_claim(&mut self, name: &str) -> Option<NodeClaim> {
+        let claim = self.node_claims.remove(name)?;
+        self.index_claim(&claim, false);
+        Some(claim)
+    }
+
     fn index_pod(&mut self, key: &str, pod: &Pod, add: bool) {
         if let Some(n) = pod.node_name.as_deref() {
+            index_set(&mut self.pods_by_node, n, key, add);
             let requests = pod.scheduling_requests();
             let used = self.used.entry(n.to_string()).or_default();
             if add {
@@ -206,7 +342,7 @@ impl ClusterApi {
         claim.status = Default::default();
         self.events
             .push_back(Input::NodeClaimApplied(Box::new(claim.clone())));
-        self.node_claims.insert(name, claim);
+        self.store_claim(claim);
         Ok(())
     }
 
@@ -238,7 +374,7 @@ impl ClusterApi {
             return Ok(());
         }
         if next.metadata.deletion_timestamp.is_some() && next.metadata.finalizers.is_empty() {
-            self.node_claims.remove(&name);
+            self.drop_claim(&name);
             self.rv += 1;
             self.events.push_back(Input::NodeClaimDeleted(name));
             return Ok(());
@@ -246,32 +382,33 @@ impl ClusterApi {
         next.metadata.resource_version = Some(self.next_rv());
         self.events
             .push_back(Input::NodeClaimApplied(Box::new(next.clone())));
-        self.node_claims.insert(name, next);
+        self.store_claim(next);
         Ok(())
     }
 
     /// Deletes a NodeClaim (sets its deletion timestamp while finalizers remain).
     pub fn delete_node_claim(&mut self, name: &str, now: Timestamp) -> Result<(), ApiError> {
-        let Some(claim) = self.node_claims.get_mut(name) else {
+        let Some(claim) = self.node_claims.get(name) else {
             return Err(ApiError::NotFound {
                 kind: ObjectKind::NodeClaim,
                 name: name.to_string(),
             });
         };
         if claim.metadata.finalizers.is_empty() {
-            self.node_claims.remove(name);
+            self.drop_claim(name);
             self.rv += 1;
             self.events
                 .push_back(Input::NodeClaimDeleted(name.to_string()));
             return Ok(());
         }
         if claim.metadata.deletion_timestamp.is_none() {
+            let mut claim = claim.clone();
             claim.metadata.deletion_timestamp = Some(format_time(now));
             self.rv += 1;
             claim.metadata.resource_version = Some(self.rv.to_string());
-            let copy = claim.clone();
             self.events
-                .push_back(Input::NodeClaimApplied(Box::new(copy)));
+                .push_back(Input::NodeClaimApplied(Box::new(claim.clone())));
+            self.store_claim(claim);
         }
         Ok(())
     }
@@ -282,7 +419,7 @@ impl ClusterApi {
         self.binding_generation += 1;
         self.events
             .push_back(Input::NodeApplied(Box::new(node.clone())));
-        self.nodes.insert(node.name.clone(), node);
+        self.store_node(node);
     }
 
     /// Patches a Node. Removing the last finalizer of a deleting Node removes it.
@@ -299,7 +436,7 @@ impl ClusterApi {
             return Ok(());
         }
         if next.is_deleting() && next.finalizers.is_empty() {
-            self.nodes.remove(&update.node_name);
+            self.drop_node(&update.node_name);
             self.rv += 1;
             self.binding_generation += 1;
             self.events
@@ -319,7 +456,7 @@ impl ClusterApi {
             });
         };
         if node.finalizers.is_empty() {
-            self.nodes.remove(name);
+            self.drop_node(name);
             self.rv += 1;
             self.binding_generation += 1;
             self.events.push_back(Input::NodeDeleted(name.to_string()));
@@ -360,7 +497,7 @@ impl ClusterApi {
     /// Removes a Node at once, finalizers and all (no watch event: the caller sends it; the
     /// `resourceVersion` does not move, as before this method existed).
     pub(super) fn remove_node_now(&mut self, name: &str) -> Option<Node> {
-        let node = self.nodes.remove(name)?;
+        let node = self.drop_node(name)?;
         self.binding_generation += 1;
         Some(node)
     }

@@ -311,13 +311,12 @@ impl Checker {
     /// allow one more.
     fn check_disruptions(&mut self, sim: &Sim, now: Timestamp) -> Result<(), Violation> {
         let api = sim.api();
-        let claim_of: BTreeMap<&str, &karpenter_core::api::NodeClaim> = api
-            .node_claims
-            .values()
-            .filter_map(|c| c.status.provider_id.as_deref().map(|p| (p, c)))
-            .collect();
+        // The NodeClaim of a provider id: the last by name, when several share it.
+        let claim_of = |pid: &str| -> Option<&karpenter_core::api::NodeClaim> {
+            api.claims_with_provider_id(pid).next_back()
+        };
         let voluntary = |n: &karpenter_core::lifecycle::Node| {
-            let claim = claim_of.get(n.provider_id.as_str());
+            let claim = claim_of(n.provider_id.as_str());
             let claim_deleting = claim.is_some_and(|c| c.metadata.deletion_timestamp.is_some());
             let tainted = n
                 .taints
@@ -326,17 +325,20 @@ impl Checker {
             (tainted || n.is_deleting() || claim_deleting)
                 && !sim.observed.involuntary.contains(&n.provider_id)
         };
-        let started: Vec<&karpenter_core::lifecycle::Node> = api
-            .nodes
-            .values()
-            .filter(|n| voluntary(n) && !self.disrupting.contains(&n.name))
-            .collect();
-        self.disrupting = api
-            .nodes
-            .values()
+        // Every node the rule above can accept is deleting, tainted or shares its provider id
+        // with a deleting NodeClaim: the API's index of those is all there is to look at.
+        let disrupting: Vec<&karpenter_core::lifecycle::Node> = api
+            .maybe_disrupted_nodes()
+            .into_iter()
+            .filter_map(|name| api.nodes.get(name))
             .filter(|n| voluntary(n))
-            .map(|n| n.name.clone())
             .collect();
+        let started: Vec<&karpenter_core::lifecycle::Node> = disrupting
+            .iter()
+            .copied()
+            .filter(|n| !self.disrupting.contains(&n.name))
+            .collect();
+        self.disrupting = disrupting.iter().map(|n| n.name.clone()).collect();
         if started.is_empty() {
             return Ok(());
         }
@@ -344,9 +346,7 @@ impl Checker {
         let limits = PdbLimits::new(&pdbs);
         for node in &started {
             let pods: Vec<_> = api
-                .pods
-                .values()
-                .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()))
+                .pods_on(&node.name)
                 .filter(|p| !p.is_daemonset_pod() && !p.is_terminal())
                 .cloned()
                 .collect();
@@ -382,7 +382,7 @@ impl Checker {
                 .filter(|n| n.labels.get(labels::NODEPOOL).map(String::as_str) == Some(pool_name))
                 .filter(|n| n.labels.get(labels::INITIALIZED).map(String::as_str) == Some("true"))
                 .filter(|n| {
-                    claim_of.get(n.provider_id.as_str()).is_some_and(|c| {
+                    claim_of(n.provider_id.as_str()).is_some_and(|c| {
                         find_condition(&c.status.conditions, condition_types::INSTANCE_TERMINATING)
                             .is_none_or(|c| c.status != ConditionStatus::True)
                     })

@@ -39,13 +39,14 @@ fn run_seeds(seeds: std::ops::Range<u64>, config: &ChaosConfig) -> Vec<String> {
                     let t = std::time::Instant::now();
                     match run_seed(seed, config) {
                         Ok(r) => eprintln!(
-                            "seed {seed}: {} steps in {:.1?}: {} inputs, {} launches, peak {} nodes, {} restarts, events {:?}",
+                            "seed {seed}: {} steps in {:.1?}: {} inputs, {} launches, peak {} nodes, {} restarts, cost {:?}, events {:?}",
                             r.steps,
                             t.elapsed(),
                             r.inputs,
                             r.launches,
                             r.peak_nodes,
                             r.restarts,
+                            r.cost,
                             r.events
                         ),
                         Err(f) => failures.lock().unwrap().push(f.to_string()),

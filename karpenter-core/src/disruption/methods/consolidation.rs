@@ -387,6 +387,9 @@ pub(super) fn single_node(
     let policy = &options.scheduler.label_policy;
     let mut constrained = false;
     let mut unseen: BTreeSet<String> = cands.iter().map(|c| c.node_pool.clone()).collect();
+    let precheck = options
+        .single_node_precheck
+        .then(|| super::precheck::SingleNodePrecheck::new(snapshot, now));
     for (considered, c) in cands.into_iter().enumerate() {
         if options.single_node_time_budget.exhausted(considered) {
             // Upstream gives up without a command and remembers the pools it never reached.
@@ -407,6 +410,10 @@ pub(super) fn single_node(
             && totals.get(&c.node_pool).is_some_and(|t| t.cost > 0.0)
             && !balanced_approves(snapshot, &totals, std::slice::from_ref(&c), c.price)
         {
+            continue;
+        }
+        if let Some(reason) = precheck.as_ref().and_then(|p| p.hopeless(&c)) {
+            out.blocked.push((c.name().to_string(), reason));
             continue;
         }
         let one = vec![c];
