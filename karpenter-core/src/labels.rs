@@ -70,6 +70,12 @@ pub const NODEPOOL_HASH_VERSION: &str = "v3";
 /// Annotation `karpenter.sh/nodeclaim-min-values-relaxed` (`"true"` / `"false"`).
 pub const MIN_VALUES_RELAXED_ANNOTATION: &str = "karpenter.sh/nodeclaim-min-values-relaxed";
 
+/// Annotation `karpenter-rs.sh/replaces` (not upstream's): on a disruption command's
+/// replacement NodeClaim, the names of the command's candidate NodeClaims, comma-separated.
+/// The command queue lives in memory; after a restart it lets the operator find the
+/// replacements of a command it lost (see `Operator::orphaned_replacements`).
+pub const REPLACES_ANNOTATION: &str = "karpenter-rs.sh/replaces";
+
 /// Taint key `karpenter.sh/disrupted` (effect NoSchedule) put on nodes being disrupted.
 pub const DISRUPTED_TAINT_KEY: &str = "karpenter.sh/disrupted";
 /// Taint key `karpenter.sh/unregistered` (effect NoExecute) put on nodes until they register.

@@ -91,6 +91,9 @@ impl Operator {
         for step in queue::stale_mark_cleanup(&snapshot, &queued) {
             self.apply_step(&step, None, now, out);
         }
+        for name in self.orphaned_replacements() {
+            out.push(Action::DeleteNodeClaim { name });
+        }
         let options = self.disruption_options();
         let queue = &self.queue;
         let outcome = disruption::run_pass(&snapshot, now, &options, &|p| queue.contains(p));
@@ -253,16 +256,25 @@ impl Operator {
                 let Some(command) = command else {
                     return;
                 };
+                let candidates: Vec<&str> = command
+                    .candidates
+                    .iter()
+                    .filter_map(|c| c.node.node_claim.as_ref().map(|c| c.name()))
+                    .collect();
                 for (planned, name) in command.replacements.iter().zip(claim_names) {
                     let Some(pool) = self.view.node_pools.get(&planned.node_pool).cloned() else {
                         continue;
                     };
-                    let claim = to_node_claim(
+                    let mut claim = to_node_claim(
                         planned,
                         &pool,
                         name,
                         &self.config.scheduler.label_policy,
                         now,
+                    );
+                    claim.metadata.annotations.insert(
+                        crate::labels::REPLACES_ANNOTATION.to_string(),
+                        candidates.join(","),
                     );
                     out.push(Action::CreateNodeClaim(Box::new(claim.clone())));
                     out.push(Action::Metric(Metric::add(
@@ -295,6 +307,45 @@ impl Operator {
                 self.queue_due.insert(command_id.clone(), now);
             }
         }
+    }
+
+    /// The replacements of disruption commands the operator no longer knows (it restarted
+    /// while they waited: the queue lives in memory), by name: NodeClaims with the
+    /// [`crate::labels::REPLACES_ANNOTATION`] of no queued command, not initialized, not being
+    /// deleted, one of whose candidates still exists and is not being deleted.
+    ///
+    /// Upstream un-taints such a command's candidates after a restart and keeps its
+    /// replacements, so the candidates count against their NodePool's limits again beside
+    /// replacements launched in their share: the pool runs over its limits (the chaos suite's
+    /// seed 7 at 10,000 steps). Karpenter-rs treats the lost command as failed, as the queue
+    /// does a command that fails: its replacements that never initialized are deleted (see
+    /// [`QueueOutcome::Unrecoverable`]); an initialized replacement stays.
+    pub(super) fn orphaned_replacements(&self) -> Vec<String> {
+        let queued: std::collections::BTreeSet<&str> = self
+            .queue
+            .commands()
+            .flat_map(|c| c.replacements.iter().map(String::as_str))
+            .collect();
+        let claims = self.view.node_claims();
+        claims
+            .values()
+            .filter(|c| {
+                !queued.contains(c.name())
+                    && !crate::lifecycle::claim_is_deleting(c)
+                    && !conditions::is_true(&c.status.conditions, INITIALIZED)
+                    && c.metadata
+                        .annotations
+                        .get(crate::labels::REPLACES_ANNOTATION)
+                        .is_some_and(|list| {
+                            list.split(',').any(|n| {
+                                claims
+                                    .get(n)
+                                    .is_some_and(|c| !crate::lifecycle::claim_is_deleting(c))
+                            })
+                        })
+            })
+            .map(|c| c.name().to_string())
+            .collect()
     }
 
     /// The queue's passes over commands that are due (spec 4.3).

@@ -177,7 +177,8 @@ pub struct OperatorConfig {
     /// `BATCH_MAX_DURATION`: a batch closes at the latest this long after it opened (default
     /// 10 s).
     pub batch_max_duration: SignedDuration,
-    /// How often pods that could not be placed trigger provisioning again (default 10 s).
+    /// How often pods still pending after a provisioning round trigger provisioning again
+    /// (default 10 s, as upstream requeues a provisionable pod).
     pub unschedulable_retry: SignedDuration,
     /// The scheduler's options.
     pub scheduler: SchedulerOptions,
@@ -818,7 +819,14 @@ impl Operator {
     /// One round of every loop at `now`.
     fn run(&mut self, now: Timestamp, out: &mut Vec<Action>, observer: &mut dyn LoopObserver) {
         self.unavailable.retain(|_, until| *until > now);
+        // A nomination keeps its node out of disruption; when it lapses, the node may be a
+        // candidate again, so a memoised "nothing to consolidate" no longer holds. (Pods still
+        // pending are placed, and their nodes nominated, again every round: see `provision`.)
+        let nominated = self.nominated.len();
         self.nominated.retain(|_, until| *until > now);
+        if self.nominated.len() != nominated {
+            self.state_changes += 1;
+        }
         self.refresh_instance_types(now, out);
         for name in self.claims.take(now) {
             observer.started(controllers::NODECLAIM_LIFECYCLE);

@@ -160,7 +160,11 @@ impl Operator {
                 format!("Failed to schedule pod, {error}"),
             )));
         }
-        if !results.pod_errors.is_empty() {
+        // Upstream's pod controller requeues a provisionable pod every 10 s for as long as it
+        // stays pending, not only when the solve failed it: a pod placed on an existing or
+        // in-flight node may still find it full when it binds (another pod took the room), and
+        // needs another round.
+        if !snapshot.pending_pods.is_empty() {
             self.retry_at = Some(add(now, self.config.unschedulable_retry));
         }
     }

@@ -646,3 +646,77 @@ fn an_observer_sees_each_reconcile_and_the_queues_count_adds() {
         .count();
     assert_eq!(rounds, 1, "{:?}", rec.log);
 }
+
+/// The chaos suite's seed 6 at 10,000 steps, reduced: a provisioning round places a pending
+/// pod on an existing node, but kube-scheduler binds another pod there first and the pod no
+/// longer fits. Nothing the operator watches changes for the pod (it was pending all along),
+/// yet it needs another round: upstream's pod controller requeues a provisionable pod every
+/// 10 s for as long as it stays pending. The operator used to run a round again only when the
+/// solve had failed a pod, so this pod waited for some unrelated change (11 minutes in the
+/// seed, without a `FailedScheduling` event).
+#[test]
+fn a_pod_still_pending_after_a_round_gets_another_round_ten_seconds_later() {
+    let mut op = ready_operator();
+    let claim = launched_claim("default-n", "fake://n", 1);
+    let mut node = crate::lifecycle::Node::new("node-n", "fake://n");
+    node.labels
+        .insert(crate::labels::NODEPOOL.to_string(), "default".to_string());
+    node.labels
+        .insert(crate::labels::INITIALIZED.to_string(), "true".to_string());
+    node.allocatable = [
+        ("cpu", Quantity::from_units(1)),
+        ("memory", Quantity::from_units(4 << 30)),
+        ("pods", Quantity::from_units(110)),
+    ]
+    .into_iter()
+    .collect();
+    node.capacity = node.allocatable.clone();
+    node.conditions.push(crate::lifecycle::NodeCondition::new(
+        "Ready",
+        crate::api::ConditionStatus::True,
+        at(10),
+    ));
+    op.handle(Input::NodeClaimApplied(Box::new(claim)), at(10));
+    op.handle(Input::NodeApplied(Box::new(node)), at(10));
+    op.handle(Input::PodApplied(Box::new(pod("a"))), at(20));
+    let round: Vec<Action> = tick_range(&mut op, 20, 35)
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect();
+    assert!(created(&round).is_empty(), "a fits on node-n: {round:?}");
+    assert!(
+        round
+            .iter()
+            .any(|a| matches!(a, Action::NominatePod { pod, target }
+            if pod == "default/a" && target == "node-n")),
+        "{round:?}"
+    );
+    // kube-scheduler binds another pod to node-n first: `a` (500m) no longer fits beside it.
+    let mut b = pod("b");
+    b.requests.insert("cpu", Quantity::from_milli(800));
+    b.node_name = Some("node-n".to_string());
+    b.phase = crate::model::PodPhase::Running;
+    op.handle(Input::PodApplied(Box::new(b)), at(35));
+    let later = tick_range(&mut op, 35, 200);
+    let creates: Vec<i64> = later
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::CreateNodeClaim(_)))
+        .map(|(t, _)| *t)
+        .collect();
+    // The retry 10 s after the round (t = 13 s) opens a batch that closes 1 s later.
+    assert_eq!(creates, [140], "{later:?}");
+    let claim = later
+        .iter()
+        .find_map(|(_, a)| match a {
+            Action::CreateNodeClaim(c) => Some(c.name().to_string()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        later
+            .iter()
+            .any(|(_, a)| matches!(a, Action::NominatePod { pod, target }
+            if pod == "default/a" && *target == claim)),
+        "{later:?}"
+    );
+}

@@ -676,3 +676,81 @@ fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
         "the command timed out"
     );
 }
+
+/// The chaos suite's seed 7 at 10,000 steps, scripted: a drifted node of a NodePool with a cpu
+/// limit gets a replacement whose node never registers, and the controller restarts while the
+/// command waits. The queue lived in memory: the restarted controller un-taints the candidate,
+/// which counts against the limits again. Before the fix the replacement stayed (as upstream
+/// keeps it) until its registration timeout, and the pool counted both, 12 cpu against 10;
+/// now the lost command's replacement that never initialized is deleted, as a failed command's.
+#[test]
+fn a_restart_during_a_disruption_command_leaves_its_node_pool_within_its_limits() {
+    use karpenter_core::resources::ResourceList;
+    let provider = std::sync::Arc::new(karpenter_fake::FakeCloudProvider::new());
+    provider.set_instance_types(karpenter_fake::catalog::instance_types(8));
+    let mut sim = Sim::with_provider(SimConfig::default(), provider);
+    let mut np = node_pool("capped");
+    let mut limits = ResourceList::new();
+    limits.insert("cpu", Quantity::from_units(10));
+    np.spec.limits = Some(limits);
+    np.spec.disruption.budgets = Some(vec![Budget::nodes("1")]);
+    sim.apply_node_pool(np);
+    sim.add_pod(deployment_pod("big", 5500));
+    sim.start();
+    let bound = sim
+        .run_until(SignedDuration::from_mins(3), |s| {
+            s.pending_pods().is_empty()
+        })
+        .unwrap();
+    assert!(bound, "pending: {:?}", sim.pending_pods());
+    let (candidate, pid) = {
+        let c = sim.api().node_claims.values().next().unwrap();
+        (c.name().to_string(), c.status.provider_id.clone().unwrap())
+    };
+    sim.lose_next_launches(1);
+    sim.provider().set_drifted(pid.clone(), "test");
+    let started = sim
+        .run_until(SignedDuration::from_mins(10), |s| {
+            s.api().node_claims.len() == 2
+                && s.api()
+                    .node_claims
+                    .values()
+                    .all(|c| c.status.provider_id.is_some())
+        })
+        .unwrap();
+    assert!(started, "the drift command launched its replacement");
+    sim.provider().clear_drifted(&pid);
+    let replacement = sim
+        .api()
+        .node_claims
+        .keys()
+        .find(|k| **k != candidate)
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        sim.api().node_claims[&replacement].metadata.annotations
+            [karpenter_core::labels::REPLACES_ANNOTATION],
+        candidate
+    );
+    sim.run_for(SignedDuration::from_secs(30)).unwrap();
+    sim.restart_operator();
+    let limit = Quantity::from_units(10);
+    let mut worst = Quantity::ZERO;
+    sim.run_until(SignedDuration::from_mins(20), |s| {
+        worst = worst.max(pool_cpu(s, "capped"));
+        false
+    })
+    .unwrap();
+    assert!(worst <= limit, "the pool counted {worst} cpu against 10");
+    // The candidate stays (its command is gone, and it is no longer drifted); the replacement
+    // was deleted well before its registration timeout would have deleted it.
+    assert!(sim.api().node_claims.contains_key(&candidate));
+    assert!(!sim.api().node_claims.contains_key(&replacement));
+    assert!(
+        sim.api().nodes.values().all(|n| n
+            .taints
+            .iter()
+            .all(|t| t.key != labels::DISRUPTED_TAINT_KEY)),
+        "the candidate was un-tainted"
+    );
+}
