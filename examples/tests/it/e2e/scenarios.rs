@@ -322,10 +322,28 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
                 "registration removed the unregistered taint"
             );
         }
-        let (_, metrics) = ctl
-            .get(ctl.metrics_port, "/metrics")
-            .await
-            .expect("metrics");
+        // The controller learns of the bindings from its watch, a moment after kube-scheduler
+        // made them: the pods were seen pending, then bound, so their bound durations are
+        // observed once its view has caught up.
+        let seen = Instant::now();
+        let metrics = wait_for(
+            "karpenter_pods_bound_duration_seconds_count >= 1",
+            Duration::from_secs(60),
+            || async {
+                let (_, metrics) = ctl.get(ctl.metrics_port, "/metrics").await?;
+                let bound: f64 = metrics
+                    .lines()
+                    .find(|l| l.starts_with("karpenter_pods_bound_duration_seconds_count"))
+                    .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+                    .unwrap_or_default();
+                (bound >= 1.0).then_some(metrics)
+            },
+        )
+        .await;
+        eprintln!(
+            "scaleup: bound durations observed {:?} after Running",
+            seen.elapsed()
+        );
         assert!(
             metrics.contains("karpenter_nodeclaims_created_total{"),
             "{metrics}"
@@ -346,13 +364,6 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
         ] {
             assert!(metrics.contains(family), "{family}: {metrics}");
         }
-        // The pods were seen pending, then bound: their bound durations were observed.
-        let bound: f64 = metrics
-            .lines()
-            .find(|l| l.starts_with("karpenter_pods_bound_duration_seconds_count"))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-            .unwrap_or_default();
-        assert!(bound >= 1.0, "{metrics}");
         ctl.terminate();
         cleanup(&admin, test).await;
     });
