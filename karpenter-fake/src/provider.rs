@@ -125,7 +125,8 @@ pub enum CallKind {
 ///   stood in the way, if any).
 /// - **Instances** are kept in memory; `get`, `list` (in launch order) and `delete` use them and
 ///   answer [`CloudProviderError::NodeClaimNotFound`] for unknown ids.
-/// - **Calls** are recorded ([`calls`](Self::calls)).
+/// - **Calls** are recorded ([`calls`](Self::calls)), unless the call log is turned off
+///   ([`set_call_log`](Self::set_call_log)): a long simulation makes millions of calls.
 /// - **Failures** can be injected: [`fail_offering`](Self::fail_offering) (insufficient
 ///   capacity for one offering), [`fail_next`](Self::fail_next) (the next calls fail with a given
 ///   error, e.g. throttling or a timeout) and [`fail_creates_after`](Self::fail_creates_after)
@@ -147,6 +148,8 @@ struct State {
     instances: BTreeMap<u64, NodeClaim>,
     next_id: u64,
     calls: Vec<Call>,
+    /// Whether calls are recorded in `calls`.
+    call_log: bool,
     failed_offerings: BTreeSet<UnavailableOffering>,
     next_errors: VecDeque<CloudProviderError>,
     creates_left: Option<usize>,
@@ -162,6 +165,7 @@ impl State {
             instances: BTreeMap::new(),
             next_id: 1,
             calls: Vec::new(),
+            call_log: true,
             failed_offerings: BTreeSet::new(),
             next_errors: VecDeque::new(),
             creates_left: None,
@@ -280,6 +284,16 @@ impl FakeCloudProvider {
         self.state().calls.clear();
     }
 
+    /// Turns the call log on (the default, and after [`reset`](Self::reset)) or off. While it is
+    /// off, calls behave as before (injected failures included) but are not recorded, so
+    /// [`calls`](Self::calls), [`call_count`](Self::call_count) and
+    /// [`create_calls`](Self::create_calls) leave them out. The simulator's scenarios turn it off:
+    /// the log keeps a copy of every NodeClaim passed to `create`, `delete` and `is_drifted`, and
+    /// a simulated day of a large cluster would hold gigabytes of them.
+    pub fn set_call_log(&self, on: bool) {
+        self.state().call_log = on;
+    }
+
     /// The launched instances, in launch order (like `list`, but not recorded as a call).
     pub fn instances(&self) -> Vec<NodeClaim> {
         self.state().instances.values().cloned().collect()
@@ -396,7 +410,9 @@ impl FakeCloudProvider {
 
     fn begin(&self, call: Call) -> Result<MutexGuard<'_, State>, CloudProviderError> {
         let mut state = self.state();
-        state.calls.push(call);
+        if state.call_log {
+            state.calls.push(call);
+        }
         match state.next_errors.pop_front() {
             Some(err) => Err(err),
             None => Ok(state),

@@ -389,6 +389,8 @@ fn build(script: &Script, config: &ScriptConfig) -> Sim {
         Some(p) => FakeCloudProvider::new().with_label_policy(p.clone()),
         None => FakeCloudProvider::new(),
     };
+    // Nothing reads a script's call log, and a long run would fill memory with it.
+    provider.set_call_log(false);
     provider.set_instance_types(script.instance_types.clone());
     for (pool, types) in &script.pool_instance_types {
         provider.set_node_pool_instance_types(pool.clone(), types.clone());

@@ -178,6 +178,30 @@ fn calls_are_recorded() {
 }
 
 #[test]
+fn calls_without_the_call_log_act_but_are_not_recorded() {
+    let p = FakeCloudProvider::new();
+    p.set_call_log(false);
+    p.fail_next(1, || CloudProviderError::throttled("slow down"));
+    // An injected failure still applies while nothing is recorded.
+    assert!(block_on(p.create(&claim(&[]))).is_err());
+    let nc = block_on(p.create(&claim(&[]))).unwrap();
+    let _ = block_on(p.is_drifted(&nc));
+    assert!(p.calls().is_empty());
+    assert_eq!(p.call_count(CallKind::Create), 0);
+    assert_eq!(p.instances(), vec![nc.clone()]);
+
+    // Back on: recorded again, from then on.
+    p.set_call_log(true);
+    let _ = block_on(p.delete(&nc));
+    assert_eq!(p.calls(), vec![Call::Delete(Box::new(nc))]);
+    // A reset turns it on as well.
+    p.set_call_log(false);
+    p.reset();
+    let _ = block_on(p.list());
+    assert_eq!(p.calls(), vec![Call::List]);
+}
+
+#[test]
 fn instance_types_per_node_pool() {
     let p = FakeCloudProvider::new();
     assert_eq!(
