@@ -598,15 +598,10 @@ fn pool_cpu(sim: &Sim, pool: &str) -> Quantity {
     used
 }
 
-/// The chaos suite's seed 0 at 10,000 steps, scripted: a drifted node of a NodePool with a cpu
-/// limit gets a replacement whose node never registers; while the command waits, a new pod
-/// arrives. The candidate's share of the limits stays held (no capacity is launched for the
-/// new pod in it), and when the command times out its replacement is deleted, so the pool
-/// never counts more than its limits once the candidate is un-marked. Before the fix the new
-/// pod's NodeClaim took the candidate's share and the replacement outlived the command: the
-/// pool counted 7 + 7 + 2 cpu against 10.
-#[test]
-fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
+/// A NodePool `capped` (cpu limit 10, budget one node) holding one node of a 5.5-cpu pod, the
+/// simulation started and the pod bound: the simulation, the node's NodeClaim name and its
+/// provider id.
+fn one_big_node_in_a_capped_pool() -> (Sim, String, String) {
     use karpenter_core::resources::ResourceList;
     let provider = std::sync::Arc::new(karpenter_fake::FakeCloudProvider::new());
     provider.set_instance_types(karpenter_fake::catalog::instance_types(8));
@@ -629,6 +624,19 @@ fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
         let c = sim.api().node_claims.values().next().unwrap();
         (c.name().to_string(), c.status.provider_id.clone().unwrap())
     };
+    (sim, candidate, pid)
+}
+
+/// The chaos suite's seed 0 at 10,000 steps, scripted: a drifted node of a NodePool with a cpu
+/// limit gets a replacement whose node never registers; while the command waits, a new pod
+/// arrives. The candidate's share of the limits stays held (no capacity is launched for the
+/// new pod in it), and when the command times out its replacement is deleted, so the pool
+/// never counts more than its limits once the candidate is un-marked. Before the fix the new
+/// pod's NodeClaim took the candidate's share and the replacement outlived the command: the
+/// pool counted 7 + 7 + 2 cpu against 10.
+#[test]
+fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
+    let (mut sim, candidate, pid) = one_big_node_in_a_capped_pool();
     let limit = Quantity::from_units(10);
     sim.lose_next_launches(1);
     sim.provider().set_drifted(pid.clone(), "test");
@@ -685,28 +693,7 @@ fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
 /// now the lost command's replacement that never initialized is deleted, as a failed command's.
 #[test]
 fn a_restart_during_a_disruption_command_leaves_its_node_pool_within_its_limits() {
-    use karpenter_core::resources::ResourceList;
-    let provider = std::sync::Arc::new(karpenter_fake::FakeCloudProvider::new());
-    provider.set_instance_types(karpenter_fake::catalog::instance_types(8));
-    let mut sim = Sim::with_provider(SimConfig::default(), provider);
-    let mut np = node_pool("capped");
-    let mut limits = ResourceList::new();
-    limits.insert("cpu", Quantity::from_units(10));
-    np.spec.limits = Some(limits);
-    np.spec.disruption.budgets = Some(vec![Budget::nodes("1")]);
-    sim.apply_node_pool(np);
-    sim.add_pod(deployment_pod("big", 5500));
-    sim.start();
-    let bound = sim
-        .run_until(SignedDuration::from_mins(3), |s| {
-            s.pending_pods().is_empty()
-        })
-        .unwrap();
-    assert!(bound, "pending: {:?}", sim.pending_pods());
-    let (candidate, pid) = {
-        let c = sim.api().node_claims.values().next().unwrap();
-        (c.name().to_string(), c.status.provider_id.clone().unwrap())
-    };
+    let (mut sim, candidate, pid) = one_big_node_in_a_capped_pool();
     sim.lose_next_launches(1);
     sim.provider().set_drifted(pid.clone(), "test");
     let started = sim
