@@ -598,6 +598,17 @@ fn pool_cpu(sim: &Sim, pool: &str) -> Quantity {
     used
 }
 
+/// The most [`pool_cpu`] counted for `pool` at any step while `sim` runs for `duration`.
+fn worst_pool_cpu(sim: &mut Sim, pool: &str, duration: SignedDuration) -> Quantity {
+    let mut worst = Quantity::ZERO;
+    sim.run_until(duration, |s| {
+        worst = worst.max(pool_cpu(s, pool));
+        false
+    })
+    .unwrap();
+    worst
+}
+
 /// A NodePool `capped` (cpu limit 10, budget one node) holding one node of a 5.5-cpu pod, the
 /// simulation started and the pod bound: the simulation, the node's NodeClaim name and its
 /// provider id.
@@ -661,12 +672,7 @@ fn a_failed_disruption_command_leaves_its_node_pool_within_its_limits() {
         .collect();
     assert_eq!(replacement.len(), 1, "one replacement");
     sim.add_pod(deployment_pod("small", 1500));
-    let mut worst = Quantity::ZERO;
-    sim.run_until(SignedDuration::from_mins(20), |s| {
-        worst = worst.max(pool_cpu(s, "capped"));
-        false
-    })
-    .unwrap();
+    let worst = worst_pool_cpu(&mut sim, "capped", SignedDuration::from_mins(20));
     assert!(worst <= limit, "the pool counted {worst} cpu against 10");
     // The command failed: the candidate stays, the replacement is gone, and the new pod got
     // capacity within the limits once the candidate's share was settled.
@@ -722,12 +728,7 @@ fn a_restart_during_a_disruption_command_leaves_its_node_pool_within_its_limits(
     sim.run_for(SignedDuration::from_secs(30)).unwrap();
     sim.restart_operator();
     let limit = Quantity::from_units(10);
-    let mut worst = Quantity::ZERO;
-    sim.run_until(SignedDuration::from_mins(20), |s| {
-        worst = worst.max(pool_cpu(s, "capped"));
-        false
-    })
-    .unwrap();
+    let worst = worst_pool_cpu(&mut sim, "capped", SignedDuration::from_mins(20));
     assert!(worst <= limit, "the pool counted {worst} cpu against 10");
     // The candidate stays (its command is gone, and it is no longer drifted); the replacement
     // was deleted well before its registration timeout would have deleted it.
