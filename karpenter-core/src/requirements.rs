@@ -38,8 +38,10 @@ pub use self::requirement::Requirement;
 use self::requirement::absent_ok;
 
 use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
@@ -212,7 +214,7 @@ impl fmt::Debug for Requirements {
 impl Requirements {
     /// Position of `key` in the sorted vector (or where it would go).
     fn position(&self, key: &str) -> Result<usize, usize> {
-        self.reqs.binary_search_by(|r| r.key.as_str().cmp(key))
+        self.reqs.binary_search_by(|r| (*r.key).cmp(key))
     }
 
     /// No requirements.
@@ -298,7 +300,7 @@ impl Requirements {
 
     /// The keys, sorted.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.reqs.iter().map(|r| r.key.as_str())
+        self.reqs.iter().map(|r| &*r.key)
     }
 
     /// The number of keys.
@@ -318,30 +320,10 @@ impl Requirements {
     ///
     /// Reports the first failing key in key order (upstream aggregates all failures).
     pub fn intersects(&self, other: &Requirements) -> Result<(), IncompatibleError> {
-        let self_smaller = self.reqs.len() <= other.reqs.len();
-        let (small, large) = if self_smaller {
-            (self, other)
-        } else {
-            (other, self)
-        };
-        for s in &small.reqs {
-            let key = &s.key;
-            let Some(l) = large.get(key) else {
-                continue;
-            };
-            let (left, right) = if self_smaller { (s, l) } else { (l, s) };
-            // An absent label satisfies two NotIn / DoesNotExist requirements.
-            let accepted = left.has_intersection(right)
-                || (absent_ok(left.operator()) && absent_ok(right.operator()));
-            if !accepted {
-                return Err(IncompatibleError::NoIntersection {
-                    key: key.clone(),
-                    left: left.describe(),
-                    right: right.describe(),
-                });
-            }
+        match common_keys(&self.reqs, &other.reqs, None::<fn(&Requirement) -> _>)? {
+            Some((left, right)) => Err(no_intersection(left, right)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Upstream `Compatible` (upstream `Requirements.Compatible`): can a node described by `self`
@@ -355,21 +337,27 @@ impl Requirements {
     ///
     /// `None` is strict mode (existing nodes, topology node filter); `Some(policy)` is loose mode
     /// (NodeClaim templates, offerings).
+    ///
+    /// Both steps are one walk over the two sorted key lists: an undefined key anywhere is
+    /// reported before an intersection failure, as step 1 comes first.
     pub fn compatible(
         &self,
         other: &Requirements,
         allow_undefined: Option<&LabelPolicy>,
     ) -> Result<(), IncompatibleError> {
-        for r in &other.reqs {
-            let key = &r.key;
-            if allow_undefined.is_some_and(|p| p.is_well_known(key)) {
-                continue;
+        let undefined = |r: &Requirement| {
+            if absent_ok(r.operator()) || allow_undefined.is_some_and(|p| p.is_well_known(&r.key)) {
+                Ok(())
+            } else {
+                Err(IncompatibleError::UndefinedKey {
+                    key: r.key.to_string(),
+                })
             }
-            if !self.has(key) && !absent_ok(r.operator()) {
-                return Err(IncompatibleError::UndefinedKey { key: key.clone() });
-            }
+        };
+        match common_keys(&self.reqs, &other.reqs, Some(undefined))? {
+            Some((left, right)) => Err(no_intersection(left, right)),
+            None => Ok(()),
         }
-        self.intersects(other)
     }
 
     /// Whether [`compatible`](Self::compatible) succeeds.
@@ -386,6 +374,29 @@ impl Requirements {
         let mut out = self.clone();
         out.add_all(other);
         out
+    }
+
+    /// [`intersection`](Self::intersection), or `None` when it would equal `self` (every key of
+    /// `other` is defined on `self` and intersecting it changes nothing): then `self` is not
+    /// copied. The scheduler's common case, a pod whose constraints its NodeClaim already meets.
+    pub fn intersection_if_changed(&self, other: &Requirements) -> Option<Requirements> {
+        for (n, r) in other.reqs.iter().enumerate() {
+            let Ok(i) = self.position(&r.key) else {
+                return Some(self.intersection(other));
+            };
+            let existing = &self.reqs[i];
+            let merged = r.intersection(existing);
+            if merged != *existing {
+                // The keys before `n` change nothing: start from `self` with this key merged.
+                let mut out = self.clone();
+                out.reqs[i] = merged;
+                for rest in &other.reqs[n + 1..] {
+                    out.add(rest.clone());
+                }
+                return Some(out);
+            }
+        }
+        None
     }
 
     /// Whether any requirement has `minValues`.
@@ -410,7 +421,7 @@ impl Requirements {
         self.reqs
             .iter()
             .filter(|r| !policy.is_restricted(&r.key) && !policy.is_well_known(&r.key))
-            .filter_map(|r| r.any().map(|v| (r.key.clone(), v)))
+            .filter_map(|r| r.any().map(|v| (r.key.to_string(), v)))
             .collect()
     }
 
@@ -432,7 +443,7 @@ impl Requirements {
         let keyed: SmallVec<[(&str, i64); 4]> = self
             .reqs
             .iter()
-            .filter_map(|r| r.min_values.map(|m| (r.key.as_str(), m)))
+            .filter_map(|r| r.min_values.map(|m| (&*r.key, m)))
             .collect();
         if keyed.is_empty() {
             return Ok(0);
@@ -462,6 +473,76 @@ impl Requirements {
         }
         Err(MinValuesError { achieved })
     }
+}
+
+/// Whether two requirements for the same key are accepted by `intersects`: they intersect, or
+/// an absent label satisfies both (both `NotIn` / `DoesNotExist`).
+fn accepted(left: &Requirement, right: &Requirement) -> bool {
+    left.has_intersection(right) || (absent_ok(left.operator()) && absent_ok(right.operator()))
+}
+
+/// The `intersects` error for `left` (the node side) and `right` (the constraint side).
+fn no_intersection(left: &Requirement, right: &Requirement) -> IncompatibleError {
+    IncompatibleError::NoIntersection {
+        key: left.key.to_string(),
+        left: left.describe(),
+        right: right.describe(),
+    }
+}
+
+/// Compares two keys, equal without reading them when they share one string.
+fn key_cmp(a: &Arc<str>, b: &Arc<str>) -> Ordering {
+    if Arc::ptr_eq(a, b) {
+        Ordering::Equal
+    } else {
+        (**a).cmp(&**b)
+    }
+}
+
+/// One merge walk over two key-sorted requirement lists: `missing` (if given) is called for
+/// every requirement of `other` whose key `mine` lacks (its error ends the walk), and the first
+/// pair (in key order) defined on both sides that [`accepted`] rejects is returned as
+/// `(mine's, other's)`. Without `missing` the walk ends at that pair.
+fn common_keys<'a, F>(
+    mine: &'a [Requirement],
+    other: &'a [Requirement],
+    mut missing: Option<F>,
+) -> Result<Option<(&'a Requirement, &'a Requirement)>, IncompatibleError>
+where
+    F: FnMut(&Requirement) -> Result<(), IncompatibleError>,
+{
+    let mut failed = None;
+    let mut i = 0;
+    for r in other {
+        if failed.is_some() && missing.is_none() {
+            break;
+        }
+        let mut found = None;
+        while let Some(m) = mine.get(i) {
+            match key_cmp(&m.key, &r.key) {
+                Ordering::Less => i += 1,
+                Ordering::Equal => {
+                    found = Some(m);
+                    i += 1;
+                    break;
+                }
+                Ordering::Greater => break,
+            }
+        }
+        match found {
+            Some(m) => {
+                if failed.is_none() && !accepted(m, r) {
+                    failed = Some((m, r));
+                }
+            }
+            None => {
+                if let Some(missing) = missing.as_mut() {
+                    missing(r)?;
+                }
+            }
+        }
+    }
+    Ok(failed)
 }
 
 impl FromIterator<Requirement> for Requirements {

@@ -5,10 +5,12 @@ use super::{NodeSelectorRequirement, Operator};
 use crate::labels;
 use smallvec::SmallVec;
 use std::fmt;
+use std::sync::Arc;
 
 /// The value set of a [`Requirement`]: sorted (byte order), without duplicates. Most
-/// requirements have one or two values, which stay inline.
-pub(super) type ValueSet = SmallVec<[Box<str>; 2]>;
+/// requirements have one or two values, which stay inline. Values are shared (`Arc`): copying
+/// a requirement, or intersecting two, copies no string.
+pub(super) type ValueSet = SmallVec<[Arc<str>; 2]>;
 
 /// How many values [`Requirement`]'s `Display` lists before summarising the rest.
 pub(super) const DISPLAY_VALUES: usize = 5;
@@ -57,13 +59,13 @@ where
     I: IntoIterator<Item = V>,
     V: AsRef<str>,
 {
-    let mut set: ValueSet = values.into_iter().map(|v| Box::from(v.as_ref())).collect();
+    let mut set: ValueSet = values.into_iter().map(|v| Arc::from(v.as_ref())).collect();
     set.sort_unstable();
     set.dedup();
     set
 }
 
-pub(super) fn set_contains(set: &[Box<str>], value: &str) -> bool {
+pub(super) fn set_contains(set: &[Arc<str>], value: &str) -> bool {
     set.binary_search_by(|x| (**x).cmp(value)).is_ok()
 }
 
@@ -85,7 +87,7 @@ pub(super) fn absent_ok(op: Operator) -> bool {
 /// allow the same strings compare equal except that `minValues` is part of the comparison.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Requirement {
-    pub(super) key: String,
+    pub(super) key: Arc<str>,
     pub(super) complement: bool,
     pub(super) values: ValueSet,
     pub(super) gte: Option<i64>,
@@ -118,8 +120,8 @@ impl Requirement {
         I: IntoIterator<Item = V>,
         V: AsRef<str>,
     {
-        let key = labels::normalize_key(key).to_owned();
-        let empty = |complement: bool, key: String| Requirement {
+        let key: Arc<str> = Arc::from(labels::normalize_key(key));
+        let empty = |complement: bool, key: Arc<str>| Requirement {
             key,
             complement,
             values: ValueSet::new(),
@@ -406,7 +408,7 @@ impl Requirement {
             return;
         }
         if let Err(pos) = self.values.binary_search_by(|x| (**x).cmp(value)) {
-            self.values.insert(pos, Box::from(value));
+            self.values.insert(pos, Arc::from(value));
         }
     }
 
@@ -431,7 +433,7 @@ impl Requirement {
     /// exact.
     pub fn to_node_selector_requirements(&self) -> Vec<NodeSelectorRequirement> {
         let entry = |operator: Operator, values: Vec<String>| NodeSelectorRequirement {
-            key: self.key.clone(),
+            key: self.key.to_string(),
             operator,
             values,
             min_values: self.min_values,
@@ -516,8 +518,8 @@ impl Requirement {
 
 /// Sorted union of two sorted sets, keeping only values within the bounds.
 pub(super) fn union_within(
-    a: &[Box<str>],
-    b: &[Box<str>],
+    a: &[Arc<str>],
+    b: &[Arc<str>],
     gte: Option<i64>,
     lte: Option<i64>,
 ) -> ValueSet {

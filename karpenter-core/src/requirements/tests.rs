@@ -823,10 +823,7 @@ fn serialization() {
         req("a", Operator::Exists, &[]),
     ]);
     let out = rs.to_node_selector_requirements();
-    assert_eq!(
-        out.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(),
-        ["a", "z"]
-    );
+    assert_eq!(out.iter().map(|r| &*r.key).collect::<Vec<_>>(), ["a", "z"]);
 }
 
 #[test]
@@ -1136,3 +1133,5 @@ proptest! {
         }
     }
 }
+
+mod fast_paths;

@@ -124,11 +124,12 @@ impl<'a> Solver<'a> {
         }
         // Borrowed while the attempt leaves the claim's requirements as they are (most failed
         // attempts): copied only when they change or the attempt succeeds.
-        let mut reqs: Cow<'_, Requirements> = if st.reqs.requirements.is_empty() {
-            Cow::Borrowed(claim_reqs)
-        } else {
-            Cow::Owned(claim_reqs.intersection(&st.reqs.requirements))
-        };
+        // A pod whose constraints the claim already meets leaves them as they are.
+        let mut reqs: Cow<'_, Requirements> =
+            match claim_reqs.intersection_if_changed(&st.reqs.requirements) {
+                None => Cow::Borrowed(claim_reqs),
+                Some(changed) => Cow::Owned(changed),
+            };
         // Spec 3.8 step 3a: the volume alternative constrains the NodeClaim only.
         if let Some(volume) = volume {
             if let Err(e) = reqs.compatible(volume, Some(policy)) {
