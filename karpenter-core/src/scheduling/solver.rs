@@ -39,16 +39,18 @@ struct OfferingView {
 
 use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
-use crate::model::{ClusterNode, DaemonSet, InstanceType, Pod};
-use crate::requirements::{Operator, Requirement, Requirements};
+use crate::model::{InstanceType, Pod};
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::{Quantity, ResourceList, names};
-use crate::taints::is_known_ephemeral_taint;
 use crate::taints::{self, Taint};
 
 mod cache;
 mod claims;
+mod classes;
+mod existing;
 mod messages;
 mod prepared;
+mod scan;
 mod typeset;
 
 use typeset::{FitTable, TypeSet};
@@ -56,6 +58,9 @@ use typeset::{FitTable, TypeSet};
 use messages::{filter_error_message, format_resources, min_values_relaxation, pod_error};
 
 use cache::RequirementsCache;
+use classes::PodClasses;
+use existing::build_existing;
+use scan::ClaimScan;
 
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
@@ -305,7 +310,11 @@ struct PodState<'p> {
     key: String,
     /// Displaced from a consolidation candidate: refused by nodes under `consolidateAfter`.
     displaced: bool,
-    reqs: PodRequirements,
+    /// The pod's class (see [`classes`]) and how many relaxation steps it has taken.
+    class: u32,
+    step: usize,
+    /// The class's requirements at `step`.
+    reqs: Arc<PodRequirements>,
     requests: Res,
     constrained: bool,
     /// The pod's volumes (unchanged by relaxation).
@@ -389,6 +398,8 @@ struct Solver<'a> {
     /// The existing nodes' remaining CPU (resource index 0), to skip full nodes.
     existing_cpu: dense::MaxTree,
     claims: Vec<Claim>,
+    /// Per claim: the inputs of the claim scan's cheap checks (see [`scan`]).
+    claim_scan: Vec<ClaimScan>,
     /// The NodeClaims of this solve in upstream's order: one persistent list, re-sorted in
     /// place by pod count with Go's `sort.Slice` before each placement attempt that reaches
     /// it (spec 3.8), new claims appended at the end. See [`Solver::sort_claims`].
@@ -407,9 +418,8 @@ struct Solver<'a> {
     errors: BTreeMap<usize, PodError>,
     /// Per input pod: its volumes (spec 5.3), resolved before the queue is built.
     pod_volumes: Vec<Arc<PodVolumes>>,
-    /// Per input pod: its requirements as computed during validation, taken by its first
-    /// placement attempt (later attempts compute them again).
-    first_reqs: Vec<Option<PodRequirements>>,
+    /// The pods grouped by scheduling signature, with what each class shares.
+    classes: PodClasses,
     /// Per set of hostname groups whose rejections last: the NodeClaims they reject for good.
     host_rejections: RefCell<FxHashMap<HostnameGroups, HostRejections>>,
 }
@@ -450,12 +460,19 @@ impl<'a> Solver<'a> {
             nodes_limit.push(n);
         }
 
+        let classes = PodClasses::build(
+            request.pods,
+            policy,
+            options.preference_policy,
+            &prepared.index,
+        );
         let topology_input = TopologyInput {
             preference_policy: options.preference_policy,
             universe: prepared.universe.clone(),
             base: prepared.topology.clone(),
             removed: request.removed,
             batch_pods: request.pods,
+            batch_classes: classes.ids(),
         };
         // A solve that leaves nodes out (a consolidation simulation) forks the prepared topology
         // instead of building it over every existing node again.
@@ -499,6 +516,7 @@ impl<'a> Solver<'a> {
             existing,
             existing_meta,
             claims: Vec::new(),
+            claim_scan: Vec::new(),
             claim_order: Vec::new(),
             claim_order_touched: Touched::Nothing,
             topology,
@@ -509,7 +527,7 @@ impl<'a> Solver<'a> {
             offering_cache: RefCell::new(RequirementsCache::default()),
             errors: BTreeMap::new(),
             pod_volumes: Vec::new(),
-            first_reqs: Vec::new(),
+            classes,
             host_rejections: RefCell::new(FxHashMap::default()),
         }
     }
@@ -518,17 +536,33 @@ impl<'a> Solver<'a> {
     fn pod_state(&mut self, idx: usize) -> PodState<'a> {
         let pods = self.pods;
         let pod = pods[idx];
-        let reqs = match self.first_reqs.get_mut(idx).and_then(Option::take) {
-            Some(r) => r,
-            None => podreqs::pod_requirements(pod, self.options.preference_policy),
+        let class = self.classes.class_id(idx);
+        let (reqs, requests) = match self.classes.of_pod(idx) {
+            Some(c) => (
+                c.unrelaxed().cloned().unwrap_or_else(|| {
+                    Arc::new(podreqs::pod_requirements(
+                        pod,
+                        self.options.preference_policy,
+                    ))
+                }),
+                c.requests.clone(),
+            ),
+            None => (
+                Arc::new(podreqs::pod_requirements(
+                    pod,
+                    self.options.preference_policy,
+                )),
+                self.index.dense(&pod.scheduling_requests()),
+            ),
         };
-        let requests = self.index.dense(&pod.scheduling_requests());
         let constrained = self.topology.constrains(pod);
         let key = pod.key();
         PodState {
             pod: Cow::Borrowed(pod),
             displaced: self.displaced.is_some_and(|d| d.contains(&key)),
             key,
+            class,
+            step: 0,
             reqs,
             requests,
             constrained,
@@ -541,30 +575,20 @@ impl<'a> Solver<'a> {
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
         self.pod_volumes = vec![Arc::default(); pods.len()];
-        self.first_reqs = std::iter::repeat_with(|| None).take(pods.len()).collect();
         let mut metrics = super::SolveMetrics::default();
         for (i, pod) in pods.iter().enumerate() {
-            if let Err(m) = podreqs::validate_pod(pod, self.policy) {
-                self.errors.insert(
-                    i,
-                    PodError {
-                        kind: PodErrorKind::Invalid,
-                        message: format!("ignoring pod: {m}"),
-                    },
-                );
+            // Validation and the pod's requirements: once per class, the same error text.
+            let Some(class) = self.classes.of_pod(i) else {
                 continue;
-            }
-            let reqs = podreqs::pod_requirements(pod, self.options.preference_policy);
-            if podreqs::rejects_karpenter(&reqs) {
-                self.errors.insert(
-                    i,
-                    PodError {
-                        kind: PodErrorKind::Invalid,
-                        message: "pod requires karpenter.sh/nodepool DoesNotExist: it does not want Karpenter capacity".into(),
-                    },
-                );
-                continue;
-            }
+            };
+            let reqs = match (&class.invalid, class.unrelaxed()) {
+                (None, Some(reqs)) => reqs.clone(),
+                (Some(e), _) => {
+                    self.errors.insert(i, e.clone());
+                    continue;
+                }
+                (None, None) => continue,
+            };
             // Volumes (spec 5.3): pods whose claims are not usable yet are left out.
             match PodVolumes::prepare(&self.input.volumes, pod) {
                 // Pods without volumes (most) keep the shared empty entry.
@@ -581,7 +605,6 @@ impl<'a> Solver<'a> {
             if pod.phase == crate::model::PodPhase::Pending {
                 metrics.count_pending(super::metrics::effective_zone(&self.topology, pod, &reqs));
             }
-            self.first_reqs[i] = Some(reqs);
             queue.push(i);
         }
         // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
@@ -671,9 +694,14 @@ impl<'a> Solver<'a> {
             self.topology.update(&pod);
             // The pod's requirements read only its node selector and node affinity; a
             // relaxation removes terms, so unchanged term counts mean unchanged requirements.
-            if before != affinity_terms(&pod) {
-                state.reqs = podreqs::pod_requirements(&pod, self.options.preference_policy);
-            }
+            state.step += 1;
+            state.reqs = self.classes.step_requirements(
+                state.class,
+                state.step,
+                &pod,
+                before != affinity_terms(&pod),
+                self.options.preference_policy,
+            );
             state.constrained = self.topology.constrains(&pod);
             state.pod = Cow::Owned(pod);
         }
@@ -711,6 +739,12 @@ impl<'a> Solver<'a> {
             } else {
                 SmallVec::new()
             };
+            // The limits as (key, mask) when each has a mask: most candidates are then
+            // checked from their scan record alone.
+            let mask_limits: Option<SmallVec<[(u32, u64); 2]>> = prefilter
+                .iter()
+                .map(|(kid, _, mask)| mask.map(|m| (*kid, m)))
+                .collect();
             let passes_prefilter = |cache: &[KeyRequirement], reqs: &Requirements| {
                 prefilter.iter().all(|(kid, r, mask)| {
                     let nd = match cache.get(*kid as usize) {
@@ -754,6 +788,7 @@ impl<'a> Solver<'a> {
             // 2. NodeClaims of this solve, fewest pods first, in upstream's order. Claims the
             // pod's hostname groups reject for good are remembered per set of groups.
             let lasting = host.lasting_groups();
+            let host_groups = !host.is_empty();
             let mut memos = self.host_rejections.borrow_mut();
             let mut memo = (!lasting.is_empty()).then(|| memos.entry(lasting.clone()).or_default());
             let all_rejected = memo.as_ref().is_some_and(|m| m.count >= self.claims.len());
@@ -762,10 +797,12 @@ impl<'a> Solver<'a> {
                     if memo.as_ref().is_some_and(|m| m.claims.contains(c)) {
                         continue;
                     }
-                    let claim = &self.claims[c];
-                    if host.rejects(claim.hostname_id) {
+                    let Some(scan) = self.claim_scan.get(c) else {
+                        continue;
+                    };
+                    if host_groups && host.rejects(scan.hostname_id()) {
                         if let Some(m) = memo.as_mut()
-                            && host.rejects_for_good(claim.hostname_id)
+                            && host.rejects_for_good(scan.hostname_id())
                         {
                             m.claims.grow(c + 1);
                             m.claims.insert(c);
@@ -773,8 +810,19 @@ impl<'a> Solver<'a> {
                         }
                         continue;
                     }
+                    if scan.over_capacity(&st.requests) {
+                        continue;
+                    }
+                    let from_scan = mask_limits
+                        .as_deref()
+                        .and_then(|limits| scan.passes_masks(limits));
+                    if from_scan == Some(false) {
+                        continue;
+                    }
+                    let claim = &self.claims[c];
                     if self.claim_over_capacity(claim, st)
-                        || !passes_prefilter(&claim.topology_keys, &claim.requirements)
+                        || (from_scan.is_none()
+                            && !passes_prefilter(&claim.topology_keys, &claim.requirements))
                     {
                         continue;
                     }
@@ -799,6 +847,7 @@ impl<'a> Solver<'a> {
             }
             Some(Placement::Claim(c, pos, update)) => {
                 self.claim_add(c, pos, idx, st, update);
+                self.refresh_scan(c);
                 return Ok(());
             }
             None => {}
@@ -814,7 +863,11 @@ impl<'a> Solver<'a> {
         let mut kind = None;
         for t in 0..self.templates.len() {
             match self.new_claim(t, idx, st, verbose) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    // The new claim is the last one.
+                    self.refresh_scan(self.claims.len().saturating_sub(1));
+                    return Ok(());
+                }
                 Err(AddError::Reserved(m)) => {
                     return Err(AddError::Reserved(format!(
                         "incompatible with nodepool {:?}: {m}",
@@ -840,150 +893,29 @@ impl<'a> Solver<'a> {
         ))
     }
 
+    /// Brings claim `c`'s scan record up to date (after a pod was added to it).
+    fn refresh_scan(&mut self, c: usize) {
+        // Claims are appended one at a time, each refreshed when it takes its first pod.
+        while self.claim_scan.len() < c {
+            let Some(claim) = self.claims.get(self.claim_scan.len()) else {
+                return;
+            };
+            self.claim_scan.push(ClaimScan::of(claim));
+        }
+        let Some(claim) = self.claims.get(c) else {
+            return;
+        };
+        let scan = ClaimScan::of(claim);
+        match self.claim_scan.get_mut(c) {
+            Some(slot) => *slot = scan,
+            None => self.claim_scan.push(scan),
+        }
+    }
+
     fn daemon_overhead_summary(&self, t: usize) -> String {
         let tpl = &self.templates[t];
         let lists: Vec<&ResourceList> = tpl.groups.iter().map(|g| &g.overhead_list).collect();
         let min = ResourceList::min_common(lists.iter().copied());
         format_resources(&min)
-    }
-
-    // ---- existing nodes ------------------------------------------------------------------
-
-    fn existing_can_add(&self, n: usize, st: &PodState<'_>) -> Option<Requirements> {
-        let node = &self.existing[n];
-        if st.displaced && self.existing_meta[n].refuses_displaced {
-            return None;
-        }
-        // The cheapest and most selective check first (the order of checks is not observable).
-        if !dense::fits(&st.requests, &node.remaining) {
-            return None;
-        }
-        taints::tolerates_all(&st.pod.tolerations, &node.taints).ok()?;
-        node.volumes.fits(&st.volumes.usage).ok()?;
-        node.host_ports
-            .conflicts(&st.key, &st.pod.host_ports)
-            .ok()?;
-        node.requirements
-            .compatible(&st.reqs.requirements, None)
-            .ok()?;
-        let reqs = node.requirements.intersection(&st.reqs.requirements);
-        if st.volumes.unconstrained() {
-            return self.existing_topology(st, reqs);
-        }
-        // Volume alternatives in order (spec 3.7 step 6): merged into the node's requirements
-        // only, never into the pod's own topology domains.
-        st.volumes.alternatives.iter().find_map(|volume| {
-            reqs.compatible(volume, None).ok()?;
-            self.existing_topology(st, reqs.intersection(volume))
-        })
-    }
-
-    fn existing_topology(&self, st: &PodState<'_>, mut reqs: Requirements) -> Option<Requirements> {
-        if st.constrained {
-            let topo = self
-                .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
-                .ok()?;
-            reqs.compatible(&topo, None).ok()?;
-            reqs = topo;
-        }
-        Some(reqs)
-    }
-
-    fn existing_add(&mut self, n: usize, idx: usize, st: &PodState<'_>, reqs: Requirements) {
-        let Some(slot) = self.existing.get_mut(n) else {
-            return;
-        };
-        // Copy-on-write, without copying the requirements the placement replaces.
-        if Arc::get_mut(slot).is_none() {
-            let old = &**slot;
-            *slot = Arc::new(ExistingNode {
-                name: old.name.clone(),
-                requirements: Requirements::default(),
-                taints: old.taints.clone(),
-                remaining: old.remaining.clone(),
-                host_ports: old.host_ports.clone(),
-                volumes: old.volumes.clone(),
-                pods: old.pods.clone(),
-            });
-        }
-        let node = Arc::make_mut(slot);
-        dense::sub_assign(&mut node.remaining, &st.requests);
-        self.existing_cpu
-            .set(n, node.remaining.first().copied().unwrap_or(0));
-        node.host_ports.add(&st.key, &st.pod.host_ports);
-        node.volumes.add(&st.volumes.usage);
-        node.pods.push(idx);
-        node.requirements = reqs;
-        self.topology
-            .record(&st.pod, &node.taints, &node.requirements);
-        if let Some(meta) = self.existing_meta.get_mut(n) {
-            meta.topology_keys = Some(topology_key_cache(&self.topology, &node.requirements));
-        }
-    }
-
-    // ---- NodeClaims ----------------------------------------------------------------------
-}
-
-fn build_existing(
-    input: &ExistingNodeRef<'_>,
-    daemons: &[&DaemonSet],
-    index: &ResourceIndex,
-) -> ExistingNode {
-    let node: &ClusterNode = input.node;
-    let taints: Vec<Taint> = if node.managed && !node.initialized {
-        node.taints
-            .iter()
-            .filter(|t| {
-                !is_known_ephemeral_taint(t) && !node.startup_taints.iter().any(|s| s.matches(t))
-            })
-            .cloned()
-            .collect()
-    } else {
-        node.taints.clone()
-    };
-    let mut requirements =
-        Requirements::from_labels(node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    requirements.add(Requirement::new(
-        labels::HOSTNAME,
-        Operator::In,
-        [node.hostname()],
-    ));
-    let mut used = index.zero();
-    let mut daemon_used = ResourceList::new();
-    let mut host_ports = HostPortUsage::default();
-    for p in input.pods.iter().filter(|p| !p.is_terminal()) {
-        dense::add_assign(&mut used, &index.dense(&p.scheduling_requests()));
-        if p.is_daemonset_pod() {
-            daemon_used.add_assign(&p.scheduling_requests());
-        }
-        // Recording no ports on an empty usage is a no-op: skip building the pod key.
-        if !p.host_ports.is_empty() || !host_ports.is_empty() {
-            host_ports.add(&p.key(), &p.host_ports);
-        }
-    }
-    let mut daemon_total = ResourceList::new();
-    for d in daemons {
-        let mut tol = d.pod.tolerations.clone();
-        tol.push(taints::prefer_no_schedule_wildcard());
-        if taints::tolerates_all(&tol, &taints).is_ok()
-            && daemon_compatible(&d.pod, &requirements, None, None)
-        {
-            daemon_total.add_assign(&d.pod.scheduling_requests());
-        }
-    }
-    let mut remaining_daemon = daemon_total.sub(&daemon_used);
-    remaining_daemon.clamp_non_negative();
-    let mut remaining = index.dense(&node.allocatable);
-    dense::sub_assign(&mut remaining, &used);
-    dense::sub_assign(&mut remaining, &index.dense(&remaining_daemon));
-    ExistingNode {
-        name: node.hostname().to_string(),
-        requirements,
-        taints,
-        remaining,
-        host_ports,
-        volumes: NodeVolumes::default(),
-        pods: Vec::new(),
     }
 }

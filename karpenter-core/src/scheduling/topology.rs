@@ -126,6 +126,11 @@ pub(crate) struct TopologyInput<'i, 'a> {
     /// The pods being scheduled: never counted from the cluster; each gets [`Topology::update`].
     /// Borrowed for the topology's lifetime: its per-pod entries borrow their labels.
     pub batch_pods: &'a [&'a crate::model::Pod],
+    /// Per pod of `batch_pods`: its class id. Pods of one class have equal scheduling
+    /// signatures (namespace, labels and every constraint; only their identity differs), so
+    /// equal entries: the first pod of a class is registered, the others copy its entry.
+    /// Empty: every pod is registered on its own.
+    pub batch_classes: &'i [u32],
 }
 
 /// Group identity (see the module docs).
@@ -387,17 +392,20 @@ impl<'a> Topology<'a> {
                 g.record(kd.intern(domain));
             }
         }
-        t.finish_build(input.batch_pods, input.removed);
+        t.finish_build(input.batch_pods, input.batch_classes, input.removed);
         t
     }
 
     /// The last steps of every build, fresh or forked from a template: the batch's pods
     /// counted, the inverse groups' selections refreshed, and the hostnames of the nodes kept
     /// (neither marked for deletion nor in `removed`) registered.
-    pub(super) fn finish_build(&mut self, batch_pods: &'a [&'a Pod], removed: &[bool]) {
-        for p in batch_pods {
-            self.update_batch(p);
-        }
+    pub(super) fn finish_build(
+        &mut self,
+        batch_pods: &'a [&'a Pod],
+        batch_classes: &[u32],
+        removed: &[bool],
+    ) {
+        self.register_batch(batch_pods, batch_classes);
         self.defer_inverse_refresh = false;
         self.refresh_inverse_selecting(None);
         let base = std::sync::Arc::clone(&self.base);

@@ -57,6 +57,7 @@ impl<'a> TopologyTemplate<'a> {
             base: base.clone(),
             removed: &all,
             batch_pods: &[],
+            batch_classes: &[],
         });
         for (n, data) in base.nodes.iter().zip(t.nodes.iter_mut()) {
             data.removed = false;
@@ -219,7 +220,7 @@ impl<'a> TopologyTemplate<'a> {
             }
         }
         // From here as `Topology::new`.
-        t.finish_build(input.batch_pods, input.removed);
+        t.finish_build(input.batch_pods, input.batch_classes, input.removed);
         Some(t)
     }
 }
@@ -318,6 +319,7 @@ mod tests {
             base: base.clone(),
             removed,
             batch_pods: batch,
+            batch_classes: &[],
         };
 
         // Node 2 left out: its pods are the batch; its solo group goes, the web pod moves.

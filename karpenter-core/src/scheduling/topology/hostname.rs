@@ -3,6 +3,11 @@
 use super::*;
 
 impl HostnameCheck<'_> {
+    /// Whether no hostname group constrains the pod: then no host is rejected.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.owned.is_empty() && self.inverse.is_empty()
+    }
+
     /// The groups whose rejections last, identifying them across pods: two pods with equal
     /// lists are rejected for good by the same hosts (empty: none can be).
     pub(crate) fn lasting_groups(&self) -> &HostnameGroups {

@@ -405,6 +405,40 @@ impl<'a> Topology<'a> {
         self.pods = pods;
     }
 
+    /// [`update_batch`](Self::update_batch) for every pod of the batch, once per class (see
+    /// [`TopologyInput::batch_classes`]). While the topology is built, an update finds or
+    /// creates its groups by their identity and leaves the inverse selection for later, so a
+    /// pod of a class gets exactly its class's first pod's entry (with its own namespace and
+    /// labels, equal to the first pod's). A pod whose UID is already known (a duplicate UID in
+    /// the batch) merges into that entry, so it is updated on its own.
+    pub(super) fn register_batch(&mut self, batch_pods: &'a [&'a Pod], batch_classes: &[u32]) {
+        let mut firsts: Vec<Option<PodEntry<'a>>> = Vec::new();
+        for (i, p) in batch_pods.iter().enumerate() {
+            let class = batch_classes.get(i).map(|&c| c as usize);
+            let known = self.pods.contains_key(p.uid.as_str());
+            if !known
+                && let Some(first) = class.and_then(|c| firsts.get(c)).and_then(Option::as_ref)
+            {
+                let mut entry = first.clone();
+                entry.namespace = Cow::Borrowed(p.namespace.as_str());
+                entry.labels = Cow::Borrowed(&p.labels);
+                self.pods.insert(Box::from(p.uid.as_str()), entry);
+                continue;
+            }
+            self.update_batch(p);
+            if let Some(c) = class
+                && !known
+            {
+                if firsts.len() <= c {
+                    firsts.resize_with(c + 1, || None);
+                }
+                if firsts[c].is_none() {
+                    firsts[c] = self.pods.get(p.uid.as_str()).cloned();
+                }
+            }
+        }
+    }
+
     pub(super) fn refresh_host_lists(&self, entry: &mut PodEntry<'a>) {
         entry.host_owned = entry
             .owned

@@ -139,6 +139,12 @@ impl Env {
     }
 
     fn build(self, batch: &[Pod]) -> Topology<'static> {
+        self.build_classes(batch, &[])
+    }
+
+    /// [`build`](Self::build) with the batch's pod classes.
+    fn build_classes(self, batch: &[Pod], classes: &[u32]) -> Topology<'static> {
+        let classes: &'static [u32] = Box::leak(classes.to_vec().into_boxed_slice());
         // The topology borrows the nodes and the batch; tests leak them to keep the builder
         // simple.
         let batch: &'static [Pod] = Box::leak(batch.to_vec().into_boxed_slice());
@@ -156,6 +162,7 @@ impl Env {
             base: std::sync::Arc::new(TopologyBase::new(nodes.to_vec(), &self.namespaces, batch)),
             removed: &[],
             batch_pods: batch,
+            batch_classes: classes,
         })
     }
 }
@@ -1292,3 +1299,5 @@ fn error_lists_at_most_25_domains() {
         "{err}"
     );
 }
+
+mod classes;
