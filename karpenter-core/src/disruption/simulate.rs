@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::api::ConditionStatus;
 use crate::model::{ClusterNode, Pod, Timestamp};
-use crate::scheduling::solver::{Prepared, SolveRequest};
+use crate::scheduling::solver::{PodHint, Prepared, SolveRequest};
 use crate::scheduling::{
     ExistingNodeRef, NodePoolInput, ReservedCapacityMode, Results, SchedulerOptions,
     SchedulingInput,
@@ -325,6 +325,7 @@ impl<'s> SimulationContext<'s> {
         Simulator {
             context: self,
             prepared: Prepared::new(&self.input, nodes, &self.options, &pods),
+            hints: std::sync::OnceLock::new(),
         }
     }
 }
@@ -333,6 +334,25 @@ impl<'s> SimulationContext<'s> {
 pub struct Simulator<'c> {
     context: &'c SimulationContext<'c>,
     prepared: Prepared<'c>,
+    /// What the solver computes per pod, for every pod a simulation may place: built by the
+    /// first [`Simulator::simulate_repeated`].
+    hints: std::sync::OnceLock<HintTable>,
+}
+
+/// The solver's hints ([`PodHint`]) of the context's pods (pending pods and the pods of
+/// deleting nodes), then of the pods of every node of the context, in order.
+struct HintTable {
+    hints: Vec<PodHint>,
+    /// Per entry of the context's `nodes`: the position of its first pod's hint.
+    node_start: Vec<usize>,
+}
+
+/// The position of `pod` in `pods`, when it is one of its elements (not a copy).
+fn position_in(pods: &[Pod], pod: &Pod) -> Option<usize> {
+    let size = std::mem::size_of::<Pod>();
+    let offset = (pod as *const Pod as usize).checked_sub(pods.as_ptr() as usize)?;
+    let i = offset.checked_div(size)?;
+    pods.get(i).filter(|p| std::ptr::eq(*p, pod)).map(|_| i)
 }
 
 impl Simulator<'_> {
@@ -345,6 +365,46 @@ impl Simulator<'_> {
         candidates: &[&Candidate],
         consolidation: bool,
     ) -> Result<Simulation, SimulationError> {
+        self.run(candidates, consolidation, false)
+    }
+
+    /// [`simulate`](Self::simulate) for callers that simulate many candidate sets sharing
+    /// their pods (the multi-node consolidation search): what the solver computes per pod
+    /// before placing it (key, scheduling requests, queue order) is computed once, on the
+    /// first call, for every pod of the snapshot, and shared by every such simulation. The
+    /// result is the same.
+    pub fn simulate_repeated(
+        &self,
+        candidates: &[&Candidate],
+        consolidation: bool,
+    ) -> Result<Simulation, SimulationError> {
+        self.run(candidates, consolidation, true)
+    }
+
+    fn hint_table(&self) -> &HintTable {
+        self.hints.get_or_init(|| {
+            let ctx = self.context;
+            let mut pods: Vec<&Pod> = ctx.input.pods.iter().collect();
+            let mut node_start = Vec::with_capacity(ctx.nodes.len());
+            for (i, _) in &ctx.nodes {
+                node_start.push(pods.len());
+                if let Some(node) = ctx.snapshot.nodes.get(*i) {
+                    pods.extend(node.pods.iter());
+                }
+            }
+            HintTable {
+                hints: self.prepared.pod_hints(&pods),
+                node_start,
+            }
+        })
+    }
+
+    fn run(
+        &self,
+        candidates: &[&Candidate],
+        consolidation: bool,
+        repeated: bool,
+    ) -> Result<Simulation, SimulationError> {
         let ctx = self.context;
         if let Some(c) = candidates.iter().find(|c| c.node.is_deleting()) {
             return Err(SimulationError::CandidateDeleting(c.name().to_string()));
@@ -356,21 +416,36 @@ impl Simulator<'_> {
         // are not collected (the solve is the same).
         let track_displaced = consolidation && !ctx.refusing.is_empty();
         let mut displaced = BTreeSet::new();
+        // The hints of `pods`, while every pod has one (a candidate's node is the snapshot's).
+        let table = repeated.then(|| self.hint_table());
+        let mut hints: Option<Vec<&PodHint>> =
+            table.map(|t| t.hints.iter().take(pods.len()).collect());
         for c in candidates {
-            match ctx
-                .positions
-                .get(c.name())
-                .and_then(|&i| removed.get_mut(i))
-            {
+            let position = ctx.positions.get(c.name()).copied();
+            match position.and_then(|i| removed.get_mut(i)) {
                 Some(r) => *r = true,
                 None => return Err(SimulationError::UnknownCandidate(c.name().to_string())),
             }
+            let node_pods = position
+                .and_then(|i| ctx.nodes.get(i))
+                .and_then(|(i, _)| ctx.snapshot.nodes.get(*i))
+                .map(|n| n.pods.as_slice());
             for p in c.reschedulable_pods() {
                 if is_currently_reschedulable(p, &ctx.pdbs, ctx.now) {
                     if track_displaced {
                         displaced.insert(p.key());
                     }
                     pods.push(p);
+                    if let Some(h) = hints.as_mut() {
+                        let hint = table.zip(position).and_then(|(t, at)| {
+                            let i = position_in(node_pods?, p)?;
+                            t.hints.get(t.node_start.get(at)? + i)
+                        });
+                        match hint {
+                            Some(hint) => h.push(hint),
+                            None => hints = None,
+                        }
+                    }
                 }
             }
         }
@@ -379,6 +454,7 @@ impl Simulator<'_> {
             removed: &removed,
             refusing: consolidation.then_some(&ctx.refusing),
             displaced: track_displaced.then_some(&displaced),
+            hints: hints.as_deref(),
         });
 
         let mut displaced_errors: BTreeMap<String, String> = results

@@ -12,7 +12,7 @@ use crate::model::{
 };
 use crate::resources::{Quantity, ResourceList, names};
 
-use super::solver::{Prepared, SolveRequest};
+use super::solver::{PodHint, Prepared, SolveRequest};
 use super::tests::{catalog, pool};
 use super::*;
 
@@ -205,6 +205,7 @@ proptest! {
             removed: &warm_removed,
             refusing: None,
             displaced: None,
+            hints: None,
         });
         let batch_refs: Vec<&Pod> = batch.iter().collect();
         let ours = prepared.solve(&SolveRequest {
@@ -212,6 +213,18 @@ proptest! {
             removed: &removed,
             refusing: Some(&refusing),
             displaced: Some(&displaced),
+            hints: None,
+        });
+        // The same solve with hints computed once over more pods, in another order.
+        let hinted_pods: Vec<&Pod> = batch_refs.iter().rev().chain(&warm_refs).copied().collect();
+        let hints = prepared.pod_hints(&hinted_pods);
+        let batch_hints: Vec<&PodHint> = hints[..batch_refs.len()].iter().rev().collect();
+        let hinted = prepared.solve(&SolveRequest {
+            pods: &batch_refs,
+            removed: &removed,
+            refusing: Some(&refusing),
+            displaced: Some(&displaced),
+            hints: Some(&batch_hints),
         });
 
         let fresh_input = SchedulingInput {
@@ -234,6 +247,10 @@ proptest! {
         prop_assert_eq!(&ours.existing_nodes, &fresh.existing_nodes);
         prop_assert_eq!(&ours.pod_errors, &fresh.pod_errors);
         prop_assert_eq!(format!("{:?}", ours.metrics), format!("{:?}", fresh.metrics));
+        prop_assert_eq!(format!("{:#?}", hinted.new_node_claims), format!("{:#?}", fresh.new_node_claims));
+        prop_assert_eq!(&hinted.existing_nodes, &fresh.existing_nodes);
+        prop_assert_eq!(&hinted.pod_errors, &fresh.pod_errors);
+        prop_assert_eq!(format!("{:?}", hinted.metrics), format!("{:?}", fresh.metrics));
     }
 }
 
@@ -260,6 +277,7 @@ fn unregistered_resources_fall_back_to_a_fresh_preparation() {
         removed: &[],
         refusing: None,
         displaced: None,
+        hints: None,
     });
     let fresh = solve(
         &SchedulingInput {

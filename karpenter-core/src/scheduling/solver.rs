@@ -41,19 +41,22 @@ use crate::hostports::HostPortUsage;
 use crate::labels::{self, LabelPolicy};
 use crate::model::{InstanceType, Pod};
 use crate::requirements::{Requirement, Requirements};
-use crate::resources::{Quantity, ResourceList, names};
+use crate::resources::ResourceList;
 use crate::taints::{self, Taint};
 
 mod cache;
 mod claims;
 mod classes;
 mod existing;
+mod hints;
 mod messages;
 mod prepared;
 mod scan;
 mod typeset;
 
 use typeset::{FitTable, TypeSet};
+
+pub(crate) use hints::PodHint;
 
 use messages::{filter_error_message, format_resources, min_values_relaxation, pod_error};
 
@@ -100,6 +103,7 @@ pub fn solve_with_existing(
         removed: &[],
         refusing: consolidation.map(|c| &c.nodes_refusing_displaced_pods),
         displaced: consolidation.map(|c| &c.displaced_pods),
+        hints: None,
     })
 }
 
@@ -368,6 +372,9 @@ pub(crate) struct SolveRequest<'r> {
     pub(crate) refusing: Option<&'r BTreeSet<String>>,
     /// Keys (`namespace/name`) of the pods displaced from consolidation candidates.
     pub(crate) displaced: Option<&'r BTreeSet<String>>,
+    /// Per pod of `pods`, what [`Prepared::pod_hints`] computed for it once for many solves
+    /// (ignored unless it has one entry per pod).
+    pub(crate) hints: Option<&'r [&'r PodHint]>,
 }
 
 /// Per existing node, what a solve knows beyond the prepared state.
@@ -386,6 +393,8 @@ struct Solver<'a> {
     policy: &'a LabelPolicy,
     input: &'a SchedulingInput,
     pods: &'a [&'a Pod],
+    /// Per pod of `pods`: its hint, when the caller computed them.
+    hints: Option<&'a [&'a PodHint]>,
     displaced: Option<&'a BTreeSet<String>>,
     index: &'a ResourceIndex,
     templates: &'a [Template],
@@ -508,6 +517,7 @@ impl<'a> Solver<'a> {
             policy,
             input: prepared.input,
             pods: request.pods,
+            hints: request.hints.filter(|h| h.len() == request.pods.len()),
             displaced: request.displaced,
             index: &prepared.index,
             templates: &prepared.templates,
@@ -555,8 +565,8 @@ impl<'a> Solver<'a> {
                 self.index.dense(&pod.scheduling_requests()),
             ),
         };
+        let key = self.pod_key(idx);
         let constrained = self.topology.constrains(pod);
-        let key = pod.key();
         PodState {
             pod: Cow::Borrowed(pod),
             displaced: self.displaced.is_some_and(|d| d.contains(&key)),
@@ -607,27 +617,7 @@ impl<'a> Solver<'a> {
             }
             queue.push(i);
         }
-        // Queue order (spec 3.3): cpu desc, memory desc, creation time, uid.
-        // The requests are read once per pod, not once per comparison.
-        let mut keyed: Vec<(Quantity, Quantity, usize)> = queue
-            .iter()
-            .map(|&i| {
-                let requests = &pods[i].requests;
-                (
-                    requests.get_or_zero(names::CPU),
-                    requests.get_or_zero(names::MEMORY),
-                    i,
-                )
-            })
-            .collect();
-        keyed.sort_by(|&(ca, ma, a), &(cb, mb, b)| {
-            let (pa, pb) = (&pods[a], &pods[b]);
-            cb.cmp(&ca)
-                .then_with(|| mb.cmp(&ma))
-                .then_with(|| pa.creation_timestamp.cmp(&pb.creation_timestamp))
-                .then_with(|| pa.uid.cmp(&pb.uid))
-        });
-        let queue: Vec<usize> = keyed.into_iter().map(|(_, _, i)| i).collect();
+        let queue = hints::queue_sorted(pods, queue, self.hints);
         let mut queue: std::collections::VecDeque<usize> = queue.into();
         let mut marker: FxHashMap<usize, usize> = FxHashMap::default();
         while let Some(&head) = queue.front() {

@@ -502,6 +502,40 @@ fn simulator_rejects_candidates_from_another_snapshot() {
     );
 }
 
+/// Repeated simulations (the multi-node search's, sharing per-pod work) give what single ones
+/// give, for every prefix of the candidates, also when the candidates are copies from another
+/// snapshot of the same cluster (their pods are then not the snapshot's).
+#[test]
+fn repeated_simulations_equal_single_ones() {
+    use karpenter_core::disruption::consolidation_candidates_of;
+    use karpenter_core::disruption::simulate::SimulationContext;
+
+    let guide = guide_cluster("100%");
+    let candidates = consolidation_candidates_of(&guide, now());
+    assert!(candidates.len() >= 2, "the guide has several candidates");
+    let copy = guide_cluster("100%");
+    let copied = consolidation_candidates_of(&copy, now());
+    let options = DisruptionOptions::default();
+    let context = SimulationContext::new(&guide, &options.scheduler, now());
+    let simulator = context.simulator();
+    for set in [&candidates, &copied] {
+        for n in 1..=set.len() {
+            let refs: Vec<_> = set[..n].iter().collect();
+            let single = simulator
+                .simulate(&refs, true)
+                .expect("candidates of the cluster");
+            let repeated = simulator
+                .simulate_repeated(&refs, true)
+                .expect("candidates of the cluster");
+            assert_eq!(
+                format!("{:?}", repeated.results),
+                format!("{:?}", single.results)
+            );
+            assert_eq!(repeated.displaced_errors, single.displaced_errors);
+        }
+    }
+}
+
 /// `m5.large` offered on demand only: nothing launches cheaper than one of its nodes.
 fn on_demand_only_large() -> Arc<InstanceType> {
     let mut reqs = Requirements::new();

@@ -55,9 +55,25 @@ pub(super) fn compute_consolidation(
     candidates: &[Candidate],
     options: &DisruptionOptions,
 ) -> Result<Option<(Vec<NewNodeClaim>, Simulation)>, String> {
+    compute_consolidation_with(simulator, candidates, options, false)
+}
+
+/// [`compute_consolidation`]; `repeated`: one of many simulations sharing their pods
+/// ([`Simulator::simulate_repeated`]).
+pub(super) fn compute_consolidation_with(
+    simulator: &Simulator<'_>,
+    candidates: &[Candidate],
+    options: &DisruptionOptions,
+    repeated: bool,
+) -> Result<Option<(Vec<NewNodeClaim>, Simulation)>, String> {
     let policy = &options.scheduler.label_policy;
     let refs: Vec<&Candidate> = candidates.iter().collect();
-    let sim = match simulator.simulate(&refs, true) {
+    let simulated = if repeated {
+        simulator.simulate_repeated(&refs, true)
+    } else {
+        simulator.simulate(&refs, true)
+    };
+    let sim = match simulated {
         Ok(s) => s,
         Err(_) => return Ok(None),
     };
@@ -327,7 +343,8 @@ pub(super) fn multi_node(
         trials += 1;
         let mid = (lo + hi) / 2;
         let prefix = &kept[..=mid];
-        let valid = match compute_consolidation(sims.get(), prefix, options) {
+        // The binary search's trials share their pods: per-pod work is done once.
+        let valid = match compute_consolidation_with(sims.get(), prefix, options, true) {
             Ok(Some((mut replacements, sim))) => {
                 let ok = replacements
                     .first_mut()

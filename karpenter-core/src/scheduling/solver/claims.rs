@@ -784,7 +784,7 @@ impl<'a> Solver<'a> {
                 node_pool: tpl.pool.clone(),
                 requirements: reqs,
                 instance_types,
-                pods: claim.pods.iter().map(|&p| pods[p].key()).collect(),
+                pods: claim.pods.iter().map(|&p| self.pod_key(p)).collect(),
                 requests,
                 labels: node_labels,
                 taints: tpl.taints.clone(),
@@ -797,14 +797,14 @@ impl<'a> Solver<'a> {
             if !node.pods.is_empty() {
                 results.existing_nodes.push(ExistingNodeResult {
                     name: node.name.clone(),
-                    pods: node.pods.iter().map(|&p| pods[p].key()).collect(),
+                    pods: node.pods.iter().map(|&p| self.pod_key(p)).collect(),
                 });
             }
         }
-        results.pod_errors = self
-            .errors
+        let errors = std::mem::take(&mut self.errors);
+        results.pod_errors = errors
             .into_iter()
-            .map(|(i, e)| (pods[i].key(), e))
+            .map(|(i, e)| (self.pod_key(i), e))
             .collect();
         results
     }

@@ -344,11 +344,14 @@ impl<'a> Prepared<'a> {
     /// Runs one solve. The result is exactly that of a solve over the same input without the
     /// removed nodes and with `request.pods` as its pods.
     pub(crate) fn solve(&self, request: &SolveRequest<'_>) -> Results {
-        let registered = request.pods.iter().all(|p| {
-            p.requests
-                .keys()
-                .all(|name| self.index.position(name).is_some())
-        });
+        let registered = match request.hints.filter(|h| h.len() == request.pods.len()) {
+            Some(hints) => hints.iter().all(|h| h.registered),
+            None => request.pods.iter().all(|p| {
+                p.requests
+                    .keys()
+                    .all(|name| self.index.position(name).is_some())
+            }),
+        };
         if !registered {
             // Resources nothing prepared has seen: prepare again with them.
             let nodes: Vec<ExistingNodeRef<'_>> = self
@@ -362,6 +365,8 @@ impl<'a> Prepared<'a> {
             let prepared = Prepared::new(self.input, nodes, self.options, request.pods);
             return prepared.solve(&SolveRequest {
                 removed: &[],
+                // The hints hold requests in this preparation's resource index.
+                hints: None,
                 ..*request
             });
         }

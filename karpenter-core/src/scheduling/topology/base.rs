@@ -24,6 +24,8 @@ pub(crate) struct TopologyBase<'a> {
     /// UIDs of the countable pods and of the pods with inverse terms, with the position of
     /// their node.
     pub(super) counted_uids: FxHashMap<&'a str, u32>,
+    /// The UIDs of `counted_uids` that pods on more than one node carry.
+    pub(super) shared_uids: rustc_hash::FxHashSet<&'a str>,
     pub(super) inverse_terms: Vec<InverseTerm<'a>>,
     pub(super) prototypes: Vec<InverseProto>,
 }
@@ -54,6 +56,7 @@ impl<'a> TopologyBase<'a> {
             counted_pods: FxHashMap::default(),
             counted_by_label: FxHashMap::default(),
             counted_uids: FxHashMap::default(),
+            shared_uids: rustc_hash::FxHashSet::default(),
             inverse_terms: Vec::new(),
             prototypes: Vec::new(),
         };
@@ -77,12 +80,24 @@ impl<'a> TopologyBase<'a> {
                             uid: &p.uid,
                             labels: &p.labels,
                         });
-                    base.counted_uids.insert(&p.uid, index(i));
+                    if base
+                        .counted_uids
+                        .insert(&p.uid, index(i))
+                        .is_some_and(|n| n != index(i))
+                    {
+                        base.shared_uids.insert(&p.uid);
+                    }
                 }
                 let Some(anti) = &p.pod_anti_affinity else {
                     continue;
                 };
-                base.counted_uids.insert(&p.uid, index(i));
+                if base
+                    .counted_uids
+                    .insert(&p.uid, index(i))
+                    .is_some_and(|n| n != index(i))
+                {
+                    base.shared_uids.insert(&p.uid);
+                }
                 for term in &anti.required {
                     let namespaces =
                         term_namespaces(&base.namespaces, &BTreeMap::new(), &p.namespace, term);

@@ -142,6 +142,10 @@ impl<'a> TopologyTemplate<'a> {
             return None;
         }
         let removed = |i: usize| input.removed.get(i).copied().unwrap_or(false);
+        // `Topology::new` excludes the batch pods' UIDs from what the base counts. Only pods on
+        // kept nodes are ever checked against that set (terms and pods of left-out nodes are
+        // skipped first), and a UID carried on a single node that is left out is on no kept
+        // node: those (a simulation's displaced pods) are left out of the set.
         let excluded: FxHashSet<&'a str> = if base.counted_uids.is_empty() {
             FxHashSet::default()
         } else {
@@ -149,9 +153,8 @@ impl<'a> TopologyTemplate<'a> {
                 .batch_pods
                 .iter()
                 .filter_map(|p| {
-                    base.counted_uids
-                        .get_key_value(p.uid.as_str())
-                        .map(|(k, _)| *k)
+                    let (uid, &node) = base.counted_uids.get_key_value(p.uid.as_str())?;
+                    (!removed(node as usize) || base.shared_uids.contains(uid)).then_some(*uid)
                 })
                 .collect()
         };
