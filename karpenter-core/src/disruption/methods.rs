@@ -60,6 +60,8 @@ use super::simulate::{SimulationContext, Simulator, condition_true};
 struct Sims<'c> {
     context: &'c SimulationContext<'c>,
     simulator: std::cell::OnceCell<Simulator<'c>>,
+    /// The consolidation pre-checks' rooms over the pass's snapshot, built on first use.
+    rooms: std::cell::OnceCell<precheck::Rooms>,
 }
 
 impl<'c> Sims<'c> {
@@ -67,7 +69,15 @@ impl<'c> Sims<'c> {
         Sims {
             context,
             simulator: std::cell::OnceCell::new(),
+            rooms: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The pre-checks' rooms of `snapshot` at `now`, the pass's snapshot (the one the context
+    /// was built over).
+    fn rooms(&self, snapshot: &ClusterSnapshot, now: Timestamp) -> &precheck::Rooms {
+        self.rooms
+            .get_or_init(|| precheck::Rooms::new(snapshot, now))
     }
 
     fn get(&self) -> &Simulator<'c> {

@@ -107,7 +107,7 @@ fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
 
 /// [`cluster_node`] without the copy when the stored Node already reads as it would (the usual
 /// case: a registered node whose flags are up to date).
-fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
+pub(crate) fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
     if let Some(n) = &node.node {
         let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
             n.managed

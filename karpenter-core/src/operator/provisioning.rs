@@ -3,12 +3,13 @@
 
 use crate::api::{NodeClaim, NodePool};
 use crate::disruption::candidates::is_reschedulable;
-use crate::disruption::simulate::{cluster_node, eligible_node_pools};
+use crate::disruption::simulate::{cluster_node, cluster_node_cow, eligible_node_pools};
 use crate::labels::LabelPolicy;
 use crate::lifecycle::{self, Event, Metric, ObjectKind, TERMINATION_FINALIZER, add, format_time};
 use crate::model::Timestamp;
 use crate::resources::ResourceList;
-use crate::scheduling::{self, ExistingNodeInput, NewNodeClaim, SchedulingInput};
+use crate::scheduling::packing::PackingPolicy;
+use crate::scheduling::{self, ExistingNodeInput, ExistingNodeRef, NewNodeClaim, SchedulingInput};
 
 use super::{Action, Operator};
 
@@ -81,31 +82,48 @@ impl Operator {
             &self.unavailable.keys().cloned().collect(),
         );
         let mut pods = snapshot.pending_pods.clone();
-        let mut existing = Vec::new();
-        for sn in &snapshot.nodes {
-            if sn.is_deleting() {
-                pods.extend(sn.pods.iter().filter(|p| is_reschedulable(p)).cloned());
-                continue;
-            }
-            existing.push(ExistingNodeInput {
-                node: cluster_node(sn),
-                pods: sn.pods.clone(),
-                volume_limits: sn.volume_limits.clone(),
-            });
+        for sn in snapshot.nodes.iter().filter(|sn| sn.is_deleting()) {
+            pods.extend(sn.pods.iter().filter(|p| is_reschedulable(p)).cloned());
         }
         if pods.is_empty() {
             return;
         }
-        let input = SchedulingInput {
+        let live = || snapshot.nodes.iter().filter(|sn| !sn.is_deleting());
+        let mut input = SchedulingInput {
             node_pools: eligible_node_pools(&snapshot),
-            existing_nodes: existing,
+            existing_nodes: Vec::new(),
             daemonsets: snapshot.daemonsets.clone(),
             pods,
             namespace_labels: snapshot.namespace_labels.clone(),
             volumes: snapshot.volumes.clone(),
             consolidation: None,
         };
-        let results = scheduling::packing::solve_with_policy(&input, &self.config.scheduler);
+        let options = &self.config.scheduler;
+        let results =
+            if scheduling::packing::pool_policies(&input, options).contains(&PackingPolicy::Cost) {
+                // The cost-aware search re-solves the input: it owns its nodes.
+                input.existing_nodes = live()
+                    .map(|sn| ExistingNodeInput {
+                        node: cluster_node(sn),
+                        pods: sn.pods.clone(),
+                        volume_limits: sn.volume_limits.clone(),
+                    })
+                    .collect();
+                scheduling::packing::solve_with_policy(&input, options)
+            } else {
+                // Without a NodePool under `cost`, the policy's solve is the faithful one: the nodes
+                // and their pods are borrowed from the snapshot (same nodes, same order).
+                let nodes: Vec<_> = live().map(|sn| (cluster_node_cow(sn), sn)).collect();
+                let refs: Vec<ExistingNodeRef<'_>> = nodes
+                    .iter()
+                    .map(|(node, sn)| ExistingNodeRef {
+                        node: node.as_ref(),
+                        pods: &sn.pods,
+                        volume_limits: &sn.volume_limits,
+                    })
+                    .collect();
+                scheduling::solve_with_existing(&input, &refs, options)
+            };
         let until = add(now, self.config.nomination_ttl);
         for node in &results.existing_nodes {
             self.nominated.insert(node.name.clone(), until);

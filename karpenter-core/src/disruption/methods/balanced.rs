@@ -21,6 +21,15 @@ pub(super) fn balanced_totals(
     candidates: &[Candidate],
 ) -> BTreeMap<String, PoolTotals> {
     let mut totals: BTreeMap<String, PoolTotals> = BTreeMap::new();
+    // Only Balanced NodePools read the totals ([`balanced_approves`] approves a move of any other
+    // pool without them): with none in the snapshot, no total is needed.
+    if !snapshot
+        .node_pools
+        .iter()
+        .any(|p| is_balanced(snapshot, p.node_pool.name()))
+    {
+        return totals;
+    }
     let by_name: BTreeMap<&str, &Candidate> = candidates.iter().map(|c| (c.name(), c)).collect();
     // `TotalCost`: the pool's tracked cost (upstream's ClusterCost: every NodeClaim of the pool
     // with its instance-type, zone and capacity-type labels, at its offering's price) when

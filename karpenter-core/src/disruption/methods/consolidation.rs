@@ -334,6 +334,10 @@ pub(super) fn multi_node(
     // copied once, at the end.
     let mut best: Option<(usize, Vec<NewNodeClaim>, f64, Results)> = None;
     let mut trials = 0usize;
+    // Prefixes whose displaced pods provably cannot all land are rejected without a simulation
+    // (a rejected prefix records nothing, so the outcome is the same).
+    let precheck =
+        super::precheck::MultiNodePrecheck::new(snapshot, sims.rooms(snapshot, now), &kept);
     while lo <= hi {
         if options.multi_node_time_budget.exhausted(trials) {
             // Upstream returns the last valid command found before the deadline, if any.
@@ -344,8 +348,10 @@ pub(super) fn multi_node(
         let mid = (lo + hi) / 2;
         let prefix = &kept[..=mid];
         // The binary search's trials share their pods: per-pod work is done once.
-        let valid = match compute_consolidation_with(sims.get(), prefix, options, true) {
-            Ok(Some((mut replacements, sim))) => {
+        let valid = match (!precheck.hopeless(mid))
+            .then(|| compute_consolidation_with(sims.get(), prefix, options, true))
+        {
+            Some(Ok(Some((mut replacements, sim)))) => {
                 let ok = replacements
                     .first_mut()
                     .is_none_or(|r| filter_out_same_instance_type(r, prefix, policy));
@@ -406,7 +412,7 @@ pub(super) fn single_node(
     let mut unseen: BTreeSet<String> = cands.iter().map(|c| c.node_pool.clone()).collect();
     let precheck = options
         .single_node_precheck
-        .then(|| super::precheck::SingleNodePrecheck::new(snapshot, now));
+        .then(|| super::precheck::SingleNodePrecheck::new(snapshot, sims.rooms(snapshot, now)));
     for (considered, c) in cands.into_iter().enumerate() {
         if options.single_node_time_budget.exhausted(considered) {
             // Upstream gives up without a command and remembers the pools it never reached.

@@ -1,42 +1,65 @@
-//! A sound pre-check for single-node consolidation ([`DisruptionOptions::single_node_precheck`]):
-//! it recognises, without a scheduling simulation, a candidate whose consolidation cannot
-//! succeed, so the simulation is skipped and the pass decides exactly as it would have.
+//! Sound pre-checks for consolidation: they recognise, without a scheduling simulation, a
+//! candidate set whose consolidation cannot succeed, so the simulation is skipped and the pass
+//! decides exactly as it would have.
 //!
-//! Consolidating one candidate succeeds only when its displaced pods all land on existing nodes
-//! (a delete), or when the simulation needs exactly one new NodeClaim and one of its instance
-//! types launches strictly cheaper than the candidate (a replacement: the price filter keeps an
-//! instance type only when its worst launch price, the price of one of its available offerings,
-//! is below the candidate's). So when no available offering of any NodePool's instance types is
-//! cheaper than the candidate, and one displaced pod fits on no other node even alone, the
-//! simulation can only end in "no action" with a reason.
+//! Consolidating candidates succeeds only when every displaced pod lands somewhere: on an
+//! existing node (a pod placed on a node that has not initialized fails the simulation) or on
+//! the one NodeClaim a simulation may add (two or more new NodeClaims, or a pod that finds no
+//! place, end in "no action").
 //!
-//! "Fits on no other node" counts the nodes a displaced pod may land on for the consolidation to
-//! succeed: not being deleted (the simulation leaves those out) and initialized (a displaced pod
-//! placed on an uninitialized node fails the simulation). It is judged on an upper bound of each
-//! such node's room, in the scheduler's own milli-units: its allocatable (the larger of what the Node and its NodeClaim report) less
-//! the requests of its pods that are not terminal. The scheduler starts every existing node from
-//! at most that room (it also takes DaemonSet overhead still due) and only ever takes room away
+//! "Fits on no other node" counts the nodes a displaced pod may land on: not being deleted (the
+//! simulation leaves those out), initialized, and not refusing displaced pods (a node inside its
+//! NodePool's `consolidateAfter` window refuses them: every consolidation simulation runs with
+//! that rule). It is judged on an upper bound of each such node's room, in the scheduler's own
+//! milli-units: its allocatable (the larger of what the Node and its NodeClaim report) less the
+//! requests of its pods that are not terminal. The scheduler starts every existing node from at
+//! most that room (it also takes DaemonSet overhead still due) and only ever takes room away
 //! during a simulation, and it places a pod only where every requested resource fits. A pod one
 //! of whose requests exceeds the largest such room of every other node can therefore land on no
 //! existing node.
+//!
+//! - Single-node ([`DisruptionOptions::single_node_precheck`](super::DisruptionOptions)): a
+//!   replacement needs an instance type that launches strictly cheaper than the candidate (the
+//!   price filter keeps an instance type only when its worst launch price, the price of one of its
+//!   available offerings, is below the candidate's). So when no available offering of any
+//!   NodePool's instance types is cheaper than the candidate, and one displaced pod fits on no
+//!   other node even alone, the simulation can only end in "no action" with a reason.
+//! - Multi-node ([`MultiNodePrecheck`], always on: multi-node consolidation records no reason
+//!   for a prefix it rejects, so skipping the simulation is not observable): the displaced pods of
+//!   a prefix of candidates that fit on no node outside their own all need the one new NodeClaim.
+//!   When, for some resource, their summed requests exceed the allocatable of every instance type
+//!   of every NodePool (an upper bound of what one new node can hold), the prefix cannot be
+//!   consolidated. Instance types with offering overrides (whose allocatable differs per
+//!   offering) turn the check off.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::disruption::candidates::{Candidate, PdbLimits, is_currently_reschedulable};
-use crate::model::Timestamp;
+use crate::disruption::cost::is_under_consolidate_after;
+use crate::model::{Pod, Timestamp};
+use crate::resources::{Quantity, names};
 use crate::state::{ClusterSnapshot, StateNode};
+
+/// A node of the snapshot, by identity (the address of its entry, alive for the whole pass).
+type NodeId = usize;
+
+fn node_id(node: &Arc<StateNode>) -> NodeId {
+    Arc::as_ptr(node) as NodeId
+}
 
 /// The largest room of one resource over the snapshot's nodes, twice: so the largest room of
 /// every node but one is known.
 #[derive(Debug, Clone, Copy, Default)]
-struct TopTwo<'s> {
-    first: Option<(i64, &'s Arc<StateNode>)>,
-    second: Option<(i64, &'s Arc<StateNode>)>,
+struct TopTwo {
+    first: Option<(i64, NodeId)>,
+    second: Option<(i64, NodeId)>,
 }
 
-impl<'s> TopTwo<'s> {
-    fn offer(&mut self, room: i64, node: &'s Arc<StateNode>) {
+impl TopTwo {
+    fn offer(&mut self, room: i64, node: NodeId) {
         match self.first {
             Some((best, _)) if room <= best => {
                 if self.second.is_none_or(|(s, _)| room > s) {
@@ -52,41 +75,61 @@ impl<'s> TopTwo<'s> {
 
     /// The largest room over every node but `node`, at least zero (a node that does not list
     /// the resource has room zero; counting one more such node is always an upper bound).
-    fn largest_without(&self, node: &Arc<StateNode>) -> i64 {
+    fn largest_without(&self, node: NodeId) -> i64 {
         let pick = match self.first {
-            Some((_, n)) if Arc::ptr_eq(n, node) => self.second,
+            Some((_, n)) if n == node => self.second,
             other => other,
         };
         pick.map_or(0, |(room, _)| room).max(0)
     }
 }
 
-/// What the pre-check reads from a pass's snapshot, built once per pass.
-pub(super) struct SingleNodePrecheck<'s> {
-    /// The cheapest available offering over every NodePool's instance types.
-    cheapest: f64,
-    /// Per resource name, the largest rooms (milli-units) over the snapshot's nodes.
-    room: BTreeMap<String, TopTwo<'s>>,
+/// [`Pod::scheduling_requests`] in milli-units, in name order, without building the list.
+fn scheduling_milli(p: &Pod) -> SmallVec<[(&str, i64); 4]> {
+    let one = Quantity::from_units(1);
+    let mut out: SmallVec<[(&str, i64); 4]> = SmallVec::new();
+    let mut pods_done = false;
+    for (name, q) in p.requests.iter() {
+        if !pods_done && name >= names::PODS {
+            pods_done = true;
+            if name == names::PODS {
+                out.push((names::PODS, (q + one).milli_value()));
+                continue;
+            }
+            out.push((names::PODS, one.milli_value()));
+        }
+        out.push((name, q.milli_value()));
+    }
+    if !pods_done {
+        out.push((names::PODS, one.milli_value()));
+    }
+    out
+}
+
+/// Per resource name, the largest rooms (milli-units) over the nodes a displaced pod may land
+/// on (see the [module documentation](self)), over one pass's snapshot: the consolidation
+/// methods of a pass share it.
+pub(super) struct Rooms {
+    room: BTreeMap<String, TopTwo>,
     pdbs: PdbLimits,
+    /// Keys of the pods every simulation places anyway (pending and CapacityBuffer pods): a
+    /// displaced pod with such a key is not told apart from them, so it is never judged stuck.
+    pending: BTreeSet<String>,
     now: Timestamp,
 }
 
-impl<'s> SingleNodePrecheck<'s> {
-    /// The pre-check over `snapshot` at `now` (the snapshot the simulations run on).
-    pub(super) fn new(snapshot: &'s ClusterSnapshot, now: Timestamp) -> Self {
-        let cheapest = snapshot
-            .node_pools
-            .iter()
-            .flat_map(|p| p.instance_types.iter())
-            .flat_map(|it| it.available_offerings().map(|o| o.price))
-            .min_by(f64::total_cmp)
-            .unwrap_or(f64::INFINITY);
-        let mut room: BTreeMap<String, TopTwo<'s>> = BTreeMap::new();
-        let mut node_room: BTreeMap<String, i64> = BTreeMap::new();
+/// A displaced pod that fits on no other node: the resource, what it wants, the most free.
+type Stuck = (String, i64, i64);
+
+impl Rooms {
+    /// The rooms of `snapshot`'s nodes at `now` (the snapshot the simulations run on).
+    pub(super) fn new(snapshot: &ClusterSnapshot, now: Timestamp) -> Self {
+        let mut room: BTreeMap<String, TopTwo> = BTreeMap::new();
+        let mut node_room: Vec<(&str, i64)> = Vec::new();
         for sn in &snapshot.nodes {
             // Deleting nodes take no pods; a displaced pod placed on an uninitialized node fails
             // the simulation (upstream: "would schedule against uninitialized nodeclaim").
-            if sn.is_deleting() || !sn.initialized() {
+            if sn.is_deleting() || !sn.initialized() || refuses_displaced(snapshot, sn, now) {
                 continue;
             }
             node_room.clear();
@@ -95,35 +138,115 @@ impl<'s> SingleNodePrecheck<'s> {
             for list in [reported, claimed].into_iter().flatten() {
                 for (name, q) in list.iter() {
                     let m = q.milli_value();
-                    node_room
-                        .entry(name.to_string())
-                        .and_modify(|r| *r = (*r).max(m))
-                        .or_insert(m);
+                    let r = slot(&mut node_room, name, m);
+                    *r = (*r).max(m);
                 }
             }
             for p in sn.pods.iter().filter(|p| !p.is_terminal()) {
-                for (name, q) in &p.scheduling_requests() {
-                    let r = node_room.entry(name.to_string()).or_insert(0);
-                    *r = r.saturating_sub(q.milli_value());
+                for (name, m) in scheduling_milli(p) {
+                    let r = slot(&mut node_room, name, 0);
+                    *r = r.saturating_sub(m);
                 }
             }
+            let id = node_id(sn);
             for (name, r) in &node_room {
-                match room.get_mut(name.as_str()) {
-                    Some(t) => t.offer(*r, sn),
+                match room.get_mut(*name) {
+                    Some(t) => t.offer(*r, id),
                     None => {
                         let mut t = TopTwo::default();
-                        t.offer(*r, sn);
-                        room.insert(name.clone(), t);
+                        t.offer(*r, id);
+                        room.insert((*name).to_string(), t);
                     }
                 }
             }
         }
-        SingleNodePrecheck {
-            cheapest,
+        let pending = snapshot
+            .pending_pods
+            .iter()
+            .chain(&snapshot.buffer_pods)
+            .map(Pod::key)
+            .collect();
+        Rooms {
             room,
             pdbs: PdbLimits::new(&snapshot.pdbs),
+            pending,
             now,
         }
+    }
+
+    /// The displaced pods of `c` (those a simulation moves), each with why it fits on no node
+    /// but `c`'s own, when it does not.
+    fn displaced<'c>(&self, c: &'c Candidate) -> impl Iterator<Item = (&'c Pod, Option<Stuck>)> {
+        let own = node_id(&c.node);
+        c.reschedulable_pods()
+            .filter(|p| is_currently_reschedulable(p, &self.pdbs, self.now))
+            .map(move |p| {
+                let stuck = if self.pending.is_empty() || !self.pending.contains(&p.key()) {
+                    self.stuck(p, own)
+                } else {
+                    None
+                };
+                (p, stuck)
+            })
+    }
+
+    fn stuck(&self, p: &Pod, own: NodeId) -> Option<Stuck> {
+        for (name, wanted) in scheduling_milli(p) {
+            if wanted <= 0 {
+                continue;
+            }
+            let largest = self.room.get(name).map_or(0, |t| t.largest_without(own));
+            if wanted > largest {
+                return Some((name.to_string(), wanted, largest));
+            }
+        }
+        None
+    }
+}
+
+/// The value of `name` in a short list, added as `init` when missing.
+fn slot<'a, 'v>(list: &'v mut Vec<(&'a str, i64)>, name: &'a str, init: i64) -> &'v mut i64 {
+    let i = match list.iter().position(|(n, _)| *n == name) {
+        Some(i) => i,
+        None => {
+            list.push((name, init));
+            list.len() - 1
+        }
+    };
+    &mut list[i].1
+}
+
+/// Whether every consolidation simulation over `snapshot` at `now` makes `sn` refuse displaced
+/// pods: its NodeClaim is inside its NodePool's `consolidateAfter` window (the rule
+/// `SimulationContext` applies).
+fn refuses_displaced(snapshot: &ClusterSnapshot, sn: &StateNode, now: Timestamp) -> bool {
+    match (
+        sn.nodepool().and_then(|n| snapshot.node_pool(n)),
+        sn.node_claim.as_ref(),
+    ) {
+        (Some(pool), Some(claim)) => is_under_consolidate_after(&pool.node_pool, claim, now),
+        _ => false,
+    }
+}
+
+/// The single-node pre-check over a pass's snapshot, built once per pass.
+pub(super) struct SingleNodePrecheck<'r> {
+    /// The cheapest available offering over every NodePool's instance types.
+    cheapest: f64,
+    rooms: &'r Rooms,
+}
+
+impl<'r> SingleNodePrecheck<'r> {
+    /// The pre-check over `snapshot` (the snapshot the simulations run on) with its `rooms`.
+    pub(super) fn new(snapshot: &ClusterSnapshot, rooms: &'r Rooms) -> Self {
+        let cheapest = snapshot
+            .node_pools
+            .iter()
+            .flat_map(|p| p.instance_types.iter())
+            .flat_map(|it| it.available_offerings().map(|o| o.price))
+            .min_by(f64::total_cmp)
+            .unwrap_or(f64::INFINITY);
+        SingleNodePrecheck { cheapest, rooms }
     }
 
     /// Why consolidating `c` alone cannot succeed, when that is certain; `None` when only the
@@ -137,27 +260,98 @@ impl<'s> SingleNodePrecheck<'s> {
         if !cheapest_or_cheaper || c.node.is_deleting() {
             return None;
         }
-        for p in c.reschedulable_pods() {
-            if !is_currently_reschedulable(p, &self.pdbs, self.now) {
-                continue;
-            }
-            for (name, q) in &p.scheduling_requests() {
-                let wanted = q.milli_value();
-                if wanted <= 0 {
-                    continue;
-                }
-                let largest = self
-                    .room
-                    .get(name)
-                    .map_or(0, |t| t.largest_without(&c.node));
-                if wanted > largest {
-                    return Some(format!(
-                        "pod {} fits on no other node ({name}: {wanted}m wanted, at most {largest}m free) and no instance type launches cheaper than the candidate",
-                        p.key()
-                    ));
+        self.rooms
+            .displaced(c)
+            .find_map(|(p, stuck)| stuck.map(|s| (p, s)))
+            .map(|(p, (name, wanted, largest))| {
+                format!(
+                    "pod {} fits on no other node ({name}: {wanted}m wanted, at most {largest}m free) and no instance type launches cheaper than the candidate",
+                    p.key()
+                )
+            })
+    }
+}
+
+/// The multi-node pre-check over a pass's ordered candidates (see the
+/// [module documentation](self)): which prefixes cannot be consolidated.
+pub(super) struct MultiNodePrecheck {
+    /// Per candidate, in order: the summed requests (milli-units, per resource) of its displaced
+    /// pods that fit on no node outside their own.
+    stuck: Vec<SmallVec<[(String, i64); 2]>>,
+    /// Per resource, the largest allocatable of any instance type of any NodePool; `None` when
+    /// some instance type has offering overrides (the check is off).
+    largest_new: Option<BTreeMap<String, i64>>,
+}
+
+impl MultiNodePrecheck {
+    /// The pre-check of the prefixes of `candidates` over `snapshot` with its `rooms`.
+    pub(super) fn new(snapshot: &ClusterSnapshot, rooms: &Rooms, candidates: &[Candidate]) -> Self {
+        let types = || {
+            snapshot
+                .node_pools
+                .iter()
+                .flat_map(|p| p.instance_types.iter())
+        };
+        if types().any(|it| it.has_offering_overrides()) {
+            return MultiNodePrecheck {
+                stuck: Vec::new(),
+                largest_new: None,
+            };
+        }
+        let mut largest_new: BTreeMap<String, i64> = BTreeMap::new();
+        for it in types() {
+            for (name, q) in it.allocatable().iter() {
+                let m = q.milli_value();
+                match largest_new.get_mut(name) {
+                    Some(v) => *v = (*v).max(m),
+                    None => {
+                        largest_new.insert(name.to_string(), m);
+                    }
                 }
             }
         }
-        None
+        let stuck = candidates
+            .iter()
+            .map(|c| {
+                let mut sums: SmallVec<[(String, i64); 2]> = SmallVec::new();
+                for (p, s) in rooms.displaced(c) {
+                    if s.is_none() {
+                        continue;
+                    }
+                    for (name, m) in scheduling_milli(p).into_iter().filter(|(_, m)| *m > 0) {
+                        match sums.iter_mut().find(|(n, _)| n == name) {
+                            Some((_, v)) => *v = v.saturating_add(m),
+                            None => sums.push((name.to_string(), m)),
+                        }
+                    }
+                }
+                sums
+            })
+            .collect();
+        MultiNodePrecheck {
+            stuck,
+            largest_new: Some(largest_new),
+        }
+    }
+
+    /// Whether consolidating the candidates up to `end` (included) certainly fails: the pods
+    /// they displace that fit on no other existing node need more of some resource than any one
+    /// instance type allocates.
+    pub(super) fn hopeless(&self, end: usize) -> bool {
+        let (Some(largest), Some(prefix)) = (&self.largest_new, self.stuck.get(..=end)) else {
+            return false;
+        };
+        let mut total: BTreeMap<&str, i64> = BTreeMap::new();
+        for (name, m) in prefix.iter().flatten() {
+            let v = total.entry(name.as_str()).or_insert(0);
+            *v = v.saturating_add(*m);
+        }
+        total
+            .iter()
+            .any(|(name, wanted)| *wanted > largest.get(*name).copied().unwrap_or(0))
     }
 }
+
+#[cfg(test)]
+#[path = "precheck_tests.rs"]
+mod tests;
