@@ -28,6 +28,10 @@ pub enum SimulationError {
     /// another snapshot).
     #[error("candidate {0} is not a node of the simulated snapshot")]
     UnknownCandidate(String),
+    /// The simulation needed more new NodeClaims than the caller's limit
+    /// ([`Simulator::simulate_repeated`]) and was stopped there.
+    #[error("the simulation needs more than {0} new NodeClaims")]
+    TooManyNewNodeClaims(usize),
 }
 
 /// The outcome of a simulation.
@@ -365,20 +369,24 @@ impl Simulator<'_> {
         candidates: &[&Candidate],
         consolidation: bool,
     ) -> Result<Simulation, SimulationError> {
-        self.run(candidates, consolidation, false)
+        self.run(candidates, consolidation, false, None)
     }
 
     /// [`simulate`](Self::simulate) for callers that simulate many candidate sets sharing
     /// their pods (the multi-node consolidation search): what the solver computes per pod
-    /// before placing it (key, scheduling requests, queue order) is computed once, on the
-    /// first call, for every pod of the snapshot, and shared by every such simulation. The
-    /// result is the same.
+    /// before placing it and no simulation changes (its key, its place in the queue order) is
+    /// computed once, on the first call, for every pod of the snapshot, and shared by every
+    /// such simulation. With `new_claim_limit`, a simulation that needs more new NodeClaims
+    /// than that stops as soon as it does, with [`SimulationError::TooManyNewNodeClaims`]
+    /// (consolidation rejects such a simulation whatever else it finds). Otherwise the result
+    /// is the same.
     pub fn simulate_repeated(
         &self,
         candidates: &[&Candidate],
         consolidation: bool,
+        new_claim_limit: Option<usize>,
     ) -> Result<Simulation, SimulationError> {
-        self.run(candidates, consolidation, true)
+        self.run(candidates, consolidation, true, new_claim_limit)
     }
 
     fn hint_table(&self) -> &HintTable {
@@ -404,6 +412,7 @@ impl Simulator<'_> {
         candidates: &[&Candidate],
         consolidation: bool,
         repeated: bool,
+        new_claim_limit: Option<usize>,
     ) -> Result<Simulation, SimulationError> {
         let ctx = self.context;
         if let Some(c) = candidates.iter().find(|c| c.node.is_deleting()) {
@@ -449,13 +458,19 @@ impl Simulator<'_> {
                 }
             }
         }
-        let results = self.prepared.solve(&SolveRequest {
-            pods: &pods,
-            removed: &removed,
-            refusing: consolidation.then_some(&ctx.refusing),
-            displaced: track_displaced.then_some(&displaced),
-            hints: hints.as_deref(),
-        });
+        let results = self
+            .prepared
+            .solve(&SolveRequest {
+                pods: &pods,
+                removed: &removed,
+                refusing: consolidation.then_some(&ctx.refusing),
+                displaced: track_displaced.then_some(&displaced),
+                hints: hints.as_deref(),
+                new_claim_limit,
+            })
+            .ok_or(SimulationError::TooManyNewNodeClaims(
+                new_claim_limit.unwrap_or_default(),
+            ))?;
 
         let mut displaced_errors: BTreeMap<String, String> = results
             .pod_errors

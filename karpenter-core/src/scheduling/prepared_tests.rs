@@ -206,26 +206,53 @@ proptest! {
             refusing: None,
             displaced: None,
             hints: None,
+            new_claim_limit: None,
         });
         let batch_refs: Vec<&Pod> = batch.iter().collect();
-        let ours = prepared.solve(&SolveRequest {
+        let Some(ours) = prepared.solve(&SolveRequest {
             pods: &batch_refs,
             removed: &removed,
             refusing: Some(&refusing),
             displaced: Some(&displaced),
             hints: None,
-        });
+            new_claim_limit: None,
+        }) else {
+            panic!("a solve without a limit stopped");
+        };
+        // With a limit of `limit` new NodeClaims, the solve stops exactly when the full one
+        // creates more, and otherwise gives the same results.
+        for limit in 0..3 {
+            let limited = prepared.solve(&SolveRequest {
+                pods: &batch_refs,
+                removed: &removed,
+                refusing: Some(&refusing),
+                displaced: Some(&displaced),
+                hints: None,
+                new_claim_limit: Some(limit),
+            });
+            match limited {
+                None => prop_assert!(ours.new_node_claims.len() > limit),
+                Some(l) => {
+                    prop_assert!(ours.new_node_claims.len() <= limit);
+                    prop_assert_eq!(format!("{:#?}", l.new_node_claims), format!("{:#?}", ours.new_node_claims));
+                    prop_assert_eq!(&l.pod_errors, &ours.pod_errors);
+                }
+            }
+        }
         // The same solve with hints computed once over more pods, in another order.
         let hinted_pods: Vec<&Pod> = batch_refs.iter().rev().chain(&warm_refs).copied().collect();
         let hints = prepared.pod_hints(&hinted_pods);
         let batch_hints: Vec<&PodHint> = hints[..batch_refs.len()].iter().rev().collect();
-        let hinted = prepared.solve(&SolveRequest {
+        let Some(hinted) = prepared.solve(&SolveRequest {
             pods: &batch_refs,
             removed: &removed,
             refusing: Some(&refusing),
             displaced: Some(&displaced),
             hints: Some(&batch_hints),
-        });
+            new_claim_limit: None,
+        }) else {
+            panic!("a solve without a limit stopped");
+        };
 
         let fresh_input = SchedulingInput {
             node_pools: prepared_input.node_pools.clone(),
@@ -272,13 +299,16 @@ fn unregistered_resources_fall_back_to_a_fresh_preparation() {
     let refs: Vec<ExistingNodeRef<'_>> = nodes.iter().map(ExistingNodeRef::from).collect();
     let prepared = Prepared::new(&input, refs, &options, &[]);
     let batch_refs: Vec<&Pod> = batch.iter().collect();
-    let ours = prepared.solve(&SolveRequest {
+    let Some(ours) = prepared.solve(&SolveRequest {
         pods: &batch_refs,
         removed: &[],
         refusing: None,
         displaced: None,
         hints: None,
-    });
+        new_claim_limit: None,
+    }) else {
+        panic!("a solve without a limit stopped");
+    };
     let fresh = solve(
         &SchedulingInput {
             existing_nodes: nodes.clone(),

@@ -98,13 +98,17 @@ pub fn solve_with_existing(
         .collect();
     let consolidation = input.consolidation.as_ref();
     let pods: Vec<&Pod> = input.pods.iter().collect();
-    Prepared::new(input, nodes, options, &pods).solve(&SolveRequest {
-        pods: &pods,
-        removed: &[],
-        refusing: consolidation.map(|c| &c.nodes_refusing_displaced_pods),
-        displaced: consolidation.map(|c| &c.displaced_pods),
-        hints: None,
-    })
+    Prepared::new(input, nodes, options, &pods)
+        .solve(&SolveRequest {
+            pods: &pods,
+            removed: &[],
+            refusing: consolidation.map(|c| &c.nodes_refusing_displaced_pods),
+            displaced: consolidation.map(|c| &c.displaced_pods),
+            hints: None,
+            new_claim_limit: None,
+        })
+        // Without a limit a solve always runs to its end.
+        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,6 +379,10 @@ pub(crate) struct SolveRequest<'r> {
     /// Per pod of `pods`, what [`Prepared::pod_hints`] computed for it once for many solves
     /// (ignored unless it has one entry per pod).
     pub(crate) hints: Option<&'r [&'r PodHint]>,
+    /// Stop as soon as the solve holds more new NodeClaims than this: [`Prepared::solve`] then
+    /// returns `None` (a caller that rejects such results, the multi-node consolidation search,
+    /// need not finish the solve: NodeClaims are never taken away during a solve).
+    pub(crate) new_claim_limit: Option<usize>,
 }
 
 /// Per existing node, what a solve knows beyond the prepared state.
@@ -395,6 +403,8 @@ struct Solver<'a> {
     pods: &'a [&'a Pod],
     /// Per pod of `pods`: its hint, when the caller computed them.
     hints: Option<&'a [&'a PodHint]>,
+    /// See [`SolveRequest::new_claim_limit`].
+    new_claim_limit: Option<usize>,
     displaced: Option<&'a BTreeSet<String>>,
     index: &'a ResourceIndex,
     templates: &'a [Template],
@@ -518,6 +528,7 @@ impl<'a> Solver<'a> {
             input: prepared.input,
             pods: request.pods,
             hints: request.hints.filter(|h| h.len() == request.pods.len()),
+            new_claim_limit: request.new_claim_limit,
             displaced: request.displaced,
             index: &prepared.index,
             templates: &prepared.templates,
@@ -580,7 +591,8 @@ impl<'a> Solver<'a> {
         }
     }
 
-    fn run(mut self) -> Results {
+    /// Runs the solve; `None` when it stopped at its new-NodeClaim limit.
+    fn run(mut self) -> Option<Results> {
         let pods = self.pods;
         // Validation before scheduling (spec 1.5).
         let mut queue: Vec<usize> = Vec::new();
@@ -629,6 +641,9 @@ impl<'a> Solver<'a> {
             match self.try_schedule(head) {
                 Ok(()) => {
                     self.errors.remove(&head);
+                    if self.new_claim_limit.is_some_and(|l| self.claims.len() > l) {
+                        return None;
+                    }
                 }
                 Err(e) => {
                     self.errors.insert(head, e);
@@ -642,7 +657,7 @@ impl<'a> Solver<'a> {
         let mut results = self.finish();
         metrics.count_errors(results.pod_errors.values());
         results.metrics = metrics;
-        results
+        Some(results)
     }
 
     fn try_schedule(&mut self, idx: usize) -> Result<(), PodError> {

@@ -508,7 +508,7 @@ fn simulator_rejects_candidates_from_another_snapshot() {
 #[test]
 fn repeated_simulations_equal_single_ones() {
     use karpenter_core::disruption::consolidation_candidates_of;
-    use karpenter_core::disruption::simulate::SimulationContext;
+    use karpenter_core::disruption::simulate::{SimulationContext, SimulationError};
 
     let guide = guide_cluster("100%");
     let candidates = consolidation_candidates_of(&guide, now());
@@ -525,13 +525,30 @@ fn repeated_simulations_equal_single_ones() {
                 .simulate(&refs, true)
                 .expect("candidates of the cluster");
             let repeated = simulator
-                .simulate_repeated(&refs, true)
+                .simulate_repeated(&refs, true, None)
                 .expect("candidates of the cluster");
             assert_eq!(
                 format!("{:?}", repeated.results),
                 format!("{:?}", single.results)
             );
             assert_eq!(repeated.displaced_errors, single.displaced_errors);
+            // With a limit on new NodeClaims: stopped exactly when the full simulation needs
+            // more, the same simulation otherwise.
+            for limit in 0..2 {
+                match simulator.simulate_repeated(&refs, true, Some(limit)) {
+                    Err(e) => {
+                        assert_eq!(e, SimulationError::TooManyNewNodeClaims(limit));
+                        assert!(single.results.new_node_claims.len() > limit);
+                    }
+                    Ok(limited) => {
+                        assert!(single.results.new_node_claims.len() <= limit);
+                        assert_eq!(
+                            format!("{:?}", limited.results),
+                            format!("{:?}", single.results)
+                        );
+                    }
+                }
+            }
         }
     }
 }

@@ -59,7 +59,9 @@ pub(super) fn compute_consolidation(
 }
 
 /// [`compute_consolidation`]; `repeated`: one of many simulations sharing their pods
-/// ([`Simulator::simulate_repeated`]).
+/// ([`Simulator::simulate_repeated`]), whose caller records no reason for a rejected set (the
+/// multi-node search): the simulation stops at its second new NodeClaim, which rejects the set
+/// whatever else the simulation would find.
 pub(super) fn compute_consolidation_with(
     simulator: &Simulator<'_>,
     candidates: &[Candidate],
@@ -69,7 +71,9 @@ pub(super) fn compute_consolidation_with(
     let policy = &options.scheduler.label_policy;
     let refs: Vec<&Candidate> = candidates.iter().collect();
     let simulated = if repeated {
-        simulator.simulate_repeated(&refs, true)
+        // Consolidation rejects a simulation with two or more new NodeClaims: the search's
+        // simulations stop at the second (the search records nothing for a rejected prefix).
+        simulator.simulate_repeated(&refs, true, Some(1))
     } else {
         simulator.simulate(&refs, true)
     };

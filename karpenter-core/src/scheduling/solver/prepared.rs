@@ -342,8 +342,9 @@ impl<'a> Prepared<'a> {
     }
 
     /// Runs one solve. The result is exactly that of a solve over the same input without the
-    /// removed nodes and with `request.pods` as its pods.
-    pub(crate) fn solve(&self, request: &SolveRequest<'_>) -> Results {
+    /// removed nodes and with `request.pods` as its pods; `None` when the solve stopped at
+    /// `request.new_claim_limit` (never without a limit).
+    pub(crate) fn solve(&self, request: &SolveRequest<'_>) -> Option<Results> {
         let registered = match request.hints.filter(|h| h.len() == request.pods.len()) {
             Some(hints) => hints.iter().all(|h| h.registered),
             None => request.pods.iter().all(|p| {
