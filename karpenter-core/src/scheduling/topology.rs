@@ -407,7 +407,7 @@ impl<'a> Topology<'a> {
     ) {
         self.register_batch(batch_pods, batch_classes);
         self.defer_inverse_refresh = false;
-        self.refresh_inverse_selecting(None);
+        self.refresh_batch_inverse_selecting(batch_pods, batch_classes);
         let base = std::sync::Arc::clone(&self.base);
         let kept = |i: usize, n: &crate::scheduling::ExistingNodeRef<'_>| {
             !n.node.marked_for_deletion && !removed.get(i).copied().unwrap_or(false)

@@ -378,6 +378,54 @@ impl<'a> Topology<'a> {
         out
     }
 
+    /// [`refresh_inverse_selecting`](Self::refresh_inverse_selecting)`(None)` right after
+    /// [`register_batch`](Self::register_batch), when every known pod is a batch pod: the groups
+    /// selecting a pod depend only on its namespace and labels, which the pods of a class share
+    /// (both are part of the signature), so they are found once per class. An entry whose
+    /// namespace or labels differ from its class's first pod (a duplicate UID, updated on its
+    /// own) is computed alone; without one class per pod, every entry is.
+    pub(super) fn refresh_batch_inverse_selecting(
+        &mut self,
+        batch_pods: &[&'a Pod],
+        batch_classes: &[u32],
+    ) {
+        if batch_classes.len() != batch_pods.len() {
+            self.refresh_inverse_selecting(None);
+            return;
+        }
+        let mut pods = std::mem::take(&mut self.pods);
+        // Per class: its first pod and the groups selecting it.
+        type Selecting<'p> = Option<(&'p Pod, SmallVec<[u32; 2]>)>;
+        let mut memo: Vec<Selecting<'_>> = Vec::new();
+        for (p, &class) in batch_pods.iter().zip(batch_classes) {
+            let Some(entry) = pods.get_mut(p.uid.as_str()) else {
+                continue;
+            };
+            let c = class as usize;
+            if memo.len() <= c {
+                memo.resize_with(c + 1, || None);
+            }
+            let cached = memo.get(c).and_then(Option::as_ref).filter(|(first, _)| {
+                *entry.namespace == *first.namespace && *entry.labels == first.labels
+            });
+            entry.inverse_selecting = match cached {
+                Some((_, selecting)) => selecting.clone(),
+                None => {
+                    let selecting = self.inverse_selecting_for(&entry.namespace, &entry.labels);
+                    if let Some(slot) = memo.get_mut(c).filter(|s| s.is_none())
+                        && *entry.namespace == *p.namespace
+                        && *entry.labels == p.labels
+                    {
+                        *slot = Some((*p, selecting.clone()));
+                    }
+                    selecting
+                }
+            };
+            self.refresh_host_lists(entry);
+        }
+        self.pods = pods;
+    }
+
     /// Recomputes the inverse-selection caches of every known pod: fully (`None`), or only for
     /// one new inverse group.
     pub(super) fn refresh_inverse_selecting(&mut self, new_group: Option<u32>) {
