@@ -479,8 +479,14 @@ impl<'a> Solver<'a> {
             nodes_limit.push(n);
         }
 
+        // With hints (one per pod), the pods' classes were found once for many solves.
+        let known: Option<Vec<u32>> = request
+            .hints
+            .filter(|h| h.len() == request.pods.len())
+            .map(|h| h.iter().map(|h| h.class).collect());
         let classes = PodClasses::build(
             request.pods,
+            known.as_deref(),
             policy,
             options.preference_policy,
             &prepared.index,

@@ -125,23 +125,42 @@ pub(super) struct PodClasses {
 
 impl PodClasses {
     /// Groups `pods` by signature, in order of first appearance, and computes each class's
-    /// shared state from its first pod.
+    /// shared state from its first pod. `known`: per pod, a class id computed earlier for many
+    /// solves (the hints' [`PodHint::class`](super::hints::PodHint)): pods with equal ids have
+    /// equal signatures, so the signatures are not hashed again; the classes and their order are
+    /// the same.
     pub(super) fn build(
         pods: &[&Pod],
+        known: Option<&[u32]>,
         policy: &LabelPolicy,
         preference_policy: PreferencePolicy,
         index: &ResourceIndex,
     ) -> PodClasses {
-        let mut ids: FxHashMap<PodSignature<'_>, u32> = FxHashMap::default();
         let mut class_of = Vec::with_capacity(pods.len());
         let mut classes = Vec::new();
-        for pod in pods {
-            let next = u32::try_from(classes.len()).unwrap_or(u32::MAX);
-            let id = *ids.entry(PodSignature::of(pod)).or_insert(next);
-            if id == next {
-                classes.push(PodClass::of(pod, policy, preference_policy, index));
+        match known.filter(|k| k.len() == pods.len()) {
+            Some(known) => {
+                let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
+                for (pod, &k) in pods.iter().zip(known) {
+                    let next = u32::try_from(classes.len()).unwrap_or(u32::MAX);
+                    let id = *ids.entry(k).or_insert(next);
+                    if id == next {
+                        classes.push(PodClass::of(pod, policy, preference_policy, index));
+                    }
+                    class_of.push(id);
+                }
             }
-            class_of.push(id);
+            None => {
+                let mut ids: FxHashMap<PodSignature<'_>, u32> = FxHashMap::default();
+                for pod in pods {
+                    let next = u32::try_from(classes.len()).unwrap_or(u32::MAX);
+                    let id = *ids.entry(PodSignature::of(pod)).or_insert(next);
+                    if id == next {
+                        classes.push(PodClass::of(pod, policy, preference_policy, index));
+                    }
+                    class_of.push(id);
+                }
+            }
         }
         PodClasses { class_of, classes }
     }
@@ -270,6 +289,7 @@ mod tests {
         assert_eq!(PodSignature::of(&a), PodSignature::of(&b));
         let classes = PodClasses::build(
             &[&a, &b],
+            None,
             &LabelPolicy::core(),
             PreferencePolicy::Respect,
             &ResourceIndex::default(),
@@ -385,6 +405,35 @@ mod tests {
         assert_ne!(PodSignature::of(&a), PodSignature::of(&b));
     }
 
+    /// Class ids known in advance (another numbering of the same signatures) give the same
+    /// classes, in the same order, as hashing the signatures.
+    #[test]
+    fn known_class_ids_give_the_same_classes() {
+        let a = base();
+        let mut b = base();
+        b.labels.insert("tier".into(), "front".into());
+        let mut a2 = base();
+        a2.name = "web-3".into();
+        a2.uid = "uid-3".into();
+        let pods = [&b, &a, &a2, &b];
+        let build = |known: Option<&[u32]>| {
+            PodClasses::build(
+                &pods,
+                known,
+                &LabelPolicy::core(),
+                PreferencePolicy::Respect,
+                &ResourceIndex::default(),
+            )
+        };
+        let hashed = build(None);
+        assert_eq!(hashed.ids(), &[0, 1, 1, 0]);
+        let known = build(Some(&[7, 2, 2, 7]));
+        assert_eq!(known.ids(), hashed.ids());
+        assert_eq!(known.len(), 2);
+        // A known list of the wrong length is ignored.
+        assert_eq!(build(Some(&[7])).ids(), hashed.ids());
+    }
+
     #[test]
     fn invalid_classes_carry_the_validation_error() {
         let mut a = base();
@@ -392,6 +441,7 @@ mod tests {
             .insert("kubernetes.io/hostname".into(), "h".into());
         let classes = PodClasses::build(
             &[&a],
+            None,
             &LabelPolicy::core(),
             PreferencePolicy::Respect,
             &ResourceIndex::default(),

@@ -17,6 +17,9 @@ pub(crate) struct PodHint {
     pub(super) rank: u32,
     /// Every resource the pod requests is in the prepared resource index.
     pub(super) registered: bool,
+    /// The pod's scheduling class among the pods the hints were computed for: pods with equal
+    /// ids have equal [`PodSignature`](super::classes::PodSignature)s.
+    pub(super) class: u32,
 }
 
 /// A pod's queue sort key (spec 3.3) before its creation time and UID: CPU and memory.
@@ -90,9 +93,17 @@ impl Prepared<'_> {
                 *slot = rank;
             }
         }
+        let mut signatures: rustc_hash::FxHashMap<super::classes::PodSignature<'_>, u32> =
+            rustc_hash::FxHashMap::default();
         pods.iter()
             .zip(ranks)
             .map(|(p, rank)| PodHint {
+                class: {
+                    let next = u32::try_from(signatures.len()).unwrap_or(u32::MAX);
+                    *signatures
+                        .entry(super::classes::PodSignature::of(p))
+                        .or_insert(next)
+                },
                 key: p.key(),
                 rank,
                 registered: p
