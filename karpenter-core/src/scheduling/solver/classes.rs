@@ -103,6 +103,25 @@ impl<'p> PodSignature<'p> {
     }
 }
 
+/// Numbers `keys` by first appearance: per key, its id (equal keys, equal ids; ids in order of
+/// first appearance), and per id the position of its first key.
+pub(super) fn first_appearance_ids<K: Hash + Eq>(
+    keys: impl IntoIterator<Item = K>,
+) -> (Vec<u32>, Vec<usize>) {
+    let mut seen: FxHashMap<K, u32> = FxHashMap::default();
+    let mut ids = Vec::new();
+    let mut firsts = Vec::new();
+    for (i, key) in keys.into_iter().enumerate() {
+        let next = u32::try_from(firsts.len()).unwrap_or(u32::MAX);
+        let id = *seen.entry(key).or_insert(next);
+        if id == next {
+            firsts.push(i);
+        }
+        ids.push(id);
+    }
+    (ids, firsts)
+}
+
 /// What a class's pods share, computed once per class.
 pub(super) struct PodClass {
     /// Why the class's pods are left out before scheduling (spec 1.5), the same text for
@@ -136,32 +155,15 @@ impl PodClasses {
         preference_policy: PreferencePolicy,
         index: &ResourceIndex,
     ) -> PodClasses {
-        let mut class_of = Vec::with_capacity(pods.len());
-        let mut classes = Vec::new();
-        match known.filter(|k| k.len() == pods.len()) {
-            Some(known) => {
-                let mut ids: FxHashMap<u32, u32> = FxHashMap::default();
-                for (pod, &k) in pods.iter().zip(known) {
-                    let next = u32::try_from(classes.len()).unwrap_or(u32::MAX);
-                    let id = *ids.entry(k).or_insert(next);
-                    if id == next {
-                        classes.push(PodClass::of(pod, policy, preference_policy, index));
-                    }
-                    class_of.push(id);
-                }
-            }
-            None => {
-                let mut ids: FxHashMap<PodSignature<'_>, u32> = FxHashMap::default();
-                for pod in pods {
-                    let next = u32::try_from(classes.len()).unwrap_or(u32::MAX);
-                    let id = *ids.entry(PodSignature::of(pod)).or_insert(next);
-                    if id == next {
-                        classes.push(PodClass::of(pod, policy, preference_policy, index));
-                    }
-                    class_of.push(id);
-                }
-            }
-        }
+        let (class_of, firsts) = match known.filter(|k| k.len() == pods.len()) {
+            Some(known) => first_appearance_ids(known.iter().copied()),
+            None => first_appearance_ids(pods.iter().map(|p| PodSignature::of(p))),
+        };
+        let classes = firsts
+            .iter()
+            .filter_map(|&i| pods.get(i))
+            .map(|pod| PodClass::of(pod, policy, preference_policy, index))
+            .collect();
         PodClasses { class_of, classes }
     }
 

@@ -93,17 +93,14 @@ impl Prepared<'_> {
                 *slot = rank;
             }
         }
-        let mut signatures: rustc_hash::FxHashMap<super::classes::PodSignature<'_>, u32> =
-            rustc_hash::FxHashMap::default();
+        let (classes, _) = super::classes::first_appearance_ids(
+            pods.iter().map(|p| super::classes::PodSignature::of(p)),
+        );
         pods.iter()
             .zip(ranks)
-            .map(|(p, rank)| PodHint {
-                class: {
-                    let next = u32::try_from(signatures.len()).unwrap_or(u32::MAX);
-                    *signatures
-                        .entry(super::classes::PodSignature::of(p))
-                        .or_insert(next)
-                },
+            .zip(classes)
+            .map(|((p, rank), class)| PodHint {
+                class,
                 key: p.key(),
                 rank,
                 registered: p
