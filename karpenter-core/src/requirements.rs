@@ -230,6 +230,22 @@ impl Requirements {
             .collect()
     }
 
+    /// [`Requirements::from_labels`] with keys and values shared through `interner`: building
+    /// many nodes' requirements (every existing node of a solve) allocates each distinct key and
+    /// value once instead of once per node.
+    pub(crate) fn from_labels_interned<'a>(
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+        interner: &mut LabelInterner<'a>,
+    ) -> Self {
+        let mut out = Requirements::new();
+        for (k, v) in labels {
+            let key = interner.get(crate::labels::normalize_key(k));
+            let value = interner.get(v);
+            out.add(Requirement::in_shared(key, value));
+        }
+        out
+    }
+
     /// Builds requirements from YAML entries; entries for the same key are intersected (so their
     /// `minValues` combine to the maximum).
     pub fn from_node_selector_requirements(reqs: &[NodeSelectorRequirement]) -> Self {
@@ -543,6 +559,20 @@ where
         }
     }
     Ok(failed)
+}
+
+/// Shared copies of label keys and values, so requirements built from many label maps hold one
+/// allocation per distinct string (see [`Requirements::from_labels_interned`]).
+#[derive(Debug, Default)]
+pub(crate) struct LabelInterner<'a> {
+    strings: rustc_hash::FxHashMap<&'a str, Arc<str>>,
+}
+
+impl<'a> LabelInterner<'a> {
+    /// The shared copy of `s`.
+    pub(crate) fn get(&mut self, s: &'a str) -> Arc<str> {
+        Arc::clone(self.strings.entry(s).or_insert_with(|| Arc::from(s)))
+    }
 }
 
 impl FromIterator<Requirement> for Requirements {

@@ -56,9 +56,18 @@ pub struct BudgetMapping {
     pub pools: BTreeMap<String, PoolBudget>,
 }
 
-impl BudgetMapping {
-    /// Evaluates the budgets of every NodePool of `snapshot` for `reason` at `now`.
-    pub fn build(snapshot: &ClusterSnapshot, reason: DisruptionReason, now: Timestamp) -> Self {
+/// The per-NodePool node counts budgets are evaluated from, whatever the reason: nodes counted
+/// towards percentages ([`counts_towards_budget`]) and, among them, those already consuming
+/// budget ([`is_consuming_budget`]). Count once per snapshot and evaluate every reason from it
+/// with [`BudgetMapping::from_counts`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    counts: BTreeMap<String, (usize, usize)>,
+}
+
+impl PoolCounts {
+    /// Counts the nodes of `snapshot` by NodePool.
+    pub fn of(snapshot: &ClusterSnapshot) -> PoolCounts {
         let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for node in &snapshot.nodes {
             if !counts_towards_budget(node) {
@@ -72,12 +81,40 @@ impl BudgetMapping {
                 entry.1 += 1;
             }
         }
+        PoolCounts {
+            counts: counts
+                .into_iter()
+                .map(|(pool, n)| (pool.to_string(), n))
+                .collect(),
+        }
+    }
+
+    /// `(counted nodes, nodes consuming budget)` of `node_pool` (zeros for a pool without nodes).
+    pub fn get(&self, node_pool: &str) -> (usize, usize) {
+        self.counts.get(node_pool).copied().unwrap_or_default()
+    }
+}
+
+impl BudgetMapping {
+    /// Evaluates the budgets of every NodePool of `snapshot` for `reason` at `now`.
+    pub fn build(snapshot: &ClusterSnapshot, reason: DisruptionReason, now: Timestamp) -> Self {
+        BudgetMapping::from_counts(&PoolCounts::of(snapshot), snapshot, reason, now)
+    }
+
+    /// [`BudgetMapping::build`] from counts already taken over `snapshot`
+    /// ([`PoolCounts::of`]), for a caller that evaluates several reasons.
+    pub fn from_counts(
+        counts: &PoolCounts,
+        snapshot: &ClusterSnapshot,
+        reason: DisruptionReason,
+        now: Timestamp,
+    ) -> Self {
         let pools = snapshot
             .node_pools
             .iter()
             .map(|state| {
                 let pool: &NodePool = &state.node_pool;
-                let (num_nodes, disrupting) = counts.get(pool.name()).copied().unwrap_or_default();
+                let (num_nodes, disrupting) = counts.get(pool.name());
                 let allowed = pool.allowed_disruptions_or_zero(reason, num_nodes, now);
                 (
                     pool.name().to_string(),

@@ -62,6 +62,8 @@ struct Sims<'c> {
     simulator: std::cell::OnceCell<Simulator<'c>>,
     /// The consolidation pre-checks' rooms over the pass's snapshot, built on first use.
     rooms: std::cell::OnceCell<precheck::Rooms>,
+    /// The budgets' node counts over the pass's snapshot, taken on first use.
+    pool_counts: std::cell::OnceCell<super::budgets::PoolCounts>,
 }
 
 impl<'c> Sims<'c> {
@@ -70,7 +72,23 @@ impl<'c> Sims<'c> {
             context,
             simulator: std::cell::OnceCell::new(),
             rooms: std::cell::OnceCell::new(),
+            pool_counts: std::cell::OnceCell::new(),
         }
+    }
+
+    /// How many more nodes each NodePool of `snapshot` (the pass's snapshot) may disrupt for
+    /// `reason` ([`BudgetMapping::remaining`](super::budgets::BudgetMapping::remaining)), from
+    /// node counts taken once per pass.
+    fn budgets(
+        &self,
+        snapshot: &ClusterSnapshot,
+        reason: api::DisruptionReason,
+        now: Timestamp,
+    ) -> BTreeMap<String, usize> {
+        let counts = self
+            .pool_counts
+            .get_or_init(|| super::budgets::PoolCounts::of(snapshot));
+        super::budgets::BudgetMapping::from_counts(counts, snapshot, reason, now).remaining()
     }
 
     /// The pre-checks' rooms of `snapshot` at `now`, the pass's snapshot (the one the context
@@ -635,7 +653,7 @@ pub fn run_pass(
     if !out.commands.is_empty() {
         return out;
     }
-    let (eventual, _) = get_candidates(snapshot, DisruptionClass::Eventual, in_queue, now);
+    let eventual = drifted_candidates(snapshot, in_queue, now);
     static_drift(snapshot, &eventual, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;
@@ -656,6 +674,32 @@ pub fn run_pass(
     }
     split::split(&sims, snapshot, &graceful, now, &mut out, options);
     out
+}
+
+/// The eventual-class candidates whose NodeClaim is drifted, in snapshot order: all that drift
+/// and static drift consider (both skip every other candidate), without building the others.
+fn drifted_candidates(
+    snapshot: &ClusterSnapshot,
+    in_queue: &dyn Fn(&str) -> bool,
+    now: Timestamp,
+) -> Vec<Candidate> {
+    let pdbs = super::candidates::PdbLimits::new(&snapshot.pdbs);
+    snapshot
+        .nodes
+        .iter()
+        .filter(|n| condition_true(n, api::condition_types::DRIFTED) == Some(true))
+        .filter_map(|n| {
+            super::candidates::new_candidate(
+                snapshot,
+                n,
+                &pdbs,
+                DisruptionClass::Eventual,
+                in_queue,
+                now,
+            )
+            .ok()
+        })
+        .collect()
 }
 
 /// Whether splitting `candidates` still passes on `snapshot` (command re-validation).

@@ -31,32 +31,44 @@ pub struct GcDeletion {
 
 /// The NodeClaims to garbage-collect, in input order. `claims` are the managed NodeClaims,
 /// `cloud_provider_ids` the provider ids of the instances the cloud provider lists (without
-/// those being deleted), `nodes` the cluster's Nodes.
-pub fn garbage_collect(
-    claims: &[NodeClaim],
-    cloud_provider_ids: &BTreeSet<String>,
-    nodes: &[Node],
+/// those being deleted), `nodes` the cluster's Nodes. Everything is borrowed: the operator
+/// passes its view's objects as they are.
+pub fn garbage_collect<'a, S: std::borrow::Borrow<str> + Ord>(
+    claims: impl IntoIterator<Item = &'a NodeClaim>,
+    cloud_provider_ids: &BTreeSet<S>,
+    nodes: impl IntoIterator<Item = &'a Node>,
 ) -> Vec<GcDeletion> {
-    claims
-        .iter()
-        .filter(|c| conditions::is_true(&c.status.conditions, REGISTERED))
-        .filter(|c| !claim_is_deleting(c))
-        .filter_map(|c| {
-            let provider_id = c.status.provider_id.as_deref().filter(|p| !p.is_empty())?;
-            if cloud_provider_ids.contains(provider_id) {
-                return None;
-            }
-            let node_ready = nodes
-                .iter()
-                .any(|n| n.provider_id == provider_id && n.is_ready());
-            if node_ready {
-                return None;
-            }
-            Some(GcDeletion {
-                claim_name: c.name().to_string(),
-                provider_id: provider_id.to_string(),
-                metrics: disrupted_metrics(c, metric_reasons::GARBAGE_COLLECTED, "", 0),
-            })
-        })
-        .collect()
+    let mut ready: Option<BTreeSet<&str>> = None;
+    let mut nodes = Some(nodes);
+    let mut out = Vec::new();
+    for c in claims {
+        if !conditions::is_true(&c.status.conditions, REGISTERED) || claim_is_deleting(c) {
+            continue;
+        }
+        let Some(provider_id) = c.status.provider_id.as_deref().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        if cloud_provider_ids.contains(provider_id) {
+            continue;
+        }
+        // The ready Nodes' provider ids, gathered once and only when some instance is gone.
+        let ready = ready.get_or_insert_with(|| {
+            nodes
+                .take()
+                .into_iter()
+                .flatten()
+                .filter(|n| n.is_ready())
+                .map(|n| n.provider_id.as_str())
+                .collect()
+        });
+        if ready.contains(provider_id) {
+            continue;
+        }
+        out.push(GcDeletion {
+            claim_name: c.name().to_string(),
+            provider_id: provider_id.to_string(),
+            metrics: disrupted_metrics(c, metric_reasons::GARBAGE_COLLECTED, "", 0),
+        });
+    }
+    out
 }

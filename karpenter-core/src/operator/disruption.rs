@@ -4,7 +4,7 @@
 use jiff::SignedDuration;
 
 use crate::api::{ConditionStatus, DisruptionReason};
-use crate::disruption::budgets::BudgetMapping;
+use crate::disruption::budgets::{BudgetMapping, PoolCounts};
 use crate::disruption::{self, Method};
 use crate::lifecycle::conditions::{ConditionSet, DISRUPTION_REASON, INITIALIZED};
 use crate::lifecycle::queue::{self, QueueOutcome, ReplacementState, Step};
@@ -98,6 +98,7 @@ impl Operator {
         let queue = &self.queue;
         let outcome = disruption::run_pass(&snapshot, now, &options, &|p| queue.contains(p));
         self.disruption_passes += 1;
+        let counts = PoolCounts::of(&snapshot);
         self.budgets = [
             DisruptionReason::Empty,
             DisruptionReason::Drifted,
@@ -105,7 +106,7 @@ impl Operator {
         ]
         .into_iter()
         .flat_map(|reason| {
-            BudgetMapping::build(&snapshot, reason, now)
+            BudgetMapping::from_counts(&counts, &snapshot, reason, now)
                 .pools
                 .into_iter()
                 .map(move |(pool, budget)| ((pool, reason.as_str()), budget))

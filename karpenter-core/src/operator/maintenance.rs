@@ -179,50 +179,55 @@ impl Operator {
         let Ok(instances) = result else {
             return;
         };
-        let listed: BTreeSet<String> = instances
+        let listed: BTreeSet<&str> = instances
             .iter()
             .filter(|i| i.metadata.deletion_timestamp.is_none())
-            .filter_map(|i| i.status.provider_id.clone())
+            .filter_map(|i| i.status.provider_id.as_deref())
             .collect();
-        let claims: Vec<NodeClaim> = self
-            .view
-            .node_claims()
-            .values()
-            .filter(|c| c.metadata.labels.contains_key(labels::NODEPOOL))
-            .cloned()
-            .collect();
-        let nodes: Vec<lifecycle::Node> = self.view.nodes().values().cloned().collect();
-        for d in lifecycle::garbage_collect(&claims, &listed, &nodes) {
+        let deletions = lifecycle::garbage_collect(
+            self.view
+                .node_claims()
+                .values()
+                .filter(|c| c.metadata.labels.contains_key(labels::NODEPOOL)),
+            &listed,
+            self.view.nodes().values(),
+        );
+        for d in deletions {
             out.push(Action::DeleteNodeClaim { name: d.claim_name });
             out.extend(d.metrics.into_iter().map(Action::Metric));
         }
-        let referenced: BTreeSet<String> = self
+        let referenced: BTreeSet<&str> = self
             .view
             .node_claims()
             .values()
-            .filter_map(|c| c.status.provider_id.clone())
+            .filter_map(|c| c.status.provider_id.as_deref())
             .collect();
-        let mut new_orphans = false;
+        let mut unreferenced = Vec::new();
         for instance in &instances {
-            let Some(pid) = instance.status.provider_id.clone() else {
+            let Some(pid) = instance.status.provider_id.as_deref() else {
                 continue;
             };
-            if referenced.contains(&pid) {
-                self.orphans.remove(&pid);
-                continue;
+            if referenced.contains(pid) {
+                self.orphans.remove(pid);
+            } else {
+                unreferenced.push((pid, instance));
             }
-            let first = *self.orphans.entry(pid.clone()).or_insert_with(|| {
+        }
+        drop(referenced);
+        let mut new_orphans = false;
+        for (pid, instance) in unreferenced {
+            let first = *self.orphans.entry(pid.to_string()).or_insert_with(|| {
                 new_orphans = true;
                 now
             });
             if lifecycle::since(now, first) >= self.config.instance_gc_grace
-                && self.orphan_deletes.insert(pid.clone())
+                && self.orphan_deletes.insert(pid.to_string())
             {
-                for n in self.view.nodes_with_provider_id(&pid) {
+                for n in self.view.nodes_with_provider_id(pid) {
                     out.push(Action::DeleteNode { name: n.name });
                 }
                 self.call(
-                    Pending::DeleteOrphan(pid),
+                    Pending::DeleteOrphan(pid.to_string()),
                     CloudCall::Delete(Box::new(instance.clone())),
                     out,
                 );

@@ -96,6 +96,20 @@ pub struct Requirement {
 }
 
 impl Requirement {
+    /// `key In [value]` from shared strings (`key` already normalised), without allocating.
+    pub(crate) fn in_shared(key: Arc<str>, value: Arc<str>) -> Requirement {
+        let mut values = ValueSet::new();
+        values.push(value);
+        Requirement {
+            key,
+            complement: false,
+            values,
+            gte: None,
+            lte: None,
+            min_values: None,
+        }
+    }
+
     /// Builds a requirement from an operator and its values (upstream `NewRequirement`). The key is
     /// normalised with [`labels::normalize_key`].
     ///

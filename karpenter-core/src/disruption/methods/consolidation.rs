@@ -7,7 +7,6 @@ use super::{
     Sims, should_consolidate,
 };
 use crate::api::DisruptionReason;
-use crate::disruption::budgets::BudgetMapping;
 use crate::disruption::candidates::{Candidate, interleave_by_node_pool, sort_by_savings_ratio};
 use crate::disruption::simulate::{Simulation, Simulator};
 use crate::labels::{self, LabelPolicy};
@@ -302,8 +301,7 @@ pub(super) fn multi_node(
     if cands.is_empty() {
         return;
     }
-    let mut budgets =
-        BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
+    let mut budgets = sims.budgets(snapshot, DisruptionReason::Underutilized, now);
     let mut kept = Vec::new();
     let mut constrained = false;
     for c in cands {
@@ -409,7 +407,7 @@ pub(super) fn single_node(
     if cands.is_empty() {
         return;
     }
-    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
+    let budgets = sims.budgets(snapshot, DisruptionReason::Underutilized, now);
     let totals = balanced_totals(snapshot, candidates);
     let policy = &options.scheduler.label_policy;
     let mut constrained = false;

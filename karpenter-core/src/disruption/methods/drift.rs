@@ -162,7 +162,7 @@ pub(super) fn drift(
         return;
     }
     sort_for_drift(&mut cands);
-    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Drifted, now).remaining();
+    let budgets = sims.budgets(snapshot, DisruptionReason::Drifted, now);
     for c in cands {
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
             out.blocked.push((

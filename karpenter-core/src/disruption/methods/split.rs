@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::consolidation::{consolidation_candidates, savings};
 use super::{Command, DisruptionOptions, Method, PassOutcome, Reason, Sims};
 use crate::api::DisruptionReason;
-use crate::disruption::budgets::{BudgetMapping, blocked_message};
+use crate::disruption::budgets::blocked_message;
 use crate::disruption::candidates::Candidate;
 use crate::labels;
 use crate::model::{Pod, Timestamp};
@@ -203,7 +203,7 @@ pub(crate) fn split(
             .total_cmp(&a.price)
             .then_with(|| a.name().cmp(b.name()))
     });
-    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Underutilized, now).remaining();
+    let budgets = sims.budgets(snapshot, DisruptionReason::Underutilized, now);
     let mut allowed: Vec<Candidate> = Vec::new();
     for c in &cands {
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {

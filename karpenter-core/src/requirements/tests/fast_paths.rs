@@ -115,3 +115,34 @@ fn a_new_key_or_a_narrower_value_is_a_change() {
     let min = reqs(&[req("zone", Operator::Exists, &[]).with_min_values(Some(2))]);
     assert!(claim.intersection_if_changed(&min).is_some());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Requirements built from label maps through one shared interner equal those built
+    /// directly, deprecated keys (normalised) included, whatever the maps share.
+    #[test]
+    fn interned_labels_agree_with_from_labels(
+        maps in proptest::collection::vec(
+            proptest::collection::btree_map(
+                proptest::sample::select(vec![
+                    "a", "b", "zone", "beta.kubernetes.io/arch", "kubernetes.io/arch",
+                    "failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone",
+                ]),
+                proptest::sample::select(vec!["1", "2", "x", "amd64", "arm64"]),
+                0..6,
+            ),
+            1..4,
+        ),
+    ) {
+        let mut interner = LabelInterner::default();
+        for m in &maps {
+            let plain = Requirements::from_labels(m.iter().map(|(k, v)| (*k, *v)));
+            let interned = Requirements::from_labels_interned(
+                m.iter().map(|(k, v)| (*k, *v)),
+                &mut interner,
+            );
+            prop_assert_eq!(interned, plain);
+        }
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::hostports::HostPortUsage;
 use crate::labels;
 use crate::model::{ClusterNode, DaemonSet};
-use crate::requirements::{Operator, Requirement, Requirements};
+use crate::requirements::{LabelInterner, Operator, Requirement, Requirements};
 use crate::resources::ResourceList;
 use crate::taints::{self, Taint, is_known_ephemeral_taint};
 
@@ -102,10 +102,11 @@ impl Solver<'_> {
     }
 }
 
-pub(super) fn build_existing(
-    input: &ExistingNodeRef<'_>,
+pub(super) fn build_existing<'a>(
+    input: &ExistingNodeRef<'a>,
     daemons: &[&DaemonSet],
     index: &ResourceIndex,
+    interner: &mut LabelInterner<'a>,
 ) -> ExistingNode {
     let node: &ClusterNode = input.node;
     let taints: Vec<Taint> = if node.managed && !node.initialized {
@@ -119,8 +120,10 @@ pub(super) fn build_existing(
     } else {
         node.taints.clone()
     };
-    let mut requirements =
-        Requirements::from_labels(node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let mut requirements = Requirements::from_labels_interned(
+        node.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        interner,
+    );
     requirements.add(Requirement::new(
         labels::HOSTNAME,
         Operator::In,

@@ -297,10 +297,11 @@ impl<'a> Prepared<'a> {
                 .cmp(&a.initialized)
                 .then_with(|| a.name.cmp(&b.name))
         });
+        let mut interner = crate::requirements::LabelInterner::default();
         let existing = order
             .into_iter()
             .map(|i| {
-                let mut node = build_existing(&nodes[i], &daemons, &index);
+                let mut node = build_existing(&nodes[i], &daemons, &index, &mut interner);
                 node.volumes = NodeVolumes::new(&input.volumes, &nodes[i]);
                 (i, Arc::new(node))
             })
