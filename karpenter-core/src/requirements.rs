@@ -241,7 +241,12 @@ impl Requirements {
         for (k, v) in labels {
             let key = interner.get(crate::labels::normalize_key(k));
             let value = interner.get(v);
-            out.add(Requirement::in_shared(key, value));
+            // Label maps come sorted by key: most keys go after the last one, no search needed.
+            if out.reqs.last().is_none_or(|last| *last.key < *key) {
+                out.reqs.push(Requirement::in_shared(key, value));
+            } else {
+                out.add(Requirement::in_shared(key, value));
+            }
         }
         out
     }

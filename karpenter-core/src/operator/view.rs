@@ -43,33 +43,37 @@ pub struct ClusterView {
 /// its in-memory marks (marked for deletion, nominated) differ; the others are shared.
 #[derive(Debug, Clone, Default)]
 struct SnapshotCache {
-    /// Entries of NodeClaims, by NodeClaim name.
-    claims: BTreeMap<String, Arc<StateNode>>,
+    /// Entries of NodeClaims, by NodeClaim name (looked up, never iterated).
+    claims: rustc_hash::FxHashMap<String, Arc<StateNode>>,
     /// Entries of unmanaged Nodes without a NodeClaim, by Node name.
     unclaimed: BTreeMap<String, Arc<StateNode>>,
     /// NodeClaims written since the last snapshot (or whose Node was).
-    dirty_claims: BTreeSet<String>,
+    dirty_claims: rustc_hash::FxHashSet<String>,
     /// Names of the Nodes written, or whose bound pods were, since the last snapshot.
-    dirty_nodes: BTreeSet<String>,
+    dirty_nodes: rustc_hash::FxHashSet<String>,
 }
+
+/// Names by a key only ever looked up, never iterated (hashing a long provider id once beats
+/// comparing it down a tree); each key's names stay ordered.
+type Lookup = rustc_hash::FxHashMap<String, BTreeSet<String>>;
 
 /// The view's indexes (see [`ClusterView`]).
 #[derive(Debug, Clone, Default)]
 struct Index {
     /// NodeClaim names by non-empty provider id.
-    claims_by_provider_id: BTreeMap<String, BTreeSet<String>>,
+    claims_by_provider_id: Lookup,
     /// NodeClaim names by their `karpenter.sh/nodepool` label.
-    claims_by_pool: BTreeMap<String, BTreeSet<String>>,
+    claims_by_pool: Lookup,
     /// NodeClaims that are not being deleted and have no provider id yet.
     unlaunched: BTreeSet<String>,
     /// Node names by non-empty provider id.
-    nodes_by_provider_id: BTreeMap<String, BTreeSet<String>>,
+    nodes_by_provider_id: Lookup,
     /// Pod keys by the name of the node they are bound to.
-    pods_by_node: BTreeMap<String, BTreeSet<String>>,
+    pods_by_node: Lookup,
     /// Keys of the pods [`is_provisionable`] accepts.
     provisionable: BTreeSet<String>,
     /// VolumeAttachment names by node name.
-    attachments_by_node: BTreeMap<String, BTreeSet<String>>,
+    attachments_by_node: Lookup,
     /// Running totals of each NodePool's NodeClaims (by the `karpenter.sh/nodepool` label).
     pool_totals: BTreeMap<String, PoolTotals>,
 }
@@ -112,7 +116,7 @@ impl PoolTotals {
 }
 
 /// Adds `name` to the set under `key`.
-fn index_add(index: &mut BTreeMap<String, BTreeSet<String>>, key: &str, name: &str) {
+fn index_add(index: &mut Lookup, key: &str, name: &str) {
     index
         .entry(key.to_string())
         .or_default()
@@ -120,7 +124,7 @@ fn index_add(index: &mut BTreeMap<String, BTreeSet<String>>, key: &str, name: &s
 }
 
 /// Removes `name` from the set under `key` (and the set once empty).
-fn index_remove(index: &mut BTreeMap<String, BTreeSet<String>>, key: &str, name: &str) {
+fn index_remove(index: &mut Lookup, key: &str, name: &str) {
     if let Some(set) = index.get_mut(key) {
         set.remove(name);
         if set.is_empty() {
