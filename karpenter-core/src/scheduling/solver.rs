@@ -68,7 +68,7 @@ use scan::ClaimScan;
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
 use super::topology::{
-    DomainUniverse, HostnameGroups, Topology, TopologyBase, TopologyInput, TopologyTemplate,
+    DomainUniverse, HostnameGroups, PodRef, Topology, TopologyBase, TopologyInput, TopologyTemplate,
 };
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
@@ -325,8 +325,17 @@ struct PodState<'p> {
     reqs: Arc<PodRequirements>,
     requests: Res,
     constrained: bool,
+    /// Where the topology keeps the pod's entry (a relaxed copy shares it).
+    topology_ref: PodRef,
     /// The pod's volumes (unchanged by relaxation).
     volumes: Arc<PodVolumes>,
+}
+
+impl PodState<'_> {
+    /// The pod's class, when it has one (pods of a class share their namespace and labels).
+    fn known_class(&self) -> Option<u32> {
+        (self.class != u32::MAX).then_some(self.class)
+    }
 }
 
 /// Which of the three instance-type criteria were met, for error messages (spec 3.9).
@@ -393,7 +402,9 @@ struct ExistingMeta {
     hostname_id: Option<u32>,
     /// The node's requirements on each topology key, set when a pod lands on it (until then
     /// look-ups read the requirements).
-    topology_keys: Option<TopologyKeyCache>,
+    /// Boxed: most nodes take no pod, and a small entry per node keeps the per-solve table
+    /// small.
+    topology_keys: Option<Box<TopologyKeyCache>>,
 }
 
 struct Solver<'a> {
@@ -583,7 +594,8 @@ impl<'a> Solver<'a> {
             ),
         };
         let key = self.pod_key(idx);
-        let constrained = self.topology.constrains(pod);
+        let topology_ref = self.topology.batch_pod_ref(idx);
+        let constrained = self.topology.constrains_at(pod, topology_ref);
         PodState {
             pod: Cow::Borrowed(pod),
             displaced: self.displaced.is_some_and(|d| d.contains(&key)),
@@ -593,6 +605,7 @@ impl<'a> Solver<'a> {
             reqs,
             requests,
             constrained,
+            topology_ref,
             volumes: self.pod_volumes.get(idx).cloned().unwrap_or_default(),
         }
     }
@@ -713,7 +726,7 @@ impl<'a> Solver<'a> {
                 before != affinity_terms(&pod),
                 self.options.preference_policy,
             );
-            state.constrained = self.topology.constrains(&pod);
+            state.constrained = self.topology.constrains_at(&pod, state.topology_ref);
             state.pod = Cow::Owned(pod);
         }
     }
@@ -735,12 +748,12 @@ impl<'a> Solver<'a> {
         // first, both resolved once per attempt: the pod's hostname groups (per candidate: a
         // few array reads by interned hostname) and node-independent topology domain limits.
         let chosen = {
-            let host = self.topology.hostname_check(&st.pod);
+            let host = self.topology.hostname_check_at(st.topology_ref);
             // Each limit with its domain mask: candidates whose requirement on the key has one
             // too are checked with a bit test instead of comparing values.
             let prefilter: SmallVec<[(u32, Requirement, Option<u64>); 2]> = if st.constrained {
                 self.topology
-                    .domain_prefilter(&st.pod, &st.reqs.strict)
+                    .domain_prefilter_at(st.topology_ref, &st.reqs.strict)
                     .into_iter()
                     .map(|(kid, r)| {
                         let mask = self.topology.domain_mask(kid, &r);

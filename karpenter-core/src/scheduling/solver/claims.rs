@@ -142,7 +142,7 @@ impl<'a> Solver<'a> {
         if st.constrained {
             let topo = self
                 .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
+                .add_requirements_at(&st.pod, st.topology_ref, &st.reqs.strict, &reqs)
                 .map_err(|e| fail(PodErrorKind::Topology, &|| e.to_string()))?;
             if let Err(e) = reqs.compatible(&topo, Some(policy)) {
                 return Err(fail(PodErrorKind::Topology, &|| {
@@ -630,8 +630,13 @@ impl<'a> Solver<'a> {
         claim.reservations = update.reservations;
         let claim = &self.claims[c];
         self.topology.register(labels::HOSTNAME, &claim.hostname);
-        self.topology
-            .record(&st.pod, &tpl.taints, &claim.requirements);
+        self.topology.record_at(
+            &st.pod,
+            st.topology_ref,
+            st.known_class(),
+            &tpl.taints,
+            &claim.requirements,
+        );
         // The hostname's id never changes once interned; the per-key cache is rebuilt when the
         // requirements change or the topology has interned new keys since it was built.
         let hostname_id = match claim.hostname_id {

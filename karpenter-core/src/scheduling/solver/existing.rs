@@ -55,7 +55,7 @@ impl Solver<'_> {
         if st.constrained {
             let topo = self
                 .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
+                .add_requirements_at(&st.pod, st.topology_ref, &st.reqs.strict, &reqs)
                 .ok()?;
             reqs.compatible(&topo, None).ok()?;
             reqs = topo;
@@ -94,10 +94,18 @@ impl Solver<'_> {
         node.volumes.add(&st.volumes.usage);
         node.pods.push(idx);
         node.requirements = reqs;
-        self.topology
-            .record(&st.pod, &node.taints, &node.requirements);
+        self.topology.record_at(
+            &st.pod,
+            st.topology_ref,
+            st.known_class(),
+            &node.taints,
+            &node.requirements,
+        );
         if let Some(meta) = self.existing_meta.get_mut(n) {
-            meta.topology_keys = Some(topology_key_cache(&self.topology, &node.requirements));
+            meta.topology_keys = Some(Box::new(topology_key_cache(
+                &self.topology,
+                &node.requirements,
+            )));
         }
     }
 }
