@@ -491,10 +491,8 @@ impl<'a> Solver<'a> {
         }
 
         // With hints (one per pod), the pods' classes were found once for many solves.
-        let known: Option<Vec<u32>> = request
-            .hints
-            .filter(|h| h.len() == request.pods.len())
-            .map(|h| h.iter().map(|h| h.class).collect());
+        let hints = request.hints.filter(|h| h.len() == request.pods.len());
+        let known: Option<Vec<u32>> = hints.map(|h| h.iter().map(|h| h.class).collect());
         let classes = PodClasses::build(
             request.pods,
             known.as_deref(),
@@ -509,6 +507,7 @@ impl<'a> Solver<'a> {
             removed: request.removed,
             batch_pods: request.pods,
             batch_classes: classes.ids(),
+            batch_uids_distinct: hints.is_some_and(|h| h.iter().all(|h| h.unique_uid)),
         };
         // A solve that leaves nodes out (a consolidation simulation) forks the prepared topology
         // instead of building it over every existing node again.
@@ -644,7 +643,11 @@ impl<'a> Solver<'a> {
                 }
             }
             if pod.phase == crate::model::PodPhase::Pending {
-                metrics.count_pending(super::metrics::effective_zone(&self.topology, pod, &reqs));
+                metrics.count_pending(super::metrics::effective_zone(
+                    &self.topology,
+                    self.topology.batch_pod_ref(i),
+                    &reqs,
+                ));
             }
             queue.push(i);
         }
@@ -667,7 +670,8 @@ impl<'a> Solver<'a> {
                 Err(e) => {
                     self.errors.insert(head, e);
                     // Retries start again from the unrelaxed pod.
-                    self.topology.update_batch(pods[head]);
+                    let at = self.topology.batch_pod_ref(head);
+                    self.topology.update_batch(pods[head], at);
                     queue.push_back(head);
                     marker.insert(head, queue.len());
                 }
@@ -715,7 +719,7 @@ impl<'a> Solver<'a> {
                 };
                 return Err(pod_error(kind, message));
             }
-            self.topology.update(&pod);
+            self.topology.update_at(&pod, state.topology_ref);
             // The pod's requirements read only its node selector and node affinity; a
             // relaxation removes terms, so unchanged term counts mean unchanged requirements.
             state.step += 1;

@@ -78,12 +78,12 @@ mod fork;
 mod internals;
 mod memo;
 mod pods;
+mod update;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
 pub(crate) use self::fork::TopologyTemplate;
-use self::internals::{OwnedTerm, spread_selector};
 use self::memo::CountMemos;
 use self::pods::PodEntries;
 pub(crate) use self::pods::PodRef;
@@ -108,7 +108,7 @@ use self::selector::{Selector, SelectorIndex, SelectorKey};
 pub(crate) use self::universe::{DomainUniverse, UniversePool};
 use super::PreferencePolicy;
 use crate::labels;
-use crate::model::{Pod, PodAffinityTerm, WhenUnsatisfiable};
+use crate::model::{Pod, PodAffinityTerm};
 use crate::requirements::{Requirement, Requirements};
 use crate::taints::Taint;
 
@@ -134,6 +134,9 @@ pub(crate) struct TopologyInput<'i, 'a> {
     /// equal entries: the first pod of a class is registered, the others copy its entry.
     /// Empty: every pod is registered on its own.
     pub batch_classes: &'i [u32],
+    /// No two pods of `batch_pods` have the same UID (known to the caller): the pods are
+    /// registered without looking their UIDs up.
+    pub batch_uids_distinct: bool,
 }
 
 /// Group identity (see the module docs).
@@ -396,7 +399,12 @@ impl<'a> Topology<'a> {
                 g.record(kd.intern(domain));
             }
         }
-        t.finish_build(input.batch_pods, input.batch_classes, input.removed);
+        t.finish_build(
+            input.batch_pods,
+            input.batch_classes,
+            input.batch_uids_distinct,
+            input.removed,
+        );
         t
     }
 
@@ -407,9 +415,10 @@ impl<'a> Topology<'a> {
         &mut self,
         batch_pods: &'a [&'a Pod],
         batch_classes: &[u32],
+        uids_distinct: bool,
         removed: &[bool],
     ) {
-        self.register_batch(batch_pods, batch_classes);
+        self.register_batch(batch_pods, batch_classes, uids_distinct);
         self.defer_inverse_refresh = false;
         self.refresh_batch_inverse_selecting(batch_pods, batch_classes);
         let base = std::sync::Arc::clone(&self.base);
@@ -467,145 +476,6 @@ impl<'a> Topology<'a> {
         });
         self.init_domains(&mut group, pod, true);
         self.push_inverse(group, identity)
-    }
-
-    /// Registers the pod's constraints (upstream `Topology.Update`). Call it for the original pod
-    /// and again after every relaxation (with the relaxed copy) or failure (with the original); the
-    /// pod is keyed by UID.
-    ///
-    /// 1. The pod stops owning the non-inverse groups it owned.
-    /// 2. Each **required** anti-affinity term finds or creates its inverse group and the pod
-    ///    becomes an owner (ownership of inverse groups is never dropped; preferred terms are
-    ///    never tracked inversely).
-    /// 3. Each spread (under [`PreferencePolicy::Ignore`] only `DoNotSchedule` ones; the
-    ///    selector gains `key In [value]` for every `matchLabelKeys` key the pod has a label
-    ///    for), each required pod-affinity term and each required pod-anti-affinity term (plus
-    ///    the preferred ones under [`PreferencePolicy::Respect`]) finds or creates its group —
-    ///    creation counts the existing pods — and the pod becomes an owner.
-    pub(crate) fn update(&mut self, pod: &Pod) {
-        // The entry keeps borrowing the batch pod's labels when this copy has the same ones.
-        let known = self.pods.by_uid(&pod.uid).and_then(|e| {
-            (*e.namespace == *pod.namespace && *e.labels == pod.labels)
-                .then(|| (e.namespace.clone(), e.labels.clone()))
-        });
-        let (namespace, labels) = known.unwrap_or_else(|| {
-            (
-                Cow::Owned(pod.namespace.clone()),
-                Cow::Owned(pod.labels.clone()),
-            )
-        });
-        self.update_with(pod, Cow::Owned(pod.uid.clone()), namespace, labels);
-    }
-
-    /// [`update`](Self::update) for a pod of the batch (or one living as long): its entry
-    /// borrows the pod's namespace and labels.
-    pub(crate) fn update_batch(&mut self, pod: &'a Pod) -> PodRef {
-        self.update_with(
-            pod,
-            Cow::Borrowed(pod.uid.as_str()),
-            Cow::Borrowed(pod.namespace.as_str()),
-            Cow::Borrowed(&pod.labels),
-        )
-    }
-
-    /// The update of `pod`, known by `uid` (its UID): returns where its entry is kept.
-    fn update_with(
-        &mut self,
-        pod: &Pod,
-        uid: Cow<'a, str>,
-        namespace: Cow<'a, str>,
-        labels: Cow<'a, BTreeMap<String, String>>,
-    ) -> PodRef {
-        let respect = self.preference_policy == PreferencePolicy::Respect;
-        let mut inverse_owned = self
-            .pods
-            .by_uid(&uid)
-            .map(|e| e.inverse_owned.clone())
-            .unwrap_or_default();
-        if let Some(anti) = &pod.pod_anti_affinity {
-            for term in &anti.required {
-                let gid = self.inverse_group(pod, term);
-                push_unique(&mut inverse_owned, gid);
-            }
-        }
-
-        let mut owned_ids: SmallVec<[u32; 4]> = SmallVec::new();
-        for tsc in &pod.topology_spread_constraints {
-            if !respect && tsc.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
-                continue;
-            }
-            let selector = spread_selector(tsc, pod);
-            let gid = self.owned_group(
-                pod,
-                OwnedTerm {
-                    kind: TopologyType::Spread,
-                    key: &tsc.topology_key,
-                    namespaces: std::sync::Arc::from([pod.namespace.clone()]),
-                    selector: selector.as_deref(),
-                    max_skew: tsc.max_skew,
-                    min_domains: tsc.min_domains,
-                    filter: Some(NodeFilter::for_spread(pod, tsc)),
-                },
-            );
-            push_unique(&mut owned_ids, gid);
-        }
-        let affinities = [
-            (TopologyType::PodAffinity, &pod.pod_affinity),
-            (TopologyType::PodAntiAffinity, &pod.pod_anti_affinity),
-        ];
-        for (kind, affinity) in affinities {
-            let Some(affinity) = affinity else {
-                continue;
-            };
-            let preferred = affinity
-                .preferred
-                .iter()
-                .filter(|_| respect)
-                .map(|w| &w.pod_affinity_term);
-            for term in affinity.required.iter().chain(preferred) {
-                let namespaces = self.term_namespaces(&pod.namespace, term);
-                let gid = self.owned_group(
-                    pod,
-                    OwnedTerm {
-                        kind,
-                        key: &term.topology_key,
-                        namespaces,
-                        selector: term.label_selector.as_ref(),
-                        max_skew: i32::MAX,
-                        min_domains: None,
-                        filter: None,
-                    },
-                );
-                push_unique(&mut owned_ids, gid);
-            }
-        }
-
-        let owned = owned_ids
-            .iter()
-            .filter_map(|&gid| {
-                let g = self.groups.get(gid as usize)?;
-                Some(Owned {
-                    group: gid,
-                    selects: g.selects(&pod.namespace, &pod.labels),
-                })
-            })
-            .collect();
-        let inverse_selecting = if self.defer_inverse_refresh {
-            SmallVec::new()
-        } else {
-            self.inverse_selecting_for(&pod.namespace, &pod.labels)
-        };
-        let mut entry = PodEntry {
-            namespace,
-            labels,
-            owned,
-            inverse_owned,
-            inverse_selecting,
-            host_owned: SmallVec::new(),
-            host_inverse: SmallVec::new(),
-        };
-        self.refresh_host_lists(&mut entry);
-        self.pods.insert(uid, entry)
     }
 
     /// The domains `pod` may use on a candidate node or NodeClaim (upstream
@@ -938,12 +808,14 @@ impl<'a> Topology<'a> {
     /// An empty set means unsatisfiable. (Upstream also reports unsatisfiable when one group
     /// allows nothing, but treats an empty intersection of non-empty sets as unconstrained; the
     /// spec's reading, empty = unsatisfiable, is used.)
-    pub(crate) fn zone_domains(
+    ///
+    /// `at` is where the pod's entry is kept ([`PodRef`]).
+    pub(crate) fn zone_domains_at(
         &self,
-        pod: &Pod,
+        at: PodRef,
         pod_reqs: &Requirements,
     ) -> Option<std::collections::BTreeSet<String>> {
-        let entry = self.pods.by_uid(&pod.uid)?;
+        let entry = self.pods.get(at)?;
         let mut result: Option<std::collections::BTreeSet<String>> = None;
         for o in &entry.owned {
             let Some(g) = self.groups.get(o.group as usize) else {

@@ -462,22 +462,36 @@ impl<'a> Topology<'a> {
     /// pod of a class gets exactly its class's first pod's entry (with its own namespace and
     /// labels, equal to the first pod's). A pod whose UID is already known (a duplicate UID in
     /// the batch) merges into that entry, so it is updated on its own.
-    pub(super) fn register_batch(&mut self, batch_pods: &'a [&'a Pod], batch_classes: &[u32]) {
+    /// With `uids_distinct` (no two pods of the batch share a UID, and no entry exists yet)
+    /// no UID is looked up.
+    pub(super) fn register_batch(
+        &mut self,
+        batch_pods: &'a [&'a Pod],
+        batch_classes: &[u32],
+        uids_distinct: bool,
+    ) {
         let mut firsts: Vec<Option<PodEntry<'a>>> = Vec::new();
         for (i, p) in batch_pods.iter().enumerate() {
             let class = batch_classes.get(i).map(|&c| c as usize);
-            let known = self.pods.find(&p.uid) != PodRef::UNKNOWN;
+            let found = if uids_distinct {
+                PodRef::UNKNOWN
+            } else {
+                self.pods.find(&p.uid)
+            };
+            let known = found != PodRef::UNKNOWN;
             if !known
                 && let Some(first) = class.and_then(|c| firsts.get(c)).and_then(Option::as_ref)
             {
                 let mut entry = first.clone();
                 entry.namespace = Cow::Borrowed(p.namespace.as_str());
                 entry.labels = Cow::Borrowed(&p.labels);
-                let at = self.pods.insert(Cow::Borrowed(p.uid.as_str()), entry);
+                let at = self
+                    .pods
+                    .set(PodRef::UNKNOWN, Cow::Borrowed(p.uid.as_str()), entry);
                 self.pods.push_batch(at);
                 continue;
             }
-            let at = self.update_batch(p);
+            let at = self.update_new_batch(p, found);
             self.pods.push_batch(at);
             if let Some(c) = class
                 && !known

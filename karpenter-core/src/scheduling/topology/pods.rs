@@ -5,6 +5,9 @@
 //! about a pod many times per placement attempt (once per candidate node or NodeClaim), so it
 //! resolves the pod's entry once ([`Topology::batch_pod_ref`](super::Topology::batch_pod_ref)
 //! for a pod of the batch, by position, without hashing its UID) and passes the [`PodRef`].
+//! The index by UID is built on the first look-up by UID: a batch whose UIDs are known to be
+//! distinct ([`TopologyInput::batch_uids_distinct`](super::TopologyInput)) registers its pods
+//! without one.
 
 use std::borrow::Cow;
 
@@ -28,8 +31,11 @@ impl PodRef {
 #[derive(Debug, Clone, Default)]
 pub(super) struct PodEntries<'a> {
     entries: Vec<PodEntry<'a>>,
-    /// UID → position in `entries`. Batch pods' UIDs are borrowed.
-    ids: FxHashMap<Cow<'a, str>, u32>,
+    /// Per entry: its pod's UID (distinct). Batch pods' UIDs are borrowed.
+    uids: Vec<Cow<'a, str>>,
+    /// UID → position in `entries`, built from `uids` on the first look-up by UID (`None`
+    /// until then).
+    ids: Option<FxHashMap<Cow<'a, str>, u32>>,
     /// Per position in the batch (as registered): the pod's entry.
     batch: Vec<u32>,
     /// Per pod class (see [`Topology::record_at`](super::Topology::record_at)): the
@@ -39,14 +45,27 @@ pub(super) struct PodEntries<'a> {
 }
 
 impl<'a> PodEntries<'a> {
-    /// The entry of `uid`'s pod.
-    pub(super) fn by_uid(&self, uid: &str) -> Option<&PodEntry<'a>> {
-        self.get(self.find(uid))
+    /// The position of `uid`'s entry.
+    pub(super) fn find(&mut self, uid: &str) -> PodRef {
+        let uids = &self.uids;
+        let ids = self.ids.get_or_insert_with(|| {
+            uids.iter()
+                .enumerate()
+                .map(|(i, uid)| (uid.clone(), u32::try_from(i).unwrap_or(u32::MAX)))
+                .collect()
+        });
+        ids.get(uid).map_or(PodRef::UNKNOWN, |&i| PodRef(i))
     }
 
-    /// The position of `uid`'s entry.
-    pub(super) fn find(&self, uid: &str) -> PodRef {
-        self.ids.get(uid).map_or(PodRef::UNKNOWN, |&i| PodRef(i))
+    /// [`find`](Self::find) without the index (a scan).
+    #[cfg(test)]
+    pub(super) fn scan(&self, uid: &str) -> PodRef {
+        self.uids
+            .iter()
+            .position(|u| u == uid)
+            .map_or(PodRef::UNKNOWN, |i| {
+                PodRef(u32::try_from(i).unwrap_or(u32::MAX))
+            })
     }
 
     /// The entry at `r`.
@@ -59,15 +78,20 @@ impl<'a> PodEntries<'a> {
         self.entries.get_mut(r.0 as usize)
     }
 
-    /// Sets the entry of `uid`'s pod (replacing the one it had): where it is kept.
-    pub(super) fn insert(&mut self, uid: Cow<'a, str>, entry: PodEntry<'a>) -> PodRef {
-        let next = u32::try_from(self.entries.len()).unwrap_or(u32::MAX);
-        let at = *self.ids.entry(uid).or_insert(next);
-        match self.entries.get_mut(at as usize) {
-            Some(slot) => *slot = entry,
-            None => self.entries.push(entry),
+    /// Sets the entry at `at` (the position of `uid`'s entry, found by [`find`](Self::find),
+    /// or [`PodRef::UNKNOWN`] for a UID no entry has): where it is kept.
+    pub(super) fn set(&mut self, at: PodRef, uid: Cow<'a, str>, entry: PodEntry<'a>) -> PodRef {
+        if let Some(slot) = self.entries.get_mut(at.0 as usize) {
+            *slot = entry;
+            return at;
         }
-        PodRef(at)
+        let at = PodRef(u32::try_from(self.entries.len()).unwrap_or(u32::MAX));
+        if let Some(ids) = self.ids.as_mut() {
+            ids.insert(uid.clone(), at.0);
+        }
+        self.entries.push(entry);
+        self.uids.push(uid);
+        at
     }
 
     /// Records that the next batch position's pod is kept at `r`.
@@ -85,9 +109,7 @@ impl<'a> PodEntries<'a> {
     /// Every entry with its pod's UID, in no particular order.
     #[cfg(test)]
     pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &PodEntry<'a>)> {
-        self.ids
-            .iter()
-            .filter_map(|(uid, &i)| Some((uid.as_ref(), self.entries.get(i as usize)?)))
+        self.uids.iter().map(|uid| uid.as_ref()).zip(&self.entries)
     }
 
     /// How many pods are known.
@@ -152,7 +174,7 @@ impl super::Topology<'_> {
 impl super::Topology<'_> {
     /// Where `pod`'s entry is kept (found by UID), for the `*_at` queries.
     pub(crate) fn pod_ref(&self, pod: &crate::model::Pod) -> PodRef {
-        self.pods.find(&pod.uid)
+        self.pods.scan(&pod.uid)
     }
 
     pub(crate) fn add_requirements(
