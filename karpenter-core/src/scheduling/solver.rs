@@ -253,8 +253,10 @@ struct Claim {
 /// interned after the last refresh fall back to a map look-up).
 type TopologyKeyCache = SmallVec<[KeyRequirement; 4]>;
 
-/// A candidate's requirement on one topology key, with its values as a domain mask when it
-/// has one ([`Topology::domain_mask`]).
+/// A candidate's requirement on one topology key: its values as a domain mask when it has one
+/// ([`Topology::domain_mask`]), otherwise a copy of the requirement (none: the candidate lacks
+/// the key). A candidate whose requirement has a mask is asked for the requirement itself only
+/// when a limit has no mask.
 #[derive(Clone)]
 struct KeyRequirement {
     requirement: Option<Requirement>,
@@ -267,11 +269,12 @@ fn topology_key_cache(topology: &Topology<'_>, reqs: &Requirements) -> TopologyK
         .key_names()
         .enumerate()
         .map(|(kid, k)| {
-            let requirement = reqs.get(k).cloned();
-            let mask = requirement
-                .as_ref()
-                .and_then(|r| topology.domain_mask(kid as u32, r));
-            KeyRequirement { requirement, mask }
+            let requirement = reqs.get(k);
+            let mask = requirement.and_then(|r| topology.domain_mask(kid as u32, r));
+            KeyRequirement {
+                requirement: requirement.filter(|_| mask.is_none()).cloned(),
+                mask,
+            }
         })
         .collect()
 }
@@ -777,10 +780,12 @@ impl<'a> Solver<'a> {
                 prefilter.iter().all(|(kid, r, mask)| {
                     let nd = match cache.get(*kid as usize) {
                         Some(cached) => {
-                            if let (Some(a), Some(b)) = (cached.mask, *mask) {
-                                return a & b != 0;
+                            match (cached.mask, *mask) {
+                                (Some(a), Some(b)) => return a & b != 0,
+                                // The cache keeps no copy of a requirement with a mask.
+                                (Some(_), None) => reqs.get(r.key()),
+                                (None, _) => cached.requirement.as_ref(),
                             }
-                            cached.requirement.as_ref()
                         }
                         None => reqs.get(r.key()),
                     };
