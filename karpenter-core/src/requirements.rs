@@ -381,13 +381,38 @@ impl Requirements {
         }
     }
 
-    /// Whether [`compatible`](Self::compatible) succeeds.
+    /// Whether [`compatible`](Self::compatible) succeeds, without building its error.
     pub fn is_compatible(
         &self,
         other: &Requirements,
         allow_undefined: Option<&LabelPolicy>,
     ) -> bool {
-        self.compatible(other, allow_undefined).is_ok()
+        let undefined = |r: &Requirement| {
+            if absent_ok(r.operator()) || allow_undefined.is_some_and(|p| p.is_well_known(&r.key)) {
+                Ok(())
+            } else {
+                // Only the failure matters here: no key text.
+                Err(IncompatibleError::UndefinedKey { key: String::new() })
+            }
+        };
+        matches!(
+            common_keys(&self.reqs, &other.reqs, Some(undefined)),
+            Ok(None)
+        )
+    }
+
+    /// The error of [`compatible`](Self::compatible), as text (empty when compatible): for
+    /// callers that test [`is_compatible`](Self::is_compatible) first and describe a failure
+    /// only when it is reported.
+    pub fn incompatibility(
+        &self,
+        other: &Requirements,
+        allow_undefined: Option<&LabelPolicy>,
+    ) -> String {
+        self.compatible(other, allow_undefined)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
     }
 
     /// `self` with every requirement of `other` added (intersected per key).

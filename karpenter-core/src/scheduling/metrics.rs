@@ -11,11 +11,10 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::labels;
-use crate::model::Pod;
 use crate::requirements::Operator;
 
 use super::podreqs::PodRequirements;
-use super::topology::Topology;
+use super::topology::{PodRef, Topology};
 use super::{PodError, PodErrorKind};
 
 /// The effective-zone label of a pod that fits in several zones, or is not zone-constrained.
@@ -74,7 +73,7 @@ impl SolveMetrics {
 /// `computeEffectiveZoneFromPod`), from the topology as it stands before the first placement:
 ///
 /// 1. the zones allowed by the pod's own zone-keyed topology groups
-///    ([`Topology::zone_domains`]); none allowed → [`ZONE_NONE`];
+///    ([`Topology::zone_domains_at`]); none allowed → [`ZONE_NONE`];
 /// 2. the candidate zones are the values of the pod's strict zone requirement if it is `In`,
 ///    else the group zones if any group constrains the pod, else the pod is [`ZONE_FLEXIBLE`];
 /// 3. the candidates allowed by the strict zone requirement and the groups are counted: one →
@@ -83,10 +82,10 @@ impl SolveMetrics {
 /// Volume zones are not modelled (upstream intersects them too).
 pub(crate) fn effective_zone(
     topology: &Topology,
-    pod: &Pod,
+    at: PodRef,
     reqs: &PodRequirements,
 ) -> Cow<'static, str> {
-    let groups: Option<BTreeSet<String>> = topology.zone_domains(pod, &reqs.requirements);
+    let groups: Option<BTreeSet<String>> = topology.zone_domains_at(at, &reqs.requirements);
     if groups.as_ref().is_some_and(BTreeSet::is_empty) {
         return Cow::Borrowed(ZONE_NONE);
     }
@@ -113,7 +112,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::{InstanceType, LabelSelector, Offering, Overhead, TopologySpreadConstraint};
+    use crate::model::{
+        InstanceType, LabelSelector, Offering, Overhead, Pod, TopologySpreadConstraint,
+    };
     use crate::requirements::Requirements;
     use crate::resources::{Quantity, ResourceList};
     use crate::scheduling::{NodePoolInput, SchedulerOptions, SchedulingInput, solve};

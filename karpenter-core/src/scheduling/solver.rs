@@ -68,7 +68,7 @@ use scan::ClaimScan;
 use super::dense::{self, Res, ResourceIndex};
 use super::podreqs::{self, PodRequirements};
 use super::topology::{
-    DomainUniverse, HostnameGroups, Topology, TopologyBase, TopologyInput, TopologyTemplate,
+    DomainUniverse, HostnameGroups, PodRef, Topology, TopologyBase, TopologyInput, TopologyTemplate,
 };
 use super::volumes::{NodeVolumes, PodVolumes};
 use super::{
@@ -253,8 +253,10 @@ struct Claim {
 /// interned after the last refresh fall back to a map look-up).
 type TopologyKeyCache = SmallVec<[KeyRequirement; 4]>;
 
-/// A candidate's requirement on one topology key, with its values as a domain mask when it
-/// has one ([`Topology::domain_mask`]).
+/// A candidate's requirement on one topology key: its values as a domain mask when it has one
+/// ([`Topology::domain_mask`]), otherwise a copy of the requirement (none: the candidate lacks
+/// the key). A candidate whose requirement has a mask is asked for the requirement itself only
+/// when a limit has no mask.
 #[derive(Clone)]
 struct KeyRequirement {
     requirement: Option<Requirement>,
@@ -267,11 +269,12 @@ fn topology_key_cache(topology: &Topology<'_>, reqs: &Requirements) -> TopologyK
         .key_names()
         .enumerate()
         .map(|(kid, k)| {
-            let requirement = reqs.get(k).cloned();
-            let mask = requirement
-                .as_ref()
-                .and_then(|r| topology.domain_mask(kid as u32, r));
-            KeyRequirement { requirement, mask }
+            let requirement = reqs.get(k);
+            let mask = requirement.and_then(|r| topology.domain_mask(kid as u32, r));
+            KeyRequirement {
+                requirement: requirement.filter(|_| mask.is_none()).cloned(),
+                mask,
+            }
         })
         .collect()
 }
@@ -325,8 +328,17 @@ struct PodState<'p> {
     reqs: Arc<PodRequirements>,
     requests: Res,
     constrained: bool,
+    /// Where the topology keeps the pod's entry (a relaxed copy shares it).
+    topology_ref: PodRef,
     /// The pod's volumes (unchanged by relaxation).
     volumes: Arc<PodVolumes>,
+}
+
+impl PodState<'_> {
+    /// The pod's class, when it has one (pods of a class share their namespace and labels).
+    fn known_class(&self) -> Option<u32> {
+        (self.class != u32::MAX).then_some(self.class)
+    }
 }
 
 /// Which of the three instance-type criteria were met, for error messages (spec 3.9).
@@ -393,7 +405,9 @@ struct ExistingMeta {
     hostname_id: Option<u32>,
     /// The node's requirements on each topology key, set when a pod lands on it (until then
     /// look-ups read the requirements).
-    topology_keys: Option<TopologyKeyCache>,
+    /// Boxed: most nodes take no pod, and a small entry per node keeps the per-solve table
+    /// small.
+    topology_keys: Option<Box<TopologyKeyCache>>,
 }
 
 struct Solver<'a> {
@@ -480,10 +494,8 @@ impl<'a> Solver<'a> {
         }
 
         // With hints (one per pod), the pods' classes were found once for many solves.
-        let known: Option<Vec<u32>> = request
-            .hints
-            .filter(|h| h.len() == request.pods.len())
-            .map(|h| h.iter().map(|h| h.class).collect());
+        let hints = request.hints.filter(|h| h.len() == request.pods.len());
+        let known: Option<Vec<u32>> = hints.map(|h| h.iter().map(|h| h.class).collect());
         let classes = PodClasses::build(
             request.pods,
             known.as_deref(),
@@ -498,6 +510,7 @@ impl<'a> Solver<'a> {
             removed: request.removed,
             batch_pods: request.pods,
             batch_classes: classes.ids(),
+            batch_uids_distinct: hints.is_some_and(|h| h.iter().all(|h| h.unique_uid)),
         };
         // A solve that leaves nodes out (a consolidation simulation) forks the prepared topology
         // instead of building it over every existing node again.
@@ -583,7 +596,8 @@ impl<'a> Solver<'a> {
             ),
         };
         let key = self.pod_key(idx);
-        let constrained = self.topology.constrains(pod);
+        let topology_ref = self.topology.batch_pod_ref(idx);
+        let constrained = self.topology.constrains_at(pod, topology_ref);
         PodState {
             pod: Cow::Borrowed(pod),
             displaced: self.displaced.is_some_and(|d| d.contains(&key)),
@@ -593,6 +607,7 @@ impl<'a> Solver<'a> {
             reqs,
             requests,
             constrained,
+            topology_ref,
             volumes: self.pod_volumes.get(idx).cloned().unwrap_or_default(),
         }
     }
@@ -631,7 +646,11 @@ impl<'a> Solver<'a> {
                 }
             }
             if pod.phase == crate::model::PodPhase::Pending {
-                metrics.count_pending(super::metrics::effective_zone(&self.topology, pod, &reqs));
+                metrics.count_pending(super::metrics::effective_zone(
+                    &self.topology,
+                    self.topology.batch_pod_ref(i),
+                    &reqs,
+                ));
             }
             queue.push(i);
         }
@@ -654,7 +673,8 @@ impl<'a> Solver<'a> {
                 Err(e) => {
                     self.errors.insert(head, e);
                     // Retries start again from the unrelaxed pod.
-                    self.topology.update_batch(pods[head]);
+                    let at = self.topology.batch_pod_ref(head);
+                    self.topology.update_batch(pods[head], at);
                     queue.push_back(head);
                     marker.insert(head, queue.len());
                 }
@@ -702,7 +722,7 @@ impl<'a> Solver<'a> {
                 };
                 return Err(pod_error(kind, message));
             }
-            self.topology.update(&pod);
+            self.topology.update_at(&pod, state.topology_ref);
             // The pod's requirements read only its node selector and node affinity; a
             // relaxation removes terms, so unchanged term counts mean unchanged requirements.
             state.step += 1;
@@ -713,7 +733,7 @@ impl<'a> Solver<'a> {
                 before != affinity_terms(&pod),
                 self.options.preference_policy,
             );
-            state.constrained = self.topology.constrains(&pod);
+            state.constrained = self.topology.constrains_at(&pod, state.topology_ref);
             state.pod = Cow::Owned(pod);
         }
     }
@@ -735,12 +755,12 @@ impl<'a> Solver<'a> {
         // first, both resolved once per attempt: the pod's hostname groups (per candidate: a
         // few array reads by interned hostname) and node-independent topology domain limits.
         let chosen = {
-            let host = self.topology.hostname_check(&st.pod);
+            let host = self.topology.hostname_check_at(st.topology_ref);
             // Each limit with its domain mask: candidates whose requirement on the key has one
             // too are checked with a bit test instead of comparing values.
             let prefilter: SmallVec<[(u32, Requirement, Option<u64>); 2]> = if st.constrained {
                 self.topology
-                    .domain_prefilter(&st.pod, &st.reqs.strict)
+                    .domain_prefilter_at(st.topology_ref, &st.reqs.strict)
                     .into_iter()
                     .map(|(kid, r)| {
                         let mask = self.topology.domain_mask(kid, &r);
@@ -760,10 +780,12 @@ impl<'a> Solver<'a> {
                 prefilter.iter().all(|(kid, r, mask)| {
                     let nd = match cache.get(*kid as usize) {
                         Some(cached) => {
-                            if let (Some(a), Some(b)) = (cached.mask, *mask) {
-                                return a & b != 0;
+                            match (cached.mask, *mask) {
+                                (Some(a), Some(b)) => return a & b != 0,
+                                // The cache keeps no copy of a requirement with a mask.
+                                (Some(_), None) => reqs.get(r.key()),
+                                (None, _) => cached.requirement.as_ref(),
                             }
-                            cached.requirement.as_ref()
                         }
                         None => reqs.get(r.key()),
                     };

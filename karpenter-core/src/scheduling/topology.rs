@@ -4,7 +4,7 @@
 //!
 //! A [`Topology`] tracks *groups*: one per distinct constraint term, shared by every pod carrying
 //! that term. A group counts, per domain (label value of its topology key), the pods it selects.
-//! The scheduler asks [`Topology::add_requirements`] which domains a pod may use on a candidate
+//! The scheduler asks [`Topology::add_requirements_at`] which domains a pod may use on a candidate
 //! node or NodeClaim, and reports every placement with [`Topology::record`].
 //!
 //! # Group identity
@@ -40,7 +40,7 @@
 //! Upstream iterates Go maps; here:
 //! - groups are kept in creation order (a pod's spreads first, then its affinity terms, then its
 //!   anti-affinity terms, each in spec order; required before preferred), and
-//!   [`Topology::add_requirements`] checks the pod's own groups in that order, then the inverse
+//!   [`Topology::add_requirements_at`] checks the pod's own groups in that order, then the inverse
 //!   groups selecting it in creation order — the first failing group is the one reported;
 //! - among equally good spread domains the string-smallest wins;
 //! - the affinity bootstrap's "first domain" is the string-smallest qualifying domain;
@@ -77,13 +77,16 @@ mod error;
 mod fork;
 mod internals;
 mod memo;
+mod pods;
+mod update;
 
 pub(crate) use self::base::TopologyBase;
 pub(crate) use self::error::TopologyError;
 use self::error::{CountsSample, ERROR_SAMPLE, TopologyErrorDetails};
 pub(crate) use self::fork::TopologyTemplate;
-use self::internals::{OwnedTerm, spread_selector};
 use self::memo::CountMemos;
+use self::pods::PodEntries;
+pub(crate) use self::pods::PodRef;
 
 mod group;
 mod hostname;
@@ -105,7 +108,7 @@ use self::selector::{Selector, SelectorIndex, SelectorKey};
 pub(crate) use self::universe::{DomainUniverse, UniversePool};
 use super::PreferencePolicy;
 use crate::labels;
-use crate::model::{Pod, PodAffinityTerm, WhenUnsatisfiable};
+use crate::model::{Pod, PodAffinityTerm};
 use crate::requirements::{Requirement, Requirements};
 use crate::taints::Taint;
 
@@ -131,6 +134,9 @@ pub(crate) struct TopologyInput<'i, 'a> {
     /// equal entries: the first pod of a class is registered, the others copy its entry.
     /// Empty: every pod is registered on its own.
     pub batch_classes: &'i [u32],
+    /// No two pods of `batch_pods` have the same UID (known to the caller): the pods are
+    /// registered without looking their UIDs up.
+    pub batch_uids_distinct: bool,
 }
 
 /// Group identity (see the module docs).
@@ -251,7 +257,8 @@ pub(crate) struct Topology<'a> {
     inverse_index: SelectorIndex,
     filters: Vec<FilterEntry>,
     filter_ids: FxHashMap<NodeFilter, u32>,
-    pods: FxHashMap<Box<str>, PodEntry<'a>>,
+    /// The known pods' entries, by UID and by batch position.
+    pods: PodEntries<'a>,
     nodes: Vec<NodeData<'a>>,
     /// The prepared cluster side: countable existing pods, their label index, namespaces,
     /// inverse anti-affinity terms.
@@ -353,7 +360,7 @@ impl<'a> Topology<'a> {
             inverse_index: SelectorIndex::default(),
             filters: Vec::new(),
             filter_ids: FxHashMap::default(),
-            pods: FxHashMap::default(),
+            pods: PodEntries::default(),
             nodes,
             base: base.clone(),
             excluded_on_kept: excluded_on_kept(&base, &excluded, input.removed),
@@ -392,7 +399,12 @@ impl<'a> Topology<'a> {
                 g.record(kd.intern(domain));
             }
         }
-        t.finish_build(input.batch_pods, input.batch_classes, input.removed);
+        t.finish_build(
+            input.batch_pods,
+            input.batch_classes,
+            input.batch_uids_distinct,
+            input.removed,
+        );
         t
     }
 
@@ -403,9 +415,10 @@ impl<'a> Topology<'a> {
         &mut self,
         batch_pods: &'a [&'a Pod],
         batch_classes: &[u32],
+        uids_distinct: bool,
         removed: &[bool],
     ) {
-        self.register_batch(batch_pods, batch_classes);
+        self.register_batch(batch_pods, batch_classes, uids_distinct);
         self.defer_inverse_refresh = false;
         self.refresh_batch_inverse_selecting(batch_pods, batch_classes);
         let base = std::sync::Arc::clone(&self.base);
@@ -465,142 +478,6 @@ impl<'a> Topology<'a> {
         self.push_inverse(group, identity)
     }
 
-    /// Registers the pod's constraints (upstream `Topology.Update`). Call it for the original pod
-    /// and again after every relaxation (with the relaxed copy) or failure (with the original); the
-    /// pod is keyed by UID.
-    ///
-    /// 1. The pod stops owning the non-inverse groups it owned.
-    /// 2. Each **required** anti-affinity term finds or creates its inverse group and the pod
-    ///    becomes an owner (ownership of inverse groups is never dropped; preferred terms are
-    ///    never tracked inversely).
-    /// 3. Each spread (under [`PreferencePolicy::Ignore`] only `DoNotSchedule` ones; the
-    ///    selector gains `key In [value]` for every `matchLabelKeys` key the pod has a label
-    ///    for), each required pod-affinity term and each required pod-anti-affinity term (plus
-    ///    the preferred ones under [`PreferencePolicy::Respect`]) finds or creates its group —
-    ///    creation counts the existing pods — and the pod becomes an owner.
-    pub(crate) fn update(&mut self, pod: &Pod) {
-        // The entry keeps borrowing the batch pod's labels when this copy has the same ones.
-        let known = self.pods.get(pod.uid.as_str()).and_then(|e| {
-            (*e.namespace == *pod.namespace && *e.labels == pod.labels)
-                .then(|| (e.namespace.clone(), e.labels.clone()))
-        });
-        let (namespace, labels) = known.unwrap_or_else(|| {
-            (
-                Cow::Owned(pod.namespace.clone()),
-                Cow::Owned(pod.labels.clone()),
-            )
-        });
-        self.update_with(pod, namespace, labels);
-    }
-
-    /// [`update`](Self::update) for a pod of the batch (or one living as long): its entry
-    /// borrows the pod's namespace and labels.
-    pub(crate) fn update_batch(&mut self, pod: &'a Pod) {
-        self.update_with(
-            pod,
-            Cow::Borrowed(pod.namespace.as_str()),
-            Cow::Borrowed(&pod.labels),
-        );
-    }
-
-    fn update_with(
-        &mut self,
-        pod: &Pod,
-        namespace: Cow<'a, str>,
-        labels: Cow<'a, BTreeMap<String, String>>,
-    ) {
-        let respect = self.preference_policy == PreferencePolicy::Respect;
-        let mut inverse_owned = self
-            .pods
-            .get(pod.uid.as_str())
-            .map(|e| e.inverse_owned.clone())
-            .unwrap_or_default();
-        if let Some(anti) = &pod.pod_anti_affinity {
-            for term in &anti.required {
-                let gid = self.inverse_group(pod, term);
-                push_unique(&mut inverse_owned, gid);
-            }
-        }
-
-        let mut owned_ids: SmallVec<[u32; 4]> = SmallVec::new();
-        for tsc in &pod.topology_spread_constraints {
-            if !respect && tsc.when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
-                continue;
-            }
-            let selector = spread_selector(tsc, pod);
-            let gid = self.owned_group(
-                pod,
-                OwnedTerm {
-                    kind: TopologyType::Spread,
-                    key: &tsc.topology_key,
-                    namespaces: std::sync::Arc::from([pod.namespace.clone()]),
-                    selector: selector.as_deref(),
-                    max_skew: tsc.max_skew,
-                    min_domains: tsc.min_domains,
-                    filter: Some(NodeFilter::for_spread(pod, tsc)),
-                },
-            );
-            push_unique(&mut owned_ids, gid);
-        }
-        let affinities = [
-            (TopologyType::PodAffinity, &pod.pod_affinity),
-            (TopologyType::PodAntiAffinity, &pod.pod_anti_affinity),
-        ];
-        for (kind, affinity) in affinities {
-            let Some(affinity) = affinity else {
-                continue;
-            };
-            let preferred = affinity
-                .preferred
-                .iter()
-                .filter(|_| respect)
-                .map(|w| &w.pod_affinity_term);
-            for term in affinity.required.iter().chain(preferred) {
-                let namespaces = self.term_namespaces(&pod.namespace, term);
-                let gid = self.owned_group(
-                    pod,
-                    OwnedTerm {
-                        kind,
-                        key: &term.topology_key,
-                        namespaces,
-                        selector: term.label_selector.as_ref(),
-                        max_skew: i32::MAX,
-                        min_domains: None,
-                        filter: None,
-                    },
-                );
-                push_unique(&mut owned_ids, gid);
-            }
-        }
-
-        let owned = owned_ids
-            .iter()
-            .filter_map(|&gid| {
-                let g = self.groups.get(gid as usize)?;
-                Some(Owned {
-                    group: gid,
-                    selects: g.selects(&pod.namespace, &pod.labels),
-                })
-            })
-            .collect();
-        let inverse_selecting = if self.defer_inverse_refresh {
-            SmallVec::new()
-        } else {
-            self.inverse_selecting_for(&pod.namespace, &pod.labels)
-        };
-        let mut entry = PodEntry {
-            namespace,
-            labels,
-            owned,
-            inverse_owned,
-            inverse_selecting,
-            host_owned: SmallVec::new(),
-            host_inverse: SmallVec::new(),
-        };
-        self.refresh_host_lists(&mut entry);
-        self.pods.insert(Box::from(pod.uid.as_str()), entry);
-    }
-
     /// The domains `pod` may use on a candidate node or NodeClaim (upstream
     /// `scheduling/topology.go`): `node_reqs` intersected with the domains chosen by every group
     /// constraining the pod — the groups it owns, then the inverse anti-affinity groups selecting
@@ -612,14 +489,17 @@ impl<'a> Topology<'a> {
     /// surface as an empty requirement in the result, which the caller's compatibility check
     /// rejects. The candidate's taints play no part: the groups consulted here have no taint filter
     /// (inverse groups never filter nodes).
-    pub(crate) fn add_requirements(
+    ///
+    /// `at` is where the pod's entry is kept ([`PodRef`]).
+    pub(crate) fn add_requirements_at(
         &self,
         pod: &Pod,
+        at: PodRef,
         strict_pod_reqs: &Requirements,
         node_reqs: &Requirements,
     ) -> Result<Requirements, TopologyError> {
         let mut result = node_reqs.clone();
-        let entry = self.pods.get(pod.uid.as_str());
+        let entry = self.pods.get(at);
         let owned = entry.map(|e| e.owned.as_slice()).unwrap_or_default();
         let inverse: Cow<'_, [u32]> = match entry {
             Some(e) => Cow::Borrowed(e.inverse_selecting.as_slice()),
@@ -660,15 +540,16 @@ impl<'a> Topology<'a> {
     /// Node-independent domain limits for `pod`: one requirement per non-hostname group that
     /// constrains it (see `Group::allowed_on_any_node`). A node or NodeClaim whose requirement
     /// on such a key has no value in common with the limit (or that lacks the key while the limit
-    /// is empty) is certainly rejected by [`add_requirements`](Self::add_requirements); the
+    /// is empty) is certainly rejected by [`add_requirements_at`](Self::add_requirements_at); the
     /// solver computes this once per placement attempt and skips such candidates cheaply.
-    pub(crate) fn domain_prefilter(
+    /// `at` is where the pod's entry is kept ([`PodRef`]).
+    pub(crate) fn domain_prefilter_at(
         &self,
-        pod: &Pod,
+        at: PodRef,
         strict_pod_reqs: &Requirements,
     ) -> SmallVec<[(u32, Requirement); 2]> {
         let mut out = SmallVec::new();
-        let Some(entry) = self.pods.get(pod.uid.as_str()) else {
+        let Some(entry) = self.pods.get(at) else {
             return out;
         };
         let owned = entry
@@ -693,7 +574,7 @@ impl<'a> Topology<'a> {
 
     /// Records that `pod` was placed on a node or NodeClaim with final requirements `node_reqs` and
     /// taints `node_taints` (upstream `Topology.Record`). Call it for every placement, whether or
-    /// not the pod [`constrains`](Self::constrains) anything: groups owned by other pods may select
+    /// not the pod [`constrains_at`](Self::constrains_at) anything: groups owned by other pods may select
     /// it.
     ///
     /// For every non-inverse group that selects the pod and whose node filter matches
@@ -707,16 +588,21 @@ impl<'a> Topology<'a> {
     /// For every inverse group the pod owns, every value of `node_reqs[key]` is counted. Nothing
     /// is recorded for a key `node_reqs` lacks. "Every value" is the raw value set, i.e. the
     /// excluded values of a `NotIn` (upstream quirk, reproduced).
-    pub(crate) fn record(&mut self, pod: &Pod, node_taints: &[Taint], node_reqs: &Requirements) {
-        let mut candidates: SmallVec<[u32; 8]> = SmallVec::new();
-        self.group_index.candidates(&pod.labels, &mut candidates);
-        for gid in candidates {
+    ///
+    /// `at` is where the pod's entry is kept ([`PodRef`]); `class`, when given, identifies the
+    /// pod's namespace and labels: every pod recorded with one class has the same ones.
+    pub(crate) fn record_at(
+        &mut self,
+        pod: &Pod,
+        at: PodRef,
+        class: Option<u32>,
+        node_taints: &[Taint],
+        node_reqs: &Requirements,
+    ) {
+        for gid in self.selecting_groups(pod, class) {
             let Some(g) = self.groups.get(gid as usize) else {
                 continue;
             };
-            if !g.selects(&pod.namespace, &pod.labels) {
-                continue;
-            }
             if let Some(fid) = g.filter
                 && let Some(f) = self.filters.get(fid as usize)
                 && !f.trivial
@@ -744,7 +630,7 @@ impl<'a> Topology<'a> {
         }
         let inverse_owned = self
             .pods
-            .get(pod.uid.as_str())
+            .get(at)
             .map(|e| e.inverse_owned.clone())
             .unwrap_or_default();
         for gid in inverse_owned {
@@ -867,13 +753,15 @@ impl<'a> Topology<'a> {
     /// special cases of `Group::next_domains`: an owned anti-affinity group or an inverse group
     /// selecting the pod that counts the host, an owned spread that would exceed `maxSkew` there,
     /// an owned affinity group that does not count the host and cannot bootstrap it.
-    pub(crate) fn hostname_check(&self, pod: &Pod) -> HostnameCheck<'_> {
+    ///
+    /// `at` is where the pod's entry is kept ([`PodRef`]).
+    pub(crate) fn hostname_check_at(&self, at: PodRef) -> HostnameCheck<'_> {
         let mut check = HostnameCheck {
             owned: SmallVec::new(),
             inverse: SmallVec::new(),
             lasting: HostnameGroups::new(),
         };
-        let Some(entry) = self.pods.get(pod.uid.as_str()) else {
+        let Some(entry) = self.pods.get(at) else {
             return check;
         };
         for o in &entry.host_owned {
@@ -895,11 +783,12 @@ impl<'a> Topology<'a> {
         check
     }
 
-    /// Whether [`add_requirements`](Self::add_requirements) would consult any group for `pod`:
+    /// Whether [`add_requirements_at`](Self::add_requirements_at) would consult any group for `pod`:
     /// it owns a group, or an inverse anti-affinity group selects it. When `false`,
     /// `add_requirements` returns `node_reqs` unchanged.
-    pub(crate) fn constrains(&self, pod: &Pod) -> bool {
-        match self.pods.get(pod.uid.as_str()) {
+    /// `at` is where the pod's entry is kept ([`PodRef`]).
+    pub(crate) fn constrains_at(&self, pod: &Pod, at: PodRef) -> bool {
+        match self.pods.get(at) {
             Some(e) => !e.owned.is_empty() || !e.inverse_selecting.is_empty(),
             None => !self
                 .inverse_selecting_for(&pod.namespace, &pod.labels)
@@ -913,18 +802,20 @@ impl<'a> Topology<'a> {
     /// of, with no node-side restriction and `pod_reqs[zone]` (`Exists` if absent) as the pod's
     /// domains:
     /// - spread: every known domain with `count (+1 if self-selecting) − min ≤ maxSkew`;
-    /// - affinity and anti-affinity: the domains [`add_requirements`](Self::add_requirements)
+    /// - affinity and anti-affinity: the domains [`add_requirements_at`](Self::add_requirements_at)
     ///   would allow.
     ///
     /// An empty set means unsatisfiable. (Upstream also reports unsatisfiable when one group
     /// allows nothing, but treats an empty intersection of non-empty sets as unconstrained; the
     /// spec's reading, empty = unsatisfiable, is used.)
-    pub(crate) fn zone_domains(
+    ///
+    /// `at` is where the pod's entry is kept ([`PodRef`]).
+    pub(crate) fn zone_domains_at(
         &self,
-        pod: &Pod,
+        at: PodRef,
         pod_reqs: &Requirements,
     ) -> Option<std::collections::BTreeSet<String>> {
-        let entry = self.pods.get(pod.uid.as_str())?;
+        let entry = self.pods.get(at)?;
         let mut result: Option<std::collections::BTreeSet<String>> = None;
         for o in &entry.owned {
             let Some(g) = self.groups.get(o.group as usize) else {
@@ -956,7 +847,7 @@ impl<'a> Topology<'a> {
 }
 
 /// The hostname groups of one pod, resolved for a placement attempt (see
-/// [`Topology::hostname_check`]).
+/// [`Topology::hostname_check_at`]).
 pub(crate) struct HostnameCheck<'a> {
     owned: SmallVec<[(&'a Group, bool); 2]>,
     inverse: SmallVec<[&'a Group; 2]>,

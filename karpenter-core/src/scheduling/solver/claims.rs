@@ -117,8 +117,9 @@ impl<'a> Solver<'a> {
         {
             return Err(fail(PodErrorKind::HostPorts, &|| e.to_string()));
         }
-        if let Err(e) = claim_reqs.compatible(&st.reqs.requirements, Some(policy)) {
+        if !claim_reqs.is_compatible(&st.reqs.requirements, Some(policy)) {
             return Err(fail(PodErrorKind::Requirements, &|| {
+                let e = claim_reqs.incompatibility(&st.reqs.requirements, Some(policy));
                 format!("incompatible requirements, {e}")
             }));
         }
@@ -132,8 +133,9 @@ impl<'a> Solver<'a> {
             };
         // Spec 3.8 step 3a: the volume alternative constrains the NodeClaim only.
         if let Some(volume) = volume {
-            if let Err(e) = reqs.compatible(volume, Some(policy)) {
+            if !reqs.is_compatible(volume, Some(policy)) {
                 return Err(fail(PodErrorKind::Requirements, &|| {
+                    let e = reqs.incompatibility(volume, Some(policy));
                     format!("incompatible volume requirements, {e}")
                 }));
             }
@@ -142,10 +144,11 @@ impl<'a> Solver<'a> {
         if st.constrained {
             let topo = self
                 .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
+                .add_requirements_at(&st.pod, st.topology_ref, &st.reqs.strict, &reqs)
                 .map_err(|e| fail(PodErrorKind::Topology, &|| e.to_string()))?;
-            if let Err(e) = reqs.compatible(&topo, Some(policy)) {
+            if !reqs.is_compatible(&topo, Some(policy)) {
                 return Err(fail(PodErrorKind::Topology, &|| {
+                    let e = reqs.incompatibility(&topo, Some(policy));
                     format!("unsatisfiable topology constraint, {e}")
                 }));
             }
@@ -630,8 +633,13 @@ impl<'a> Solver<'a> {
         claim.reservations = update.reservations;
         let claim = &self.claims[c];
         self.topology.register(labels::HOSTNAME, &claim.hostname);
-        self.topology
-            .record(&st.pod, &tpl.taints, &claim.requirements);
+        self.topology.record_at(
+            &st.pod,
+            st.topology_ref,
+            st.known_class(),
+            &tpl.taints,
+            &claim.requirements,
+        );
         // The hostname's id never changes once interned; the per-key cache is rebuilt when the
         // requirements change or the topology has interned new keys since it was built.
         let hostname_id = match claim.hostname_id {

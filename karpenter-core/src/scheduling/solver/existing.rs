@@ -32,9 +32,9 @@ impl Solver<'_> {
         node.host_ports
             .conflicts(&st.key, &st.pod.host_ports)
             .ok()?;
-        node.requirements
-            .compatible(&st.reqs.requirements, None)
-            .ok()?;
+        if !node.requirements.is_compatible(&st.reqs.requirements, None) {
+            return None;
+        }
         let reqs = node.requirements.intersection(&st.reqs.requirements);
         if st.volumes.unconstrained() {
             return self.existing_topology(st, reqs);
@@ -42,7 +42,9 @@ impl Solver<'_> {
         // Volume alternatives in order (spec 3.7 step 6): merged into the node's requirements
         // only, never into the pod's own topology domains.
         st.volumes.alternatives.iter().find_map(|volume| {
-            reqs.compatible(volume, None).ok()?;
+            if !reqs.is_compatible(volume, None) {
+                return None;
+            }
             self.existing_topology(st, reqs.intersection(volume))
         })
     }
@@ -55,9 +57,11 @@ impl Solver<'_> {
         if st.constrained {
             let topo = self
                 .topology
-                .add_requirements(&st.pod, &st.reqs.strict, &reqs)
+                .add_requirements_at(&st.pod, st.topology_ref, &st.reqs.strict, &reqs)
                 .ok()?;
-            reqs.compatible(&topo, None).ok()?;
+            if !reqs.is_compatible(&topo, None) {
+                return None;
+            }
             reqs = topo;
         }
         Some(reqs)
@@ -94,10 +98,18 @@ impl Solver<'_> {
         node.volumes.add(&st.volumes.usage);
         node.pods.push(idx);
         node.requirements = reqs;
-        self.topology
-            .record(&st.pod, &node.taints, &node.requirements);
+        self.topology.record_at(
+            &st.pod,
+            st.topology_ref,
+            st.known_class(),
+            &node.taints,
+            &node.requirements,
+        );
         if let Some(meta) = self.existing_meta.get_mut(n) {
-            meta.topology_keys = Some(topology_key_cache(&self.topology, &node.requirements));
+            meta.topology_keys = Some(Box::new(topology_key_cache(
+                &self.topology,
+                &node.requirements,
+            )));
         }
     }
 }

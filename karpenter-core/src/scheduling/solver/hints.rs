@@ -20,6 +20,9 @@ pub(crate) struct PodHint {
     /// The pod's scheduling class among the pods the hints were computed for: pods with equal
     /// ids have equal [`PodSignature`](super::classes::PodSignature)s.
     pub(super) class: u32,
+    /// No other pod the hints were computed for has the pod's UID (so the pods of a solve
+    /// whose hints all say so have distinct UIDs).
+    pub(super) unique_uid: bool,
 }
 
 /// A pod's queue sort key (spec 3.3) before its creation time and UID: CPU and memory.
@@ -96,11 +99,20 @@ impl Prepared<'_> {
         let (classes, _) = super::classes::first_appearance_ids(
             pods.iter().map(|p| super::classes::PodSignature::of(p)),
         );
+        let (uids, _) = super::classes::first_appearance_ids(pods.iter().map(|p| p.uid.as_str()));
+        let mut carriers = vec![0u32; pods.len()];
+        for &u in &uids {
+            if let Some(n) = carriers.get_mut(u as usize) {
+                *n += 1;
+            }
+        }
         pods.iter()
             .zip(ranks)
             .zip(classes)
-            .map(|((p, rank), class)| PodHint {
+            .zip(uids)
+            .map(|(((p, rank), class), uid)| PodHint {
                 class,
+                unique_uid: carriers.get(uid as usize) == Some(&1),
                 key: p.key(),
                 rank,
                 registered: p

@@ -49,9 +49,9 @@ impl ClaimScan {
             scan.max_allocatable[r] = claim.max_allocatable.get(r).copied().unwrap_or(i64::MAX);
         }
         for (k, cached) in claim.topology_keys.iter().take(KEYS).enumerate() {
+            // A mask is only ever found for a requirement the claim has.
             if let KeyRequirement {
-                requirement: Some(_),
-                mask: Some(mask),
+                mask: Some(mask), ..
             } = cached
             {
                 scan.masks[k] = *mask;

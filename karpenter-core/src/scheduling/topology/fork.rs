@@ -58,6 +58,7 @@ impl<'a> TopologyTemplate<'a> {
             removed: &all,
             batch_pods: &[],
             batch_classes: &[],
+            batch_uids_distinct: false,
         });
         for (n, data) in base.nodes.iter().zip(t.nodes.iter_mut()) {
             data.removed = false;
@@ -223,7 +224,12 @@ impl<'a> TopologyTemplate<'a> {
             }
         }
         // From here as `Topology::new`.
-        t.finish_build(input.batch_pods, input.batch_classes, input.removed);
+        t.finish_build(
+            input.batch_pods,
+            input.batch_classes,
+            input.batch_uids_distinct,
+            input.removed,
+        );
         Some(t)
     }
 }
@@ -323,6 +329,7 @@ mod tests {
             removed,
             batch_pods: batch,
             batch_classes: &[],
+            batch_uids_distinct: false,
         };
 
         // Node 2 left out: its pods are the batch; its solo group goes, the web pod moves.

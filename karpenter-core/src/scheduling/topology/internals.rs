@@ -4,7 +4,7 @@
 use super::base::{TopologyBase, term_namespaces};
 use super::memo::{CountKey, CountMemo, NodeValues};
 use super::{
-    CountedPod, FilterEntry, GroupIdentity, GroupRef, NodeData, PodEntry, Topology, index,
+    CountedPod, FilterEntry, GroupIdentity, GroupRef, NodeData, PodEntry, PodRef, Topology, index,
 };
 use crate::labels;
 use crate::model::{
@@ -397,24 +397,27 @@ impl<'a> Topology<'a> {
         // Per class: its first pod and the groups selecting it.
         type Selecting<'p> = Option<(&'p Pod, SmallVec<[u32; 2]>)>;
         let mut memo: Vec<Selecting<'_>> = Vec::new();
-        for (p, &class) in batch_pods.iter().zip(batch_classes) {
-            let Some(entry) = pods.get_mut(p.uid.as_str()) else {
+        for (i, (p, &class)) in batch_pods.iter().zip(batch_classes).enumerate() {
+            let Some(entry) = pods.get_mut(pods.batch(i)) else {
                 continue;
             };
             let c = class as usize;
             if memo.len() <= c {
                 memo.resize_with(c + 1, || None);
             }
+            // An entry borrowing its own pod's namespace and labels has its class's (the
+            // class's pods share them); any other is compared.
+            let own = matches!(&entry.namespace, Cow::Borrowed(ns) if std::ptr::eq(*ns, p.namespace.as_str()))
+                && matches!(&entry.labels, Cow::Borrowed(l) if std::ptr::eq(*l, &p.labels));
             let cached = memo.get(c).and_then(Option::as_ref).filter(|(first, _)| {
-                *entry.namespace == *first.namespace && *entry.labels == first.labels
+                own || (*entry.namespace == *first.namespace && *entry.labels == first.labels)
             });
             entry.inverse_selecting = match cached {
                 Some((_, selecting)) => selecting.clone(),
                 None => {
                     let selecting = self.inverse_selecting_for(&entry.namespace, &entry.labels);
                     if let Some(slot) = memo.get_mut(c).filter(|s| s.is_none())
-                        && *entry.namespace == *p.namespace
-                        && *entry.labels == p.labels
+                        && (own || (*entry.namespace == *p.namespace && *entry.labels == p.labels))
                     {
                         *slot = Some((*p, selecting.clone()));
                     }
@@ -459,21 +462,37 @@ impl<'a> Topology<'a> {
     /// pod of a class gets exactly its class's first pod's entry (with its own namespace and
     /// labels, equal to the first pod's). A pod whose UID is already known (a duplicate UID in
     /// the batch) merges into that entry, so it is updated on its own.
-    pub(super) fn register_batch(&mut self, batch_pods: &'a [&'a Pod], batch_classes: &[u32]) {
+    /// With `uids_distinct` (no two pods of the batch share a UID, and no entry exists yet)
+    /// no UID is looked up.
+    pub(super) fn register_batch(
+        &mut self,
+        batch_pods: &'a [&'a Pod],
+        batch_classes: &[u32],
+        uids_distinct: bool,
+    ) {
         let mut firsts: Vec<Option<PodEntry<'a>>> = Vec::new();
         for (i, p) in batch_pods.iter().enumerate() {
             let class = batch_classes.get(i).map(|&c| c as usize);
-            let known = self.pods.contains_key(p.uid.as_str());
+            let found = if uids_distinct {
+                PodRef::UNKNOWN
+            } else {
+                self.pods.find(&p.uid)
+            };
+            let known = found != PodRef::UNKNOWN;
             if !known
                 && let Some(first) = class.and_then(|c| firsts.get(c)).and_then(Option::as_ref)
             {
                 let mut entry = first.clone();
                 entry.namespace = Cow::Borrowed(p.namespace.as_str());
                 entry.labels = Cow::Borrowed(&p.labels);
-                self.pods.insert(Box::from(p.uid.as_str()), entry);
+                let at = self
+                    .pods
+                    .set(PodRef::UNKNOWN, Cow::Borrowed(p.uid.as_str()), entry);
+                self.pods.push_batch(at);
                 continue;
             }
-            self.update_batch(p);
+            let at = self.update_new_batch(p, found);
+            self.pods.push_batch(at);
             if let Some(c) = class
                 && !known
             {
@@ -481,7 +500,7 @@ impl<'a> Topology<'a> {
                     firsts.resize_with(c + 1, || None);
                 }
                 if firsts[c].is_none() {
-                    firsts[c] = self.pods.get(p.uid.as_str()).cloned();
+                    firsts[c] = self.pods.get(at).cloned();
                 }
             }
         }

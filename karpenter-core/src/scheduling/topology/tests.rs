@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::labels::{CAPACITY_TYPE, HOSTNAME, ZONE};
+use crate::model::WhenUnsatisfiable;
 use crate::model::{
     ClusterNode, InstanceType, NodeAffinity, NodeSelectorTerm, Offering, Overhead, PodAffinity,
     PodPhase, Timestamp, WeightedPodAffinityTerm,
@@ -163,6 +164,7 @@ impl Env {
             removed: &[],
             batch_pods: batch,
             batch_classes: classes,
+            batch_uids_distinct: false,
         })
     }
 }
