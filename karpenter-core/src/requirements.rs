@@ -367,7 +367,7 @@ impl Requirements {
         allow_undefined: Option<&LabelPolicy>,
     ) -> Result<(), IncompatibleError> {
         let undefined = |r: &Requirement| {
-            if absent_ok(r.operator()) || allow_undefined.is_some_and(|p| p.is_well_known(&r.key)) {
+            if may_be_undefined(r, allow_undefined) {
                 Ok(())
             } else {
                 Err(IncompatibleError::UndefinedKey {
@@ -388,7 +388,7 @@ impl Requirements {
         allow_undefined: Option<&LabelPolicy>,
     ) -> bool {
         let undefined = |r: &Requirement| {
-            if absent_ok(r.operator()) || allow_undefined.is_some_and(|p| p.is_well_known(&r.key)) {
+            if may_be_undefined(r, allow_undefined) {
                 Ok(())
             } else {
                 // Only the failure matters here: no key text.
@@ -589,6 +589,12 @@ where
         }
     }
     Ok(failed)
+}
+
+/// Whether `r` may stand for a key the other side does not define (the Compatible exception):
+/// an operator an absent label satisfies, or a well-known key `allow_undefined` admits.
+fn may_be_undefined(r: &Requirement, allow_undefined: Option<&LabelPolicy>) -> bool {
+    absent_ok(r.operator()) || allow_undefined.is_some_and(|p| p.is_well_known(&r.key))
 }
 
 /// Shared copies of label keys and values, so requirements built from many label maps hold one

@@ -546,7 +546,7 @@ impl<'a> Solver<'a> {
             policy,
             input: prepared.input,
             pods: request.pods,
-            hints: request.hints.filter(|h| h.len() == request.pods.len()),
+            hints,
             new_claim_limit: request.new_claim_limit,
             displaced: request.displaced,
             index: &prepared.index,
