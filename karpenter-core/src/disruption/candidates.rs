@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::api::{Duration, NodeClaim, find_condition};
 use crate::labels;
 use crate::model::{InstanceType, Pod, PodDisruptionBudget, Timestamp};
-use crate::state::{ClusterSnapshot, StateNode};
+use crate::state::{ClusterSnapshot, StateNode, WellKnownLabels};
 
 /// The disrupted taint, defined with the other taints in [`crate::taints`].
 pub use crate::taints::disrupted_taint;
@@ -349,6 +349,15 @@ fn sentence_case(text: &str) -> String {
 /// and a `karpenter.sh/nodepool` label. Annotations and labels are the Node's once it is
 /// registered, the NodeClaim's before ([`StateNode::annotations`], [`StateNode::labels`]).
 pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(), CandidateError> {
+    check_node(node, node.nodepool(), now)
+}
+
+/// [`validate_node_disruptable`] with the node's NodePool label already read.
+fn check_node(
+    node: &StateNode,
+    nodepool: Option<&str>,
+    now: Timestamp,
+) -> Result<(), CandidateError> {
     if node.node_claim.is_none() {
         return Err(CandidateError::NotManaged);
     }
@@ -371,7 +380,7 @@ pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(),
     {
         return Err(CandidateError::DoNotDisruptNode);
     }
-    if node.nodepool().is_none() {
+    if nodepool.is_none() {
         return Err(CandidateError::MissingNodePoolLabel);
     }
     Ok(())
@@ -521,8 +530,9 @@ pub fn new_candidate(
     if in_queue(node.provider_id()) {
         return Err(CandidateError::AlreadyBeingDisrupted);
     }
-    validate_node_disruptable(node, now)?;
-    let pool_name = node.nodepool().unwrap_or_default();
+    let known = node.well_known_labels();
+    check_node(node, known.nodepool, now)?;
+    let pool_name = known.nodepool.unwrap_or_default();
     snapshot
         .node_pool(pool_name)
         .filter(|p| !p.instance_types.is_empty())
@@ -538,16 +548,25 @@ pub fn new_candidate(
             return Err(e.into());
         }
     }
-    Ok(describe_candidate(snapshot, node))
+    Ok(describe(snapshot, node, known))
 }
 
 /// The candidate record of `node` without any candidacy rule: its NodePool, instance type,
 /// current price and reschedulable pods. [`new_candidate`] applies the rules first; forceful
 /// disruption (expiration) uses this directly.
 pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Candidate {
-    let pool_name = node.nodepool().unwrap_or_default();
+    describe(snapshot, node, node.well_known_labels())
+}
+
+/// [`describe_candidate`] with the node's well-known labels already read.
+fn describe(
+    snapshot: &ClusterSnapshot,
+    node: &Arc<StateNode>,
+    known: WellKnownLabels<'_>,
+) -> Candidate {
+    let pool_name = known.nodepool.unwrap_or_default();
     let pool = snapshot.node_pool(pool_name);
-    let instance_type = node.instance_type().and_then(|name| {
+    let instance_type = known.instance_type.and_then(|name| {
         pool.and_then(|p| {
             p.instance_types
                 .iter()
@@ -555,8 +574,8 @@ pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> 
                 .cloned()
         })
     });
-    let zone = node.zone().unwrap_or_default().to_string();
-    let capacity_type = node.capacity_type().unwrap_or_default().to_string();
+    let zone = known.zone.unwrap_or_default().to_string();
+    let capacity_type = known.capacity_type.unwrap_or_default().to_string();
     let price = current_price(instance_type.as_deref(), &zone, &capacity_type);
     let reschedulable: Vec<u32> = node
         .pods
