@@ -51,6 +51,7 @@ use crate::model::Timestamp;
 use crate::scheduling::{NewNodeClaim, Results, SchedulerOptions};
 use crate::state::{ClusterSnapshot, StateNode};
 
+use super::budgets::PoolCounts;
 use super::candidates::{Candidate, DisruptionClass, get_candidates};
 use super::cost::is_under_consolidate_after;
 use super::simulate::{SimulationContext, Simulator, condition_true};
@@ -63,7 +64,7 @@ struct Sims<'c> {
     /// The consolidation pre-checks' rooms over the pass's snapshot, built on first use.
     rooms: std::cell::OnceCell<precheck::Rooms>,
     /// The budgets' node counts over the pass's snapshot, taken on first use.
-    pool_counts: std::cell::OnceCell<super::budgets::PoolCounts>,
+    pool_counts: std::cell::OnceCell<PoolCounts>,
 }
 
 impl<'c> Sims<'c> {
@@ -85,9 +86,7 @@ impl<'c> Sims<'c> {
         reason: api::DisruptionReason,
         now: Timestamp,
     ) -> BTreeMap<String, usize> {
-        let counts = self
-            .pool_counts
-            .get_or_init(|| super::budgets::PoolCounts::of(snapshot));
+        let counts = self.pool_counts.get_or_init(|| PoolCounts::of(snapshot));
         super::budgets::BudgetMapping::from_counts(counts, snapshot, reason, now).remaining()
     }
 
@@ -96,6 +95,12 @@ impl<'c> Sims<'c> {
     fn rooms(&self, snapshot: &ClusterSnapshot, now: Timestamp) -> &precheck::Rooms {
         self.rooms
             .get_or_init(|| precheck::Rooms::new(snapshot, now))
+    }
+
+    /// The budgets' node counts, already taken over the context's snapshot.
+    fn with_counts(self, counts: &PoolCounts) -> Sims<'c> {
+        let _ = self.pool_counts.set(counts.clone());
+        self
     }
 
     fn get(&self) -> &Simulator<'c> {
@@ -644,22 +649,35 @@ pub fn run_pass(
     options: &DisruptionOptions,
     in_queue: &dyn Fn(&str) -> bool,
 ) -> PassOutcome {
+    run_pass_counted(snapshot, &PoolCounts::of(snapshot), now, options, in_queue)
+}
+
+/// [`run_pass`] with the budgets' node counts of `snapshot` already taken
+/// ([`PoolCounts::of`]), for a caller that needs them too (the operator's budget gauges): the
+/// pass's methods use these counts instead of counting again.
+pub fn run_pass_counted(
+    snapshot: &ClusterSnapshot,
+    counts: &PoolCounts,
+    now: Timestamp,
+    options: &DisruptionOptions,
+    in_queue: &dyn Fn(&str) -> bool,
+) -> PassOutcome {
     let mut out = PassOutcome::default();
     let snapshot = &*buffer_gated(snapshot, options);
     let (graceful, rejected) = get_candidates(snapshot, DisruptionClass::Graceful, in_queue, now);
     out.blocked
         .extend(rejected.into_iter().map(|(n, e)| (n, e.to_string())));
-    emptiness(snapshot, &graceful, now, &mut out, options);
+    emptiness(snapshot, counts, &graceful, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;
     }
     let eventual = drifted_candidates(snapshot, in_queue, now);
-    static_drift(snapshot, &eventual, now, &mut out, options);
+    static_drift(snapshot, counts, &eventual, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;
     }
     let context = SimulationContext::new(snapshot, &options.scheduler, now);
-    let sims = Sims::new(&context);
+    let sims = Sims::new(&context).with_counts(counts);
     drift(&sims, snapshot, &eventual, now, &mut out, options);
     if !out.commands.is_empty() {
         return out;

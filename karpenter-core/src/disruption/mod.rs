@@ -39,5 +39,5 @@ pub mod validation;
 pub use methods::{
     Command, DisruptionOptions, Method, PassOutcome, Plan, Reason, TimeBudget,
     consolidation_candidates_of, evaluate_consolidation, evaluate_consolidation_with,
-    multi_node_pass, plan, run_pass, single_node_pass, split_pass,
+    multi_node_pass, plan, run_pass, run_pass_counted, single_node_pass, split_pass,
 };

@@ -96,9 +96,10 @@ impl Operator {
         }
         let options = self.disruption_options();
         let queue = &self.queue;
-        let outcome = disruption::run_pass(&snapshot, now, &options, &|p| queue.contains(p));
-        self.disruption_passes += 1;
         let counts = PoolCounts::of(&snapshot);
+        let outcome =
+            disruption::run_pass_counted(&snapshot, &counts, now, &options, &|p| queue.contains(p));
+        self.disruption_passes += 1;
         self.budgets = [
             DisruptionReason::Empty,
             DisruptionReason::Drifted,

@@ -4,7 +4,7 @@
 use super::consolidation::{savings, summarize};
 use super::{Command, DisruptionOptions, Method, PassOutcome, Reason, Sims, should_drift};
 use crate::api::DisruptionReason;
-use crate::disruption::budgets::BudgetMapping;
+use crate::disruption::budgets::{BudgetMapping, PoolCounts};
 use crate::disruption::candidates::{Candidate, sort_for_drift};
 use crate::disruption::simulate::condition_true;
 use crate::labels::{self, LabelPolicy};
@@ -21,6 +21,7 @@ use std::sync::Arc;
 /// simulation: the cloud provider chooses among the pool's instance types).
 pub(super) fn static_drift(
     snapshot: &ClusterSnapshot,
+    counts: &PoolCounts,
     candidates: &[Candidate],
     now: Timestamp,
     out: &mut PassOutcome,
@@ -39,7 +40,8 @@ pub(super) fn static_drift(
     if by_pool.is_empty() {
         return;
     }
-    let budgets = BudgetMapping::build(snapshot, DisruptionReason::Drifted, now).remaining();
+    let budgets =
+        BudgetMapping::from_counts(counts, snapshot, DisruptionReason::Drifted, now).remaining();
     for (pool_name, cands) in by_pool {
         let Some(pool) = snapshot.node_pool(pool_name) else {
             continue;

@@ -3,13 +3,14 @@
 use super::consolidation::savings;
 use super::{Command, DisruptionOptions, Method, PassOutcome, Reason, should_empty};
 use crate::api::DisruptionReason;
-use crate::disruption::budgets::BudgetMapping;
+use crate::disruption::budgets::{BudgetMapping, PoolCounts};
 use crate::disruption::candidates::{Candidate, check_buffer_pods, sort_by_savings_ratio};
 use crate::model::Timestamp;
 use crate::state::ClusterSnapshot;
 
 pub(super) fn emptiness(
     snapshot: &ClusterSnapshot,
+    counts: &PoolCounts,
     candidates: &[Candidate],
     now: Timestamp,
     out: &mut PassOutcome,
@@ -27,7 +28,8 @@ pub(super) fn emptiness(
         return;
     }
     sort_by_savings_ratio(&mut cands);
-    let mut budgets = BudgetMapping::build(snapshot, DisruptionReason::Empty, now).remaining();
+    let mut budgets =
+        BudgetMapping::from_counts(counts, snapshot, DisruptionReason::Empty, now).remaining();
     let mut taken = Vec::new();
     let mut constrained = false;
     for c in cands {
