@@ -68,6 +68,8 @@ struct Index {
     unlaunched: BTreeSet<String>,
     /// Node names by non-empty provider id.
     nodes_by_provider_id: Lookup,
+    /// Names of the Nodes without a `karpenter.sh/nodepool` label (unmanaged).
+    unmanaged_nodes: BTreeSet<String>,
     /// Pod keys by the name of the node they are bound to.
     pods_by_node: Lookup,
     /// Keys of the pods [`is_provisionable`] accepts.
@@ -178,12 +180,16 @@ impl Index {
         if !node.provider_id.is_empty() {
             index_add(&mut self.nodes_by_provider_id, &node.provider_id, name);
         }
+        if !node.labels.contains_key(labels::NODEPOOL) {
+            self.unmanaged_nodes.insert(name.to_string());
+        }
     }
 
     fn remove_node(&mut self, name: &str, node: &Node) {
         if !node.provider_id.is_empty() {
             index_remove(&mut self.nodes_by_provider_id, &node.provider_id, name);
         }
+        self.unmanaged_nodes.remove(name);
     }
 
     fn add_pod(&mut self, key: &str, pod: &Pod) {
@@ -480,22 +486,29 @@ impl ClusterView {
         let mut unclaimed_entries = BTreeMap::new();
         let mut nodes = Vec::with_capacity(self.claims.len());
         for claim in self.claims.values() {
-            // The first Node by name with the NodeClaim's provider id.
-            let node =
-                claim_provider_id(claim).and_then(|p| self.node_refs_with_provider_id(p).next());
-            let name = node.map_or(claim.name(), |n| n.name.as_str());
             let marked_for_deletion = claim_provider_id(claim).is_some_and(|p| marked.contains(p));
-            let nominated_until = nominated.get(name).copied();
-            let kept = cache.claims.get(claim.name()).filter(|sn| {
-                !cache.dirty_claims.contains(claim.name())
-                    && !cache.dirty_nodes.contains(name)
-                    && sn.marked_for_deletion == marked_for_deletion
-                    && sn.nominated_until == nominated_until
-                    && sn.node.as_ref().map(|n| n.name.as_str()) == node.map(|n| n.name.as_str())
-            });
+            // An entry whose NodeClaim was not written since, nor any Node with its provider id
+            // (a write of either marks the NodeClaim dirty), still has the NodeClaim's first
+            // Node, so its name: it is kept unless the pods bound there or the marks changed.
+            let kept = cache
+                .claims
+                .get(claim.name())
+                .filter(|sn| {
+                    let name = sn.name();
+                    !cache.dirty_claims.contains(claim.name())
+                        && !cache.dirty_nodes.contains(name)
+                        && sn.marked_for_deletion == marked_for_deletion
+                        && sn.nominated_until == nominated.get(name).copied()
+                })
+                .map(Arc::clone);
             let sn = match kept {
-                Some(sn) => Arc::clone(sn),
+                Some(sn) => sn,
                 None => {
+                    // The first Node by name with the NodeClaim's provider id.
+                    let node = claim_provider_id(claim)
+                        .and_then(|p| self.node_refs_with_provider_id(p).next());
+                    let name = node.map_or(claim.name(), |n| n.name.as_str());
+                    let nominated_until = nominated.get(name).copied();
                     let mut sn = StateNode {
                         node: node.map(|n| cluster_node_of(n, Some(claim))),
                         node_claim: Some(claim.clone()),
@@ -519,12 +532,14 @@ impl ClusterView {
             };
             nodes.push(sn);
         }
-        for n in self.nodes.values() {
-            // A managed Node whose NodeClaim is gone (or not seen yet) is not tracked; an
-            // unmanaged Node is an ordinary existing node.
-            if n.labels.contains_key(labels::NODEPOOL) {
-                continue;
-            }
+        // A managed Node whose NodeClaim is gone (or not seen yet) is not tracked; an unmanaged
+        // Node is an ordinary existing node.
+        for n in self
+            .index
+            .unmanaged_nodes
+            .iter()
+            .filter_map(|name| self.nodes.get(name))
+        {
             // A Node some NodeClaim matched above (the first Node by name of its provider id)
             // is that NodeClaim's.
             let claimed = !n.provider_id.is_empty()
@@ -799,6 +814,14 @@ mod tests {
             Box::new(|v| {
                 v.remove_claim("a-1");
             }),
+            // The unmanaged Node gains a NodePool label (no NodeClaim: not tracked), then
+            // loses it again.
+            Box::new(|v| {
+                let mut n = Node::new("unmanaged", "");
+                n.labels.insert(labels::NODEPOOL.into(), "a".into());
+                v.put_node(n);
+            }),
+            Box::new(|v| v.put_node(Node::new("unmanaged", ""))),
             Box::new(|v| {
                 v.remove_node("unmanaged");
             }),
@@ -815,6 +838,12 @@ mod tests {
             }
             let (kept, built) = both_snapshots(&mut view, &marked, &nominated);
             assert_eq!(kept, built, "after write {i}");
+            let unmanaged = view
+                .snapshot(&marked, &nominated, &BTreeSet::new())
+                .nodes
+                .iter()
+                .any(|n| n.name() == "unmanaged");
+            assert_eq!(unmanaged, i != 9 && i != 11, "after write {i}");
         }
     }
 }
