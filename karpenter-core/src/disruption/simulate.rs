@@ -224,8 +224,8 @@ pub struct SimulationContext<'s> {
     /// The scheduler's view of every node not being deleted, in snapshot order, with the
     /// position of its [`StateNode`] in the snapshot.
     nodes: Vec<(usize, Cow<'s, ClusterNode>)>,
-    /// Node name → position in `nodes`.
-    positions: BTreeMap<&'s str, usize>,
+    /// Node name → position in `nodes` (looked up, never iterated).
+    positions: rustc_hash::FxHashMap<&'s str, usize>,
     /// Nodes inside their NodePool's `consolidateAfter` window (by scheduler node name).
     refusing: BTreeSet<String>,
     /// Uninitialized destinations: hostname → the message of pods placed there.
@@ -249,7 +249,8 @@ impl<'s> SimulationContext<'s> {
         let pending: BTreeSet<String> = pods.iter().map(|p| p.key()).collect();
         let mut from_deleting = BTreeSet::new();
         let mut nodes = Vec::new();
-        let mut positions = BTreeMap::new();
+        let mut positions = rustc_hash::FxHashMap::default();
+        positions.reserve(snapshot.nodes.len());
         let mut refusing = BTreeSet::new();
         let mut uninitialized = BTreeMap::new();
         for (i, node) in snapshot.nodes.iter().enumerate() {

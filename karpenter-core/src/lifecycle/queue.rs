@@ -515,13 +515,13 @@ pub fn stale_mark_cleanup(snapshot: &ClusterSnapshot, queued: &BTreeSet<String>)
                 node_name: n.name.clone(),
             });
         }
-        if node.initialized()
-            && let Some(claim) = &node.node_claim
+        if let Some(claim) = &node.node_claim
             && crate::api::find_condition(
                 &claim.status.conditions,
                 super::conditions::DISRUPTION_REASON,
             )
             .is_some()
+            && node.initialized()
         {
             steps.push(Step::ClearDisruptionReason {
                 claim_name: claim.name().to_string(),
