@@ -237,7 +237,10 @@ impl Requirements {
         labels: impl IntoIterator<Item = (&'a str, &'a str)>,
         interner: &mut LabelInterner<'a>,
     ) -> Self {
+        let labels = labels.into_iter();
         let mut out = Requirements::new();
+        // One more for the hostname requirement callers add next.
+        out.reqs.reserve(labels.size_hint().0 + 1);
         for (k, v) in labels {
             let key = interner.get(crate::labels::normalize_key(k));
             let value = interner.get(v);
