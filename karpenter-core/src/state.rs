@@ -5,8 +5,10 @@
 //! snapshot to simulate a change costs one pointer copy per node, and a simulation that changes a
 //! node replaces only that node ([`Arc::make_mut`]).
 
+use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::api::{self, ConditionStatus, NodeClaim, NodePool};
 use crate::labels;
@@ -284,9 +286,22 @@ pub struct ClusterSnapshot {
     /// is on (upstream `SimulateScheduling`), so a replacement must leave room for them; their own
     /// failure to fit never blocks a disruption.
     pub buffer_pods: Vec<Pod>,
+    /// Values derived from single nodes (the disruption pass's node facts), computed on first
+    /// use and shared by the snapshot's copies; a caller that builds its snapshots from a cache of
+    /// unchanged nodes passes the memo on ([`ClusterSnapshot::with_memo_of`]) so later passes
+    /// reuse them.
+    pub(crate) memo: Arc<NodeMemo>,
 }
 
 impl ClusterSnapshot {
+    /// This snapshot sharing `memo` for its derived node values, with the entries of nodes it
+    /// no longer holds dropped from the memo.
+    pub(crate) fn with_memo_of(mut self, memo: &Arc<NodeMemo>) -> Self {
+        memo.retain_nodes_of(&self);
+        self.memo = Arc::clone(memo);
+        self
+    }
+
     /// A snapshot of these NodePools and nodes, with nothing else (no pending pods, DaemonSets,
     /// budgets, namespace labels, volumes or buffer pods).
     pub fn new(
@@ -354,5 +369,72 @@ impl ClusterSnapshot {
     /// `node` (0 when it has no entry in [`ClusterSnapshot::buffer_pod_counts`]).
     pub fn buffer_pod_count(&self, node: &str) -> usize {
         self.buffer_pod_counts.get(node).copied().unwrap_or(0)
+    }
+}
+
+/// A value derived from a node alone, by node (see [`ClusterSnapshot::memo`]). Entries are
+/// keyed by the node's [`Arc`] and hold it: a snapshot node behind an `Arc` cannot change (a
+/// simulation that changes a node replaces it through [`Arc::make_mut`], which copies a shared
+/// node), so an entry is valid for as long as it exists.
+#[derive(Default)]
+pub(crate) struct NodeMemo {
+    entries: Mutex<MemoEntries>,
+}
+
+type MemoEntries = rustc_hash::FxHashMap<usize, (Arc<StateNode>, Arc<dyn Any + Send + Sync>)>;
+
+impl fmt::Debug for NodeMemo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NodeMemo")
+    }
+}
+
+impl NodeMemo {
+    /// The value of `node`, computed by `compute` when the memo has none (or one of another
+    /// type).
+    pub(crate) fn get_or_compute<T: Any + Send + Sync>(
+        &self,
+        node: &Arc<StateNode>,
+        compute: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let key = Arc::as_ptr(node) as usize;
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(value) = entries
+            .get(&key)
+            .and_then(|(_, v)| Arc::clone(v).downcast::<T>().ok())
+        {
+            return value;
+        }
+        let value = Arc::new(compute());
+        entries.insert(
+            key,
+            (
+                Arc::clone(node),
+                Arc::clone(&value) as Arc<dyn Any + Send + Sync>,
+            ),
+        );
+        value
+    }
+
+    /// Forgets the entries of nodes `snapshot` no longer holds.
+    fn retain_nodes_of(&self, snapshot: &ClusterSnapshot) {
+        let live: rustc_hash::FxHashSet<usize> = snapshot
+            .nodes
+            .iter()
+            .map(|n| Arc::as_ptr(n) as usize)
+            .collect();
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| live.contains(key));
+    }
+
+    /// How many nodes have a value.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }

@@ -68,16 +68,18 @@ pub struct PoolCounts {
 impl PoolCounts {
     /// Counts the nodes of `snapshot` by NodePool.
     pub fn of(snapshot: &ClusterSnapshot) -> PoolCounts {
+        let facts: Vec<_> = snapshot
+            .nodes
+            .iter()
+            .map(|n| crate::disruption::facts::of(snapshot, n))
+            .collect();
         let mut counts: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for node in &snapshot.nodes {
-            if !counts_towards_budget(node) {
-                continue;
-            }
+        for node in facts.iter().filter(|f| f.counts_towards_budget) {
             let entry = counts
-                .entry(node.nodepool().unwrap_or_default())
+                .entry(node.nodepool.as_deref().unwrap_or_default())
                 .or_default();
             entry.0 += 1;
-            if is_consuming_budget(node) {
+            if node.consuming_budget {
                 entry.1 += 1;
             }
         }

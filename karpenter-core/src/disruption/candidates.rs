@@ -13,7 +13,9 @@ use std::sync::Arc;
 use crate::api::{Duration, NodeClaim, find_condition};
 use crate::labels;
 use crate::model::{InstanceType, Pod, PodDisruptionBudget, Timestamp};
-use crate::state::{ClusterSnapshot, StateNode, WellKnownLabels};
+use crate::state::{ClusterSnapshot, StateNode};
+
+use super::facts::NodeFacts;
 
 /// The disrupted taint, defined with the other taints in [`crate::taints`].
 pub use crate::taints::disrupted_taint;
@@ -349,12 +351,25 @@ fn sentence_case(text: &str) -> String {
 /// and a `karpenter.sh/nodepool` label. Annotations and labels are the Node's once it is
 /// registered, the NodeClaim's before ([`StateNode::annotations`], [`StateNode::labels`]).
 pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(), CandidateError> {
-    check_node(node, node.nodepool(), now)
+    let do_not_disrupt = node
+        .annotations()
+        .get(labels::DO_NOT_DISRUPT_ANNOTATION)
+        .is_some_and(|v| v == "true");
+    check_node(
+        node,
+        node.initialized(),
+        do_not_disrupt,
+        node.nodepool(),
+        now,
+    )
 }
 
-/// [`validate_node_disruptable`] with the node's NodePool label already read.
+/// [`validate_node_disruptable`] with the node's initialized state, do-not-disrupt annotation
+/// and NodePool label already read.
 fn check_node(
     node: &StateNode,
+    initialized: bool,
+    do_not_disrupt: bool,
     nodepool: Option<&str>,
     now: Timestamp,
 ) -> Result<(), CandidateError> {
@@ -364,7 +379,7 @@ fn check_node(
     if node.node.is_none() {
         return Err(CandidateError::NoNode);
     }
-    if !node.initialized() {
+    if !initialized {
         return Err(CandidateError::NotInitialized);
     }
     if node.is_deleting() {
@@ -373,11 +388,7 @@ fn check_node(
     if node.is_nominated(now) {
         return Err(CandidateError::Nominated);
     }
-    if node
-        .annotations()
-        .get(labels::DO_NOT_DISRUPT_ANNOTATION)
-        .is_some_and(|v| v == "true")
-    {
+    if do_not_disrupt {
         return Err(CandidateError::DoNotDisruptNode);
     }
     if nodepool.is_none() {
@@ -425,7 +436,7 @@ pub struct Candidate {
     /// Positions in `node.pods` of the bound pods that would need a new home
     /// ([`is_reschedulable`]), in node order: the candidate refers to the node's pods rather than
     /// copying them (see [`Candidate::reschedulable_pods`]).
-    reschedulable: Vec<u32>,
+    reschedulable: Arc<[u32]>,
     /// 1 + the sum of the reschedulable pods' positive eviction costs.
     pub reschedule_disruption_cost: f64,
     /// Whether the NodePool is static (`spec.replicas` set).
@@ -530,9 +541,15 @@ pub fn new_candidate(
     if in_queue(node.provider_id()) {
         return Err(CandidateError::AlreadyBeingDisrupted);
     }
-    let known = node.well_known_labels();
-    check_node(node, known.nodepool, now)?;
-    let pool_name = known.nodepool.unwrap_or_default();
+    let facts = crate::disruption::facts::of(snapshot, node);
+    check_node(
+        node,
+        facts.initialized,
+        facts.do_not_disrupt,
+        facts.nodepool.as_deref(),
+        now,
+    )?;
+    let pool_name = facts.nodepool.as_deref().unwrap_or_default();
     snapshot
         .node_pool(pool_name)
         .filter(|p| !p.instance_types.is_empty())
@@ -548,25 +565,25 @@ pub fn new_candidate(
             return Err(e.into());
         }
     }
-    Ok(describe(snapshot, node, known))
+    Ok(describe(snapshot, node, &facts))
 }
 
 /// The candidate record of `node` without any candidacy rule: its NodePool, instance type,
 /// current price and reschedulable pods. [`new_candidate`] applies the rules first; forceful
 /// disruption (expiration) uses this directly.
 pub fn describe_candidate(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Candidate {
-    describe(snapshot, node, node.well_known_labels())
+    describe(
+        snapshot,
+        node,
+        &crate::disruption::facts::of(snapshot, node),
+    )
 }
 
-/// [`describe_candidate`] with the node's well-known labels already read.
-fn describe(
-    snapshot: &ClusterSnapshot,
-    node: &Arc<StateNode>,
-    known: WellKnownLabels<'_>,
-) -> Candidate {
-    let pool_name = known.nodepool.unwrap_or_default();
+/// [`describe_candidate`] from the node's facts.
+fn describe(snapshot: &ClusterSnapshot, node: &Arc<StateNode>, facts: &NodeFacts) -> Candidate {
+    let pool_name = facts.nodepool.as_deref().unwrap_or_default();
     let pool = snapshot.node_pool(pool_name);
-    let instance_type = known.instance_type.and_then(|name| {
+    let instance_type = facts.instance_type.as_deref().and_then(|name| {
         pool.and_then(|p| {
             p.instance_types
                 .iter()
@@ -574,21 +591,13 @@ fn describe(
                 .cloned()
         })
     });
-    let zone = known.zone.unwrap_or_default().to_string();
-    let capacity_type = known.capacity_type.unwrap_or_default().to_string();
+    let zone = facts.zone.as_deref().unwrap_or_default().to_string();
+    let capacity_type = facts
+        .capacity_type
+        .as_deref()
+        .unwrap_or_default()
+        .to_string();
     let price = current_price(instance_type.as_deref(), &zone, &capacity_type);
-    let reschedulable: Vec<u32> = node
-        .pods
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| is_reschedulable(p))
-        .filter_map(|(i, _)| u32::try_from(i).ok())
-        .collect();
-    let reschedule_disruption_cost = cost::reschedule_disruption_cost(
-        reschedulable
-            .iter()
-            .filter_map(|&i| node.pods.get(i as usize)),
-    );
     Candidate {
         node: Arc::clone(node),
         node_pool: pool_name.to_string(),
@@ -596,8 +605,8 @@ fn describe(
         zone,
         capacity_type,
         price,
-        reschedulable,
-        reschedule_disruption_cost,
+        reschedulable: Arc::clone(&facts.reschedulable),
+        reschedule_disruption_cost: facts.reschedule_disruption_cost,
         owned_by_static_node_pool: pool.is_some_and(|p| p.node_pool.is_static()),
     }
 }

@@ -32,6 +32,7 @@
 pub mod budgets;
 pub mod candidates;
 pub mod cost;
+pub(crate) mod facts;
 pub mod methods;
 pub mod simulate;
 pub mod validation;

@@ -277,7 +277,10 @@ impl<'s> SimulationContext<'s> {
                 );
             }
             if let (Some(pool), Some(claim)) = (
-                node.nodepool().and_then(|n| snapshot.node_pool(n)),
+                super::facts::of(snapshot, node)
+                    .nodepool
+                    .as_deref()
+                    .and_then(|n| snapshot.node_pool(n)),
                 node.node_claim.as_ref(),
             ) && is_under_consolidate_after(&pool.node_pool, claim, now)
             {

@@ -51,6 +51,9 @@ struct SnapshotCache {
     dirty_claims: rustc_hash::FxHashSet<String>,
     /// Names of the Nodes written, or whose bound pods were, since the last snapshot.
     dirty_nodes: rustc_hash::FxHashSet<String>,
+    /// The values derived from the entries, passed on to every snapshot (see
+    /// [`ClusterSnapshot::with_memo_of`]).
+    memo: Arc<crate::state::NodeMemo>,
 }
 
 /// Names by a key only ever looked up, never iterated (hashing a long provider id once beats
@@ -578,6 +581,7 @@ impl ClusterView {
         cache.unclaimed = unclaimed_entries;
         cache.dirty_claims.clear();
         cache.dirty_nodes.clear();
+        let memo = Arc::clone(&cache.memo);
         self.cache = cache;
         let node_pools = self
             .node_pools
@@ -603,6 +607,7 @@ impl ClusterView {
             pdbs: self.pdbs.values().cloned().collect(),
             ..ClusterSnapshot::default()
         }
+        .with_memo_of(&memo)
     }
 }
 

@@ -125,37 +125,25 @@ impl Rooms {
     /// The rooms of `snapshot`'s nodes at `now` (the snapshot the simulations run on).
     pub(super) fn new(snapshot: &ClusterSnapshot, now: Timestamp) -> Self {
         let mut room: BTreeMap<String, TopTwo> = BTreeMap::new();
-        let mut node_room: Vec<(&str, i64)> = Vec::new();
         for sn in &snapshot.nodes {
             // Deleting nodes take no pods; a displaced pod placed on an uninitialized node fails
             // the simulation (upstream: "would schedule against uninitialized nodeclaim").
-            if sn.is_deleting() || !sn.initialized() || refuses_displaced(snapshot, sn, now) {
+            if sn.is_deleting() {
                 continue;
             }
-            node_room.clear();
-            let reported = sn.node.as_ref().map(|n| &n.allocatable);
-            let claimed = sn.node_claim.as_ref().map(|c| &c.status.allocatable);
-            for list in [reported, claimed].into_iter().flatten() {
-                for (name, q) in list.iter() {
-                    let m = q.milli_value();
-                    let r = slot(&mut node_room, name, m);
-                    *r = (*r).max(m);
-                }
-            }
-            for p in sn.pods.iter().filter(|p| !p.is_terminal()) {
-                for (name, m) in scheduling_milli(p) {
-                    let r = slot(&mut node_room, name, 0);
-                    *r = r.saturating_sub(m);
-                }
+            let facts = crate::disruption::facts::of(snapshot, sn);
+            if !facts.initialized || refuses_displaced(snapshot, sn, facts.nodepool.as_deref(), now)
+            {
+                continue;
             }
             let id = node_id(sn);
-            for (name, r) in &node_room {
-                match room.get_mut(*name) {
+            for (name, r) in &facts.room {
+                match room.get_mut(&**name) {
                     Some(t) => t.offer(*r, id),
                     None => {
                         let mut t = TopTwo::default();
                         t.offer(*r, id);
-                        room.insert((*name).to_string(), t);
+                        room.insert(name.to_string(), t);
                     }
                 }
             }
@@ -205,6 +193,32 @@ impl Rooms {
 }
 
 /// The value of `name` in a short list, added as `init` when missing.
+/// The room of `sn` for displaced pods, per resource, in milli-units (see the [module
+/// documentation](self)): the larger of what its Node and its NodeClaim report as allocatable,
+/// less the requests of its pods that are not terminal.
+pub(crate) fn node_room(sn: &StateNode) -> Vec<(Box<str>, i64)> {
+    let mut node_room: Vec<(&str, i64)> = Vec::new();
+    let reported = sn.node.as_ref().map(|n| &n.allocatable);
+    let claimed = sn.node_claim.as_ref().map(|c| &c.status.allocatable);
+    for list in [reported, claimed].into_iter().flatten() {
+        for (name, q) in list.iter() {
+            let m = q.milli_value();
+            let r = slot(&mut node_room, name, m);
+            *r = (*r).max(m);
+        }
+    }
+    for p in sn.pods.iter().filter(|p| !p.is_terminal()) {
+        for (name, m) in scheduling_milli(p) {
+            let r = slot(&mut node_room, name, 0);
+            *r = r.saturating_sub(m);
+        }
+    }
+    node_room
+        .into_iter()
+        .map(|(name, r)| (Box::from(name), r))
+        .collect()
+}
+
 fn slot<'a, 'v>(list: &'v mut Vec<(&'a str, i64)>, name: &'a str, init: i64) -> &'v mut i64 {
     let i = match list.iter().position(|(n, _)| *n == name) {
         Some(i) => i,
@@ -219,9 +233,14 @@ fn slot<'a, 'v>(list: &'v mut Vec<(&'a str, i64)>, name: &'a str, init: i64) -> 
 /// Whether every consolidation simulation over `snapshot` at `now` makes `sn` refuse displaced
 /// pods: its NodeClaim is inside its NodePool's `consolidateAfter` window (the rule
 /// `SimulationContext` applies).
-fn refuses_displaced(snapshot: &ClusterSnapshot, sn: &StateNode, now: Timestamp) -> bool {
+fn refuses_displaced(
+    snapshot: &ClusterSnapshot,
+    sn: &StateNode,
+    nodepool: Option<&str>,
+    now: Timestamp,
+) -> bool {
     match (
-        sn.nodepool().and_then(|n| snapshot.node_pool(n)),
+        nodepool.and_then(|n| snapshot.node_pool(n)),
         sn.node_claim.as_ref(),
     ) {
         (Some(pool), Some(claim)) => is_under_consolidate_after(&pool.node_pool, claim, now),
