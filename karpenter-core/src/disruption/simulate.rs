@@ -113,13 +113,14 @@ fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
 /// case: a registered node whose flags are up to date).
 pub(crate) fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
     if let Some(n) = &node.node {
+        let initialized = node.initialized();
         let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
             n.managed
                 && n.startup_taints == c.spec.startup_taints
-                && (node.initialized() || reports_all(n, c))
+                && (initialized || reports_all(n, c))
         });
         if claim_agrees
-            && n.initialized == node.initialized()
+            && n.initialized == initialized
             && n.marked_for_deletion == node.is_deleting()
         {
             return Cow::Borrowed(n);

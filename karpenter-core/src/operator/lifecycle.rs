@@ -80,17 +80,34 @@ impl Operator {
                 out,
             );
         }
-        let nodes = self.view.nodes_of_claim(&claim);
-        let step = reconcile_lifecycle(
-            &claim,
-            LifecycleInputs {
-                create: create.as_ref(),
-                nodes: &nodes,
-                hooks: &[],
-                dra_published: None,
-            },
-            now,
-        );
+        let step = {
+            // The claim's Nodes, borrowed from the view when there is one (the usual case).
+            let refs: Vec<&crate::lifecycle::Node> = claim
+                .status
+                .provider_id
+                .as_deref()
+                .map(|p| self.view.node_refs_with_provider_id(p).collect())
+                .unwrap_or_default();
+            let copies: Vec<crate::lifecycle::Node>;
+            let nodes: &[crate::lifecycle::Node] = match refs.as_slice() {
+                [] => &[],
+                [one] => std::slice::from_ref(*one),
+                many => {
+                    copies = many.iter().map(|n| (*n).clone()).collect();
+                    &copies
+                }
+            };
+            reconcile_lifecycle(
+                &claim,
+                LifecycleInputs {
+                    create: create.as_ref(),
+                    nodes,
+                    hooks: &[],
+                    dra_published: None,
+                },
+                now,
+            )
+        };
         if !matches!(create, Some(CreateOutcome::Created(_)) | None) {
             // A failed launch is retried with a new `create`.
             self.launch_cache.remove(name);
