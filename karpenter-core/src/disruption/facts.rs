@@ -119,6 +119,10 @@ mod tests {
         assert_eq!(copy.memo.len(), 2);
         let memo: Arc<NodeMemo> = Arc::clone(&copy.memo);
         let rebuilt = ClusterSnapshot::new(Vec::new(), []).with_memo_of(&memo);
-        assert_eq!(rebuilt.memo.len(), 0, "no node of the new snapshot: nothing kept");
+        assert_eq!(
+            rebuilt.memo.len(),
+            0,
+            "no node of the new snapshot: nothing kept"
+        );
     }
 }

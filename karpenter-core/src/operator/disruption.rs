@@ -59,6 +59,8 @@ impl Operator {
     fn disruption_options(&self) -> disruption::DisruptionOptions {
         let mut options = self.config.disruption.clone();
         options.scheduler = self.config.scheduler.clone();
+        // The loop reads commands, never the reasons nodes were not disrupted.
+        options.record_blocked = false;
         options
     }
 

@@ -293,6 +293,18 @@ fn do_not_disrupt_pod_blocks_consolidation_of_its_node() {
             .iter()
             .any(|(n, r)| n == "node-a" && r.contains("do-not-disrupt"))
     );
+    // Without recorded reasons: the same commands, nothing in `blocked`.
+    let quiet = run_pass(
+        &s,
+        now(),
+        &DisruptionOptions::default().with_record_blocked(false),
+        &|_| false,
+    );
+    assert!(quiet.blocked.is_empty());
+    assert_eq!(
+        quiet.commands.iter().map(names).collect::<Vec<_>>(),
+        pass.commands.iter().map(names).collect::<Vec<_>>()
+    );
 }
 
 /// Playing passes forward reaches a fixed point and never disrupts a node twice.

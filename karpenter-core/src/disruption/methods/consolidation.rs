@@ -424,10 +424,9 @@ pub(super) fn single_node(
         unseen.remove(&c.node_pool);
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
             constrained = true;
-            out.blocked.push((
-                c.name().to_string(),
-                crate::disruption::budgets::blocked_message(DisruptionReason::Underutilized),
-            ));
+            out.block(options, c.name(), || {
+                crate::disruption::budgets::blocked_message(DisruptionReason::Underutilized)
+            });
             continue;
         }
         // Balanced pre-filter: even deleting the node outright must pass the threshold.
@@ -437,8 +436,8 @@ pub(super) fn single_node(
         {
             continue;
         }
-        if let Some(reason) = precheck.as_ref().and_then(|p| p.hopeless(&c)) {
-            out.blocked.push((c.name().to_string(), reason));
+        if let Some(hopeless) = precheck.as_ref().and_then(|p| p.hopeless(&c)) {
+            out.block(options, c.name(), || hopeless.to_string());
             continue;
         }
         let one = vec![c];
@@ -461,7 +460,7 @@ pub(super) fn single_node(
             Ok(None) => {}
             Err(reason) => {
                 if let Some(c) = one.first() {
-                    out.blocked.push((c.name().to_string(), reason));
+                    out.block(options, c.name(), || reason);
                 }
             }
         }

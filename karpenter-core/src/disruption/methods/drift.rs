@@ -49,10 +49,9 @@ pub(super) fn static_drift(
         let budget = budgets.get(pool_name).copied().unwrap_or(0);
         if budget == 0 {
             for c in &cands {
-                out.blocked.push((
-                    c.name().to_string(),
-                    crate::disruption::budgets::blocked_message(DisruptionReason::Drifted),
-                ));
+                out.block(options, c.name(), || {
+                    crate::disruption::budgets::blocked_message(DisruptionReason::Drifted)
+                });
             }
             continue;
         }
@@ -167,10 +166,9 @@ pub(super) fn drift(
     let budgets = sims.budgets(snapshot, DisruptionReason::Drifted, now);
     for c in cands {
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
-            out.blocked.push((
-                c.name().to_string(),
-                crate::disruption::budgets::blocked_message(DisruptionReason::Drifted),
-            ));
+            out.block(options, c.name(), || {
+                crate::disruption::budgets::blocked_message(DisruptionReason::Drifted)
+            });
             continue;
         }
         let sim = match sims.get().simulate(&[&c], false) {
@@ -178,13 +176,12 @@ pub(super) fn drift(
             Err(_) => continue,
         };
         if !sim.all_non_pending_scheduled() {
-            out.blocked.push((
-                c.name().to_string(),
+            out.block(options, c.name(), || {
                 format!(
                     "not all pods would schedule, {}",
                     summarize(&sim.displaced_errors)
-                ),
-            ));
+                )
+            });
             continue;
         }
         let replacements = sim.results.new_node_claims.clone();

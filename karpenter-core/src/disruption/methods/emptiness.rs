@@ -20,7 +20,7 @@ pub(super) fn emptiness(
     for c in candidates.iter().filter(|c| should_empty(snapshot, c, now)) {
         match check_buffer_pods(snapshot, c) {
             Ok(()) => cands.push(c.clone()),
-            Err(e) => out.blocked.push((c.name().to_string(), e.to_string())),
+            Err(e) => out.block(options, c.name(), || e.to_string()),
         }
     }
     out.eligible_nodes.insert(Method::Emptiness, cands.len());
@@ -36,10 +36,9 @@ pub(super) fn emptiness(
         let b = budgets.entry(c.node_pool.clone()).or_insert(0);
         if *b == 0 {
             constrained = true;
-            out.blocked.push((
-                c.name().to_string(),
-                crate::disruption::budgets::blocked_message(DisruptionReason::Empty),
-            ));
+            out.block(options, c.name(), || {
+                crate::disruption::budgets::blocked_message(DisruptionReason::Empty)
+            });
             continue;
         }
         *b -= 1;

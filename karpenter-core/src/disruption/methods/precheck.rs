@@ -270,7 +270,7 @@ impl<'r> SingleNodePrecheck<'r> {
 
     /// Why consolidating `c` alone cannot succeed, when that is certain; `None` when only the
     /// simulation can tell.
-    pub(super) fn hopeless(&self, c: &Candidate) -> Option<String> {
+    pub(super) fn hopeless<'c>(&self, c: &'c Candidate) -> Option<Hopeless<'c>> {
         // A replacement needs an option strictly cheaper than the candidate.
         let cheapest_or_cheaper = matches!(
             c.price.partial_cmp(&self.cheapest),
@@ -282,12 +282,37 @@ impl<'r> SingleNodePrecheck<'r> {
         self.rooms
             .displaced(c)
             .find_map(|(p, stuck)| stuck.map(|s| (p, s)))
-            .map(|(p, (name, wanted, largest))| {
-                format!(
-                    "pod {} fits on no other node ({name}: {wanted}m wanted, at most {largest}m free) and no instance type launches cheaper than the candidate",
-                    p.key()
-                )
+            .map(|(pod, (resource, wanted, largest))| Hopeless {
+                pod,
+                resource,
+                wanted,
+                largest,
             })
+    }
+}
+
+/// Why the single-node pre-check rejects a candidate: one displaced pod fits on no other node
+/// and no instance type launches cheaper. Displays as the reason recorded for the candidate.
+pub(super) struct Hopeless<'c> {
+    pod: &'c Pod,
+    resource: String,
+    wanted: i64,
+    largest: i64,
+}
+
+impl std::fmt::Display for Hopeless<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Hopeless {
+            pod,
+            resource,
+            wanted,
+            largest,
+        } = self;
+        write!(
+            f,
+            "pod {} fits on no other node ({resource}: {wanted}m wanted, at most {largest}m free) and no instance type launches cheaper than the candidate",
+            pod.key()
+        )
     }
 }
 

@@ -207,10 +207,9 @@ pub(crate) fn split(
     let mut allowed: Vec<Candidate> = Vec::new();
     for c in &cands {
         if budgets.get(&c.node_pool).copied().unwrap_or(0) == 0 {
-            out.blocked.push((
-                c.name().to_string(),
-                blocked_message(DisruptionReason::Underutilized),
-            ));
+            out.block(options, c.name(), || {
+                blocked_message(DisruptionReason::Underutilized)
+            });
             continue;
         }
         allowed.push(c.clone());
@@ -220,7 +219,7 @@ pub(crate) fn split(
                 return;
             }
             Ok(None) => {}
-            Err(reason) => out.blocked.push((c.name().to_string(), reason)),
+            Err(reason) => out.block(options, c.name(), || reason),
         }
     }
     // Several by several: per NodePool, the candidates its budget allows, together.
