@@ -408,10 +408,15 @@ impl FakeCloudProvider {
         *self.state() = State::new();
     }
 
-    fn begin(&self, call: Call) -> Result<MutexGuard<'_, State>, CloudProviderError> {
+    /// Locks the state, logging the call (built only when the log is on) and failing it when
+    /// an error is queued.
+    fn begin(
+        &self,
+        call: impl FnOnce() -> Call,
+    ) -> Result<MutexGuard<'_, State>, CloudProviderError> {
         let mut state = self.state();
         if state.call_log {
-            state.calls.push(call);
+            state.calls.push(call());
         }
         match state.next_errors.pop_front() {
             Some(err) => Err(err),
@@ -505,12 +510,12 @@ impl FakeCloudProvider {
 #[async_trait]
 impl CloudProvider for FakeCloudProvider {
     async fn create(&self, node_claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError> {
-        let mut state = self.begin(Call::Create(Box::new(node_claim.clone())))?;
+        let mut state = self.begin(|| Call::Create(Box::new(node_claim.clone())))?;
         self.launch(&mut state, node_claim)
     }
 
     async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
-        let mut state = self.begin(Call::Delete(Box::new(node_claim.clone())))?;
+        let mut state = self.begin(|| Call::Delete(Box::new(node_claim.clone())))?;
         let provider_id = node_claim.status.provider_id.clone().unwrap_or_default();
         match parse_provider_id(&provider_id).and_then(|id| state.instances.remove(&id)) {
             Some(_) => {
@@ -522,7 +527,7 @@ impl CloudProvider for FakeCloudProvider {
     }
 
     async fn get(&self, provider_id: &str) -> Result<NodeClaim, CloudProviderError> {
-        let state = self.begin(Call::Get(provider_id.to_string()))?;
+        let state = self.begin(|| Call::Get(provider_id.to_string()))?;
         parse_provider_id(provider_id)
             .and_then(|id| state.instances.get(&id))
             .cloned()
@@ -530,7 +535,7 @@ impl CloudProvider for FakeCloudProvider {
     }
 
     async fn list(&self) -> Result<Vec<NodeClaim>, CloudProviderError> {
-        let state = self.begin(Call::List)?;
+        let state = self.begin(|| Call::List)?;
         Ok(state.instances.values().cloned().collect())
     }
 
@@ -539,7 +544,7 @@ impl CloudProvider for FakeCloudProvider {
         node_pool: &NodePool,
     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
         let name = node_pool.metadata.name.clone().unwrap_or_default();
-        let mut state = self.begin(Call::InstanceTypes(name.clone()))?;
+        let mut state = self.begin(|| Call::InstanceTypes(name.clone()))?;
         Ok(state.instance_types_mut(&name).clone())
     }
 
@@ -547,7 +552,7 @@ impl CloudProvider for FakeCloudProvider {
         &self,
         node_claim: &NodeClaim,
     ) -> Result<Option<String>, CloudProviderError> {
-        let state = self.begin(Call::IsDrifted(Box::new(node_claim.clone())))?;
+        let state = self.begin(|| Call::IsDrifted(Box::new(node_claim.clone())))?;
         Ok(node_claim
             .status
             .provider_id
