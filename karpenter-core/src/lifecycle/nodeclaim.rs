@@ -379,13 +379,11 @@ pub fn registration_decision(
     hooks: &[RegistrationHook],
     now: Timestamp,
 ) -> LifecycleStep {
+    if registration_idle(claim, nodes) {
+        return LifecycleStep::unchanged(claim);
+    }
     if conditions::is_true(&claim.status.conditions, REGISTERED) {
         return reregistration(claim, nodes);
-    }
-    if !conditions::is_unknown(&claim.status.conditions, REGISTERED)
-        || !conditions::is_true(&claim.status.conditions, LAUNCHED)
-    {
-        return LifecycleStep::unchanged(claim);
     }
     let mut next = claim.clone();
     let node = match nodes {
@@ -500,16 +498,29 @@ pub fn registration_decision(
 /// registration, without counting the node again (and marked initialized when the
 /// claim is), else it would keep the taint and hold its pods off for good. Upstream skips
 /// registered claims; this is a stated deviation (a stuck node is never what a user wants).
+/// Whether [`registration_decision`] leaves `claim` and `nodes` as they are: registered with
+/// nothing to re-register, or not waiting for its Node (`Registered` not `Unknown`, or not
+/// launched).
+fn registration_idle(claim: &NodeClaim, nodes: &[Node]) -> bool {
+    let conds = &claim.status.conditions;
+    if conditions::is_true(conds, REGISTERED) {
+        let [node] = nodes else {
+            return true;
+        };
+        let unregistered = unregistered_taint();
+        return node.labels.contains_key(labels::REGISTERED)
+            || !node.taints.iter().any(|t| t.matches(&unregistered));
+    }
+    !conditions::is_unknown(conds, REGISTERED) || !conditions::is_true(conds, LAUNCHED)
+}
+
+/// The re-registration of a registered claim whose Node lost its registration (see
+/// [`registration_idle`] for when there is nothing to do).
 fn reregistration(claim: &NodeClaim, nodes: &[Node]) -> LifecycleStep {
     let unregistered = unregistered_taint();
     let [node] = nodes else {
         return LifecycleStep::unchanged(claim);
     };
-    if node.labels.contains_key(labels::REGISTERED)
-        || !node.taints.iter().any(|t| t.matches(&unregistered))
-    {
-        return LifecycleStep::unchanged(claim);
-    }
     let mut synced = sync_node(claim, node);
     synced.taints.retain(|t| !t.matches(&unregistered));
     synced
@@ -609,9 +620,7 @@ pub fn initialization_decision(
     dra_published: Option<&BTreeSet<String>>,
     now: Timestamp,
 ) -> LifecycleStep {
-    if !conditions::is_unknown(&claim.status.conditions, INITIALIZED)
-        || !conditions::is_true(&claim.status.conditions, REGISTERED)
-    {
+    if initialization_idle(claim) {
         return LifecycleStep::unchanged(claim);
     }
     let mut next = claim.clone();
@@ -641,6 +650,18 @@ pub fn initialization_decision(
     step
 }
 
+/// Whether [`initialization_decision`] leaves `claim` as it is: `Initialized` is not `Unknown`,
+/// or the claim is not registered yet.
+fn initialization_idle(claim: &NodeClaim) -> bool {
+    !conditions::is_unknown(&claim.status.conditions, INITIALIZED)
+        || !conditions::is_true(&claim.status.conditions, REGISTERED)
+}
+
+/// Whether [`liveness_decision`] leaves `claim` as it is: once registered.
+fn liveness_idle(claim: &NodeClaim) -> bool {
+    conditions::is_true(&claim.status.conditions, REGISTERED)
+}
+
 /// The liveness step (upstream `nodeclaim/lifecycle` "Liveness"). Nothing once `Registered=True`.
 /// If `Launched` is not `True` and its `lastTransitionTime` is at least 5 minutes old, delete the
 /// claim (`launch_timeout`); if `Registered` is not `True` and at least 15 minutes old, delete it
@@ -649,7 +670,7 @@ pub fn initialization_decision(
 /// timeout falls due.
 pub fn liveness_decision(claim: &NodeClaim, now: Timestamp) -> LifecycleStep {
     let conds = &claim.status.conditions;
-    if conditions::is_true(conds, REGISTERED) {
+    if liveness_idle(claim) {
         return LifecycleStep::unchanged(claim);
     }
     let mut step = LifecycleStep::unchanged(claim);
@@ -749,15 +770,17 @@ pub fn reconcile_lifecycle(
         let step = launch_decision(&total.claim, outcome, now);
         absorb(&mut total, step, &mut nodes);
     }
-    if total.delete.is_none() {
+    // A step that would leave everything as it is is skipped (absorbing it changes nothing):
+    // a settled claim is not copied once per step.
+    if total.delete.is_none() && !registration_idle(&total.claim, &nodes) {
         let step = registration_decision(&total.claim, &nodes, inputs.hooks, now);
         absorb(&mut total, step, &mut nodes);
     }
-    if total.delete.is_none() {
+    if total.delete.is_none() && !initialization_idle(&total.claim) {
         let step = initialization_decision(&total.claim, &nodes, inputs.dra_published, now);
         absorb(&mut total, step, &mut nodes);
     }
-    if total.delete.is_none() {
+    if total.delete.is_none() && !liveness_idle(&total.claim) {
         let step = liveness_decision(&total.claim, now);
         absorb(&mut total, step, &mut nodes);
     }
