@@ -82,12 +82,7 @@ impl Operator {
         }
         let step = {
             // The claim's Nodes, borrowed from the view when there is one (the usual case).
-            let refs: Vec<&crate::lifecycle::Node> = claim
-                .status
-                .provider_id
-                .as_deref()
-                .map(|p| self.view.node_refs_with_provider_id(p).collect())
-                .unwrap_or_default();
+            let refs: Vec<&crate::lifecycle::Node> = self.view.node_refs_of_claim(&claim).collect();
             let copies: Vec<crate::lifecycle::Node>;
             let nodes: &[crate::lifecycle::Node] = match refs.as_slice() {
                 [] => &[],

@@ -351,12 +351,21 @@ impl ClusterView {
 
     /// The Nodes of a NodeClaim (by its provider id; none before launch).
     pub fn nodes_of_claim(&self, claim: &NodeClaim) -> Vec<Node> {
+        self.node_refs_of_claim(claim).cloned().collect()
+    }
+
+    /// [`ClusterView::nodes_of_claim`], borrowed.
+    pub(crate) fn node_refs_of_claim<'a>(
+        &'a self,
+        claim: &NodeClaim,
+    ) -> impl Iterator<Item = &'a Node> + 'a {
         claim
             .status
             .provider_id
             .as_deref()
-            .map(|p| self.nodes_with_provider_id(p))
-            .unwrap_or_default()
+            .map(|p| self.node_refs_with_provider_id(p))
+            .into_iter()
+            .flatten()
     }
 
     /// The NodeClaim whose provider id is `provider_id` (the first by name when several are).
