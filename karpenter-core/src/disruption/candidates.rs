@@ -351,17 +351,21 @@ fn sentence_case(text: &str) -> String {
 /// and a `karpenter.sh/nodepool` label. Annotations and labels are the Node's once it is
 /// registered, the NodeClaim's before ([`StateNode::annotations`], [`StateNode::labels`]).
 pub fn validate_node_disruptable(node: &StateNode, now: Timestamp) -> Result<(), CandidateError> {
-    let do_not_disrupt = node
-        .annotations()
-        .get(labels::DO_NOT_DISRUPT_ANNOTATION)
-        .is_some_and(|v| v == "true");
     check_node(
         node,
         node.initialized(),
-        do_not_disrupt,
+        node_do_not_disrupt(node),
         node.nodepool(),
         now,
     )
+}
+
+/// Whether the node's `karpenter.sh/do-not-disrupt` annotation is `"true"` (other values do not
+/// block).
+pub(crate) fn node_do_not_disrupt(node: &StateNode) -> bool {
+    node.annotations()
+        .get(labels::DO_NOT_DISRUPT_ANNOTATION)
+        .is_some_and(|v| v == "true")
 }
 
 /// [`validate_node_disruptable`] with the node's initialized state, do-not-disrupt annotation

@@ -10,11 +10,10 @@
 
 use std::sync::Arc;
 
-use crate::labels;
 use crate::state::{ClusterSnapshot, StateNode};
 
 use super::budgets::{counts_towards_budget, is_consuming_budget};
-use super::candidates::is_reschedulable;
+use super::candidates::{is_reschedulable, node_do_not_disrupt};
 use super::cost;
 
 /// The facts of one node (see the [module documentation](self)).
@@ -67,10 +66,7 @@ impl NodeFacts {
             zone: known.zone.map(Box::from),
             capacity_type: known.capacity_type.map(Box::from),
             initialized: node.initialized(),
-            do_not_disrupt: node
-                .annotations()
-                .get(labels::DO_NOT_DISRUPT_ANNOTATION)
-                .is_some_and(|v| v == "true"),
+            do_not_disrupt: node_do_not_disrupt(node),
             reschedulable,
             reschedule_disruption_cost,
             counts_towards_budget: counts_towards_budget(node),
@@ -88,6 +84,7 @@ pub(crate) fn of(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Arc<NodeF
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::labels;
     use crate::model::ClusterNode;
     use crate::state::NodeMemo;
 
