@@ -15,6 +15,7 @@ use crate::state::{ClusterSnapshot, StateNode};
 use super::budgets::{counts_towards_budget, is_consuming_budget};
 use super::candidates::{is_reschedulable, node_do_not_disrupt};
 use super::cost;
+use super::simulate::stored_node_reads_as_is;
 
 /// The facts of one node (see the [module documentation](self)).
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +30,11 @@ pub(crate) struct NodeFacts {
     pub(crate) capacity_type: Option<Box<str>>,
     /// [`StateNode::initialized`].
     pub(crate) initialized: bool,
+    /// [`StateNode::is_deleting`].
+    pub(crate) deleting: bool,
+    /// The node has a stored Node that reads as is as a cluster node
+    /// ([`stored_node_reads_as_is`]).
+    pub(crate) node_reads_as_is: bool,
     /// The node's `karpenter.sh/do-not-disrupt` annotation is `"true"`.
     pub(crate) do_not_disrupt: bool,
     /// Positions in `node.pods` of the pods [`is_reschedulable`] accepts, in node order.
@@ -66,6 +72,8 @@ impl NodeFacts {
             zone: known.zone.map(Box::from),
             capacity_type: known.capacity_type.map(Box::from),
             initialized: node.initialized(),
+            deleting: node.is_deleting(),
+            node_reads_as_is: stored_node_reads_as_is(node),
             do_not_disrupt: node_do_not_disrupt(node),
             reschedulable,
             reschedule_disruption_cost,

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::api::ConditionStatus;
 use crate::model::{ClusterNode, Pod, Timestamp};
@@ -110,23 +111,34 @@ fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
 }
 
 /// [`cluster_node`] without the copy when the stored Node already reads as it would (the usual
-/// case: a registered node whose flags are up to date).
-pub(crate) fn cluster_node_cow(node: &StateNode) -> Cow<'_, ClusterNode> {
-    if let Some(n) = &node.node {
-        let initialized = node.initialized();
-        let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
-            n.managed
-                && n.startup_taints == c.spec.startup_taints
-                && (initialized || reports_all(n, c))
-        });
-        if claim_agrees
-            && n.initialized == initialized
-            && n.marked_for_deletion == node.is_deleting()
-        {
-            return Cow::Borrowed(n);
-        }
+/// case: a registered node whose flags are up to date), which the node's facts in `snapshot`'s
+/// memo tell.
+pub(crate) fn snapshot_cluster_node<'n>(
+    snapshot: &ClusterSnapshot,
+    node: &'n Arc<StateNode>,
+) -> Cow<'n, ClusterNode> {
+    cluster_node_as(node, super::facts::of(snapshot, node).node_reads_as_is)
+}
+
+/// [`cluster_node`], borrowing the stored Node when `reads_as_is` tells it reads as it would
+/// ([`stored_node_reads_as_is`]).
+fn cluster_node_as(node: &StateNode, reads_as_is: bool) -> Cow<'_, ClusterNode> {
+    match &node.node {
+        Some(n) if reads_as_is => Cow::Borrowed(n),
+        _ => Cow::Owned(cluster_node(node)),
     }
-    Cow::Owned(cluster_node(node))
+}
+
+/// Whether the node has a stored Node that [`cluster_node`] would return unchanged.
+pub(crate) fn stored_node_reads_as_is(node: &StateNode) -> bool {
+    let Some(n) = &node.node else {
+        return false;
+    };
+    let initialized = node.initialized();
+    let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
+        n.managed && n.startup_taints == c.spec.startup_taints && (initialized || reports_all(n, c))
+    });
+    claim_agrees && n.initialized == initialized && n.marked_for_deletion == node.is_deleting()
 }
 
 /// The NodePools a simulation (or a provisioning round) may launch from: ready, dynamic, not
@@ -255,7 +267,8 @@ impl<'s> SimulationContext<'s> {
         let mut refusing = BTreeSet::new();
         let mut uninitialized = BTreeMap::new();
         for (i, node) in snapshot.nodes.iter().enumerate() {
-            if node.is_deleting() {
+            let facts = super::facts::of(snapshot, node);
+            if facts.deleting {
                 for p in &node.pods {
                     if super::candidates::is_reschedulable(p)
                         && is_currently_reschedulable(p, &pdbs, now)
@@ -266,7 +279,7 @@ impl<'s> SimulationContext<'s> {
                 }
                 continue;
             }
-            let cn = cluster_node_cow(node);
+            let cn = cluster_node_as(node, facts.node_reads_as_is);
             if !cn.initialized {
                 let claim = node.node_claim.as_ref().map_or("", |c| c.name());
                 uninitialized.insert(
@@ -278,7 +291,7 @@ impl<'s> SimulationContext<'s> {
                 );
             }
             if let (Some(pool), Some(claim)) = (
-                super::facts::of(snapshot, node)
+                facts
                     .nodepool
                     .as_deref()
                     .and_then(|n| snapshot.node_pool(n)),

@@ -270,17 +270,6 @@ struct Eviction {
     in_flight: Option<CallId>,
 }
 
-/// The provisioning batcher's window.
-#[derive(Debug, Clone, Default)]
-struct Batcher {
-    /// When the open window started.
-    opened: Option<Timestamp>,
-    /// The last new trigger.
-    last: Option<Timestamp>,
-    /// Pods seen in this window.
-    seen: BTreeSet<String>,
-}
-
 /// A command computed by a disruption pass, waiting out the validation delay.
 #[derive(Debug, Clone)]
 struct PendingValidation {
@@ -325,8 +314,10 @@ pub struct Operator {
     instance_types_in_flight: BTreeSet<String>,
     unavailable: BTreeMap<UnavailableOffering, Timestamp>,
     // Provisioning
-    batcher: Batcher,
+    batcher: provisioning::Batcher,
     retry_at: Option<Timestamp>,
+    /// The existing nodes the last provisioning round prepared, by snapshot node.
+    prepared: crate::scheduling::ExistingMemo,
     // Disruption
     disruption_due: Option<Timestamp>,
     validation: Option<PendingValidation>,
@@ -395,8 +386,9 @@ impl Operator {
             instance_types_due: BTreeMap::new(),
             instance_types_in_flight: BTreeSet::new(),
             unavailable: BTreeMap::new(),
-            batcher: Batcher::default(),
+            batcher: provisioning::Batcher::default(),
             retry_at: None,
+            prepared: Default::default(),
             disruption_due: None,
             validation: None,
             queue: CommandQueue::new(),

@@ -1,17 +1,33 @@
 //! Provisioning: the batcher's windows, the solve, NodeClaims created from it, pods nominated
 //! (spec `scheduler.md` 3.0).
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use crate::api::{NodeClaim, NodePool};
 use crate::disruption::candidates::is_reschedulable;
-use crate::disruption::simulate::{cluster_node, cluster_node_cow, eligible_node_pools};
+use crate::disruption::facts;
+use crate::disruption::simulate::{cluster_node, eligible_node_pools, snapshot_cluster_node};
 use crate::labels::LabelPolicy;
 use crate::lifecycle::{self, Event, Metric, ObjectKind, TERMINATION_FINALIZER, add, format_time};
 use crate::model::Timestamp;
 use crate::resources::ResourceList;
 use crate::scheduling::packing::PackingPolicy;
 use crate::scheduling::{self, ExistingNodeInput, ExistingNodeRef, NewNodeClaim, SchedulingInput};
+use crate::state::StateNode;
 
 use super::{Action, Operator};
+
+/// The provisioning batcher's window.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Batcher {
+    /// When the open window started.
+    opened: Option<Timestamp>,
+    /// The last new trigger.
+    last: Option<Timestamp>,
+    /// Pods seen in this window.
+    seen: BTreeSet<String>,
+}
 
 /// `karpenter_nodeclaims_created_total{reason, nodepool, min_values_relaxed}`.
 pub const NODECLAIMS_CREATED_TOTAL: &str = "karpenter_nodeclaims_created_total";
@@ -68,7 +84,7 @@ impl Operator {
             self.retry_at = Some(add(now, self.config.batch_idle_duration));
             return;
         }
-        self.batcher = super::Batcher::default();
+        self.batcher = Batcher::default();
         self.provisioning_rounds += 1;
         self.provision(now, out);
     }
@@ -82,13 +98,14 @@ impl Operator {
             &self.unavailable.keys().cloned().collect(),
         );
         let mut pods = snapshot.pending_pods.clone();
-        for sn in snapshot.nodes.iter().filter(|sn| sn.is_deleting()) {
+        let deleting = |sn: &Arc<StateNode>| facts::of(&snapshot, sn).deleting;
+        for sn in snapshot.nodes.iter().filter(|sn| deleting(sn)) {
             pods.extend(sn.pods.iter().filter(|p| is_reschedulable(p)).cloned());
         }
         if pods.is_empty() {
             return;
         }
-        let live = || snapshot.nodes.iter().filter(|sn| !sn.is_deleting());
+        let live = || snapshot.nodes.iter().filter(|sn| !deleting(sn));
         let mut input = SchedulingInput {
             node_pools: eligible_node_pools(&snapshot),
             existing_nodes: Vec::new(),
@@ -113,7 +130,9 @@ impl Operator {
             } else {
                 // Without a NodePool under `cost`, the policy's solve is the faithful one: the nodes
                 // and their pods are borrowed from the snapshot (same nodes, same order).
-                let nodes: Vec<_> = live().map(|sn| (cluster_node_cow(sn), sn)).collect();
+                let nodes: Vec<_> = live()
+                    .map(|sn| (snapshot_cluster_node(&snapshot, sn), sn))
+                    .collect();
                 let refs: Vec<ExistingNodeRef<'_>> = nodes
                     .iter()
                     .map(|(node, sn)| ExistingNodeRef {
@@ -122,7 +141,12 @@ impl Operator {
                         volume_limits: &sn.volume_limits,
                     })
                     .collect();
-                scheduling::solve_with_existing(&input, &refs, options)
+                let keys: Vec<scheduling::ExistingKey> = nodes
+                    .iter()
+                    .map(|(_, sn)| Arc::clone(sn) as scheduling::ExistingKey)
+                    .collect();
+                let memo = Some((&mut self.prepared, keys.as_slice()));
+                scheduling::solve_with_existing_memo(&input, &refs, options, memo)
             };
         let until = add(now, self.config.nomination_ttl);
         for node in &results.existing_nodes {

@@ -13,7 +13,7 @@ use crate::resources::ResourceList;
 pub(crate) type Res = SmallVec<[i64; 6]>;
 
 /// The per-solve interning of resource names.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct ResourceIndex {
     names: Vec<String>,
 }

@@ -604,6 +604,7 @@ mod volumes;
 
 pub use metrics::{SolveMetrics, ZONE_FLEXIBLE, ZONE_NONE};
 
+pub(crate) use solver::{ExistingKey, ExistingMemo, solve_with_existing_memo};
 pub use solver::{solve, solve_with_existing};
 
 #[cfg(test)]

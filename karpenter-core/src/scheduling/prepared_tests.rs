@@ -2,6 +2,7 @@
 //! without them (the consolidation simulation's contract).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use proptest::prelude::*;
 
@@ -12,7 +13,7 @@ use crate::model::{
 };
 use crate::resources::{Quantity, ResourceList, names};
 
-use super::solver::{PodHint, Prepared, SolveRequest};
+use super::solver::{ExistingKey, ExistingMemo, PodHint, Prepared, SolveRequest};
 use super::tests::{catalog, pool};
 use super::*;
 
@@ -278,6 +279,114 @@ proptest! {
         prop_assert_eq!(&hinted.existing_nodes, &fresh.existing_nodes);
         prop_assert_eq!(&hinted.pod_errors, &fresh.pod_errors);
         prop_assert_eq!(format!("{:?}", hinted.metrics), format!("{:?}", fresh.metrics));
+    }
+}
+
+/// What changes between two rounds of [`a_memo_of_prepared_nodes_changes_no_solve`].
+#[derive(Debug, Clone)]
+enum RoundChange {
+    /// Nothing besides the nodes chosen.
+    Nodes,
+    /// A DaemonSet is added.
+    DaemonSet,
+    /// A pending pod requests a resource no earlier round saw.
+    NewResource,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Solves that reuse the nodes an earlier solve prepared, across rounds where some nodes
+    /// change (a new key), DaemonSets are added or a new resource appears, give exactly the
+    /// results of solves preparing every node afresh, and reuse exactly the unchanged nodes
+    /// while nothing else changed.
+    #[test]
+    fn a_memo_of_prepared_nodes_changes_no_solve(
+        specs in prop::collection::vec(node_spec(), 1..9),
+        rounds in prop::collection::vec(
+            (
+                prop::collection::vec(prop::bool::weighted(0.3), 9),
+                prop_oneof![
+                    3 => Just(RoundChange::Nodes),
+                    1 => Just(RoundChange::DaemonSet),
+                    1 => Just(RoundChange::NewResource),
+                ],
+                prop::collection::vec((0u8..6, 0u8..3, 1i64..8), 0..3),
+            ),
+            1..5,
+        ),
+    ) {
+        let options = SchedulerOptions::default();
+        let mut nodes: Vec<Arc<ExistingNodeInput>> =
+            cluster(&specs).into_iter().map(Arc::new).collect();
+        let mut daemonsets = Vec::new();
+        let mut resources = 0;
+        let mut memo = ExistingMemo::default();
+        for (round, (changed, change, pending)) in rounds.iter().enumerate() {
+            let mut unchanged = 0;
+            for (n, node) in nodes.iter_mut().enumerate() {
+                if round > 0 && changed[n] {
+                    // A pod leaves the node (or a pod arrives on an empty one).
+                    let mut next = (**node).clone();
+                    if next.pods.pop().is_none() {
+                        let mut p = make_pod(&format!("{}-new{round}", next.node.name), 0, 0, 1, "zone-a");
+                        p.node_name = Some(next.node.name.clone());
+                        p.phase = PodPhase::Running;
+                        next.pods.push(p);
+                    }
+                    *node = Arc::new(next);
+                } else if round > 0 && !node.node.marked_for_deletion {
+                    unchanged += 1;
+                }
+            }
+            let mut pending: Vec<Pod> = pending
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, app, cpu))| {
+                    make_pod(&format!("pending-{round}-{i}"), *kind, *app, *cpu, "zone-a")
+                })
+                .collect();
+            // A round's resources are those its pods request: the round after a new resource
+            // has a resource index without it.
+            let after_new_resource = round > 0
+                && matches!(rounds[round - 1].1, RoundChange::NewResource);
+            let same_context = match change {
+                RoundChange::Nodes => !after_new_resource,
+                RoundChange::DaemonSet => {
+                    let mut pod = make_pod(&format!("daemon-{round}"), 0, 0, 1, "zone-a");
+                    pod.requests.insert(names::CPU, Quantity::from_milli(100));
+                    daemonsets.push(DaemonSet::new("kube-system", format!("ds-{round}"), pod));
+                    false
+                }
+                RoundChange::NewResource => {
+                    resources += 1;
+                    let mut pod = make_pod(&format!("extended-{round}"), 0, 0, 1, "zone-a");
+                    pod.requests.insert(format!("example.com/r{resources}"), Quantity::from_milli(1000));
+                    pending.push(pod);
+                    false
+                }
+            };
+            let input = SchedulingInput {
+                node_pools: vec![pool("default")],
+                daemonsets: daemonsets.clone(),
+                pods: pending,
+                ..SchedulingInput::default()
+            };
+            let refs: Vec<ExistingNodeRef<'_>> =
+                nodes.iter().map(|n| ExistingNodeRef::from(&**n)).collect();
+            let keys: Vec<ExistingKey> =
+                nodes.iter().map(|n| Arc::clone(n) as ExistingKey).collect();
+            let ours = solve_with_existing_memo(&input, &refs, &options, Some((&mut memo, &keys)));
+            let fresh = solve_with_existing(&input, &refs, &options);
+            prop_assert_eq!(format!("{:#?}", ours.new_node_claims), format!("{:#?}", fresh.new_node_claims));
+            prop_assert_eq!(&ours.existing_nodes, &fresh.existing_nodes);
+            prop_assert_eq!(&ours.pod_errors, &fresh.pod_errors);
+            prop_assert_eq!(format!("{:?}", ours.metrics), format!("{:?}", fresh.metrics));
+            let expected = if same_context { unchanged } else { 0 };
+            prop_assert_eq!(memo.reused(), expected, "round {}", round);
+            let live = nodes.iter().filter(|n| !n.node.marked_for_deletion).count();
+            prop_assert_eq!(memo.len(), live);
+        }
     }
 }
 

@@ -63,6 +63,7 @@ use messages::{filter_error_message, format_resources, min_values_relaxation, po
 use cache::RequirementsCache;
 use classes::PodClasses;
 use existing::build_existing;
+pub(crate) use existing::{ExistingKey, ExistingMemo};
 use scan::ClaimScan;
 
 use super::dense::{self, Res, ResourceIndex};
@@ -90,6 +91,18 @@ pub fn solve_with_existing(
     extra_existing: &[ExistingNodeRef<'_>],
     options: &SchedulerOptions,
 ) -> Results {
+    solve_with_existing_memo(input, extra_existing, options, None)
+}
+
+/// [`solve_with_existing`] reusing the existing nodes `memo` kept from the last solve it
+/// served: `keys` names each node of `extra_existing` (see [`ExistingKey`]). The result is
+/// exactly [`solve_with_existing`]'s.
+pub(crate) fn solve_with_existing_memo(
+    input: &SchedulingInput,
+    extra_existing: &[ExistingNodeRef<'_>],
+    options: &SchedulerOptions,
+    memo: Option<(&mut ExistingMemo, &[ExistingKey])>,
+) -> Results {
     let nodes: Vec<ExistingNodeRef<'_>> = input
         .existing_nodes
         .iter()
@@ -98,7 +111,14 @@ pub fn solve_with_existing(
         .collect();
     let consolidation = input.consolidation.as_ref();
     let pods: Vec<&Pod> = input.pods.iter().collect();
-    Prepared::new(input, nodes, options, &pods)
+    let keys: Vec<Option<ExistingKey>> = match &memo {
+        Some((_, keys)) => std::iter::repeat_n(None, input.existing_nodes.len())
+            .chain(keys.iter().cloned().map(Some))
+            .collect(),
+        None => Vec::new(),
+    };
+    let memo = memo.map(|(memo, _)| (memo, keys.as_slice()));
+    Prepared::new_with_memo(input, nodes, options, &pods, memo)
         .solve(&SolveRequest {
             pods: &pods,
             removed: &[],

@@ -1,7 +1,10 @@
 //! Existing nodes in a solve: their state before the solve (remaining resources after their
 //! pods and daemon overhead, host ports, taints) and placing a pod on one.
 
+use std::any::Any;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use crate::hostports::HostPortUsage;
 use crate::labels;
@@ -9,6 +12,7 @@ use crate::model::{ClusterNode, DaemonSet};
 use crate::requirements::{LabelInterner, Operator, Requirement, Requirements};
 use crate::resources::ResourceList;
 use crate::taints::{self, Taint, is_known_ephemeral_taint};
+use crate::volumes::VolumeCatalog;
 
 use super::super::ExistingNodeRef;
 use super::super::dense::{self, ResourceIndex};
@@ -177,5 +181,112 @@ pub(super) fn build_existing<'a>(
         host_ports,
         volumes: NodeVolumes::default(),
         pods: Vec::new(),
+    }
+}
+
+/// What a caller names an existing node by for [`ExistingMemo`]: a shared value standing for
+/// the node's whole input (its `ClusterNode`, its pods and its volume limits) that cannot change
+/// while it is shared, such as the `Arc` of a cluster snapshot's node. The memo holds the key,
+/// so its address identifies the node for as long as an entry exists.
+pub(crate) type ExistingKey = Arc<dyn Any + Send + Sync>;
+
+/// Existing nodes as one preparation built them, kept for the next: the operator prepares every
+/// node of the cluster for each provisioning round, and most of them have not changed since the
+/// last one. An entry is reused when the caller names the node by the same key and the inputs
+/// every node's preparation reads besides its own (the DaemonSets, the resource index and the
+/// volume catalog) are equal to those it was built with; the result is then exactly the one
+/// building it again would give. Each preparation keeps the entries of its own nodes only.
+#[derive(Default)]
+pub(crate) struct ExistingMemo {
+    /// The shared inputs the entries were built with.
+    context: Option<MemoContext>,
+    /// Entries by the address of their key.
+    entries: FxHashMap<usize, (ExistingKey, Arc<ExistingNode>)>,
+    /// The entries of the preparation under way.
+    next: FxHashMap<usize, (ExistingKey, Arc<ExistingNode>)>,
+    /// How many nodes the last preparation reused.
+    reused: usize,
+}
+
+impl std::fmt::Debug for ExistingMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExistingMemo")
+            .field("entries", &self.entries.len())
+            .field("reused", &self.reused)
+            .finish()
+    }
+}
+
+/// The inputs of a node's preparation that are not the node's own.
+struct MemoContext {
+    daemons: Vec<DaemonSet>,
+    index: ResourceIndex,
+    volumes: VolumeCatalog,
+}
+
+fn key_address(key: &ExistingKey) -> usize {
+    Arc::as_ptr(key).cast::<()>() as usize
+}
+
+impl ExistingMemo {
+    /// Starts a preparation with these shared inputs: forgets every entry when they differ from
+    /// the last preparation's.
+    pub(super) fn begin(
+        &mut self,
+        daemons: &[&DaemonSet],
+        index: &ResourceIndex,
+        volumes: &VolumeCatalog,
+    ) {
+        let same = self.context.as_ref().is_some_and(|c| {
+            c.daemons.iter().eq(daemons.iter().copied())
+                && c.index == *index
+                && c.volumes == *volumes
+        });
+        if !same {
+            self.entries.clear();
+            self.context = Some(MemoContext {
+                daemons: daemons.iter().map(|d| (*d).clone()).collect(),
+                index: index.clone(),
+                volumes: volumes.clone(),
+            });
+        }
+        self.next.clear();
+        self.reused = 0;
+    }
+
+    /// The node named `key`: the last preparation's when it had one, else `build`'s.
+    pub(super) fn node(
+        &mut self,
+        key: &ExistingKey,
+        build: impl FnOnce() -> ExistingNode,
+    ) -> Arc<ExistingNode> {
+        let address = key_address(key);
+        let node = match self.entries.remove(&address) {
+            Some((_, node)) => {
+                self.reused += 1;
+                node
+            }
+            None => Arc::new(build()),
+        };
+        self.next
+            .insert(address, (Arc::clone(key), Arc::clone(&node)));
+        node
+    }
+
+    /// Ends the preparation: its nodes are the entries the next one may reuse.
+    pub(super) fn end(&mut self) {
+        self.entries = std::mem::take(&mut self.next);
+    }
+
+    /// How many nodes the memo holds.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// How many nodes the last preparation took from the memo instead of building them.
+    #[cfg(test)]
+    pub(crate) fn reused(&self) -> usize {
+        self.reused
     }
 }

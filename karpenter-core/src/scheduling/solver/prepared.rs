@@ -17,6 +17,7 @@ use crate::scheduling::{
     ExistingNodeRef, MinValuesPolicy, Results, SchedulerOptions, SchedulingInput,
 };
 
+use super::existing::{ExistingKey, ExistingMemo};
 use super::typeset::{FitTable, TypeSet};
 use super::{
     AllocGroup, DaemonGroup, Prepared, SolveRequest, Solver, Template, build_existing,
@@ -32,6 +33,19 @@ impl<'a> Prepared<'a> {
         nodes: Vec<ExistingNodeRef<'a>>,
         options: &'a SchedulerOptions,
         pods: &[&Pod],
+    ) -> Prepared<'a> {
+        Prepared::new_with_memo(input, nodes, options, pods, None)
+    }
+
+    /// [`Prepared::new`] reusing the existing nodes `memo` kept from the last preparation: per
+    /// position in `nodes`, `keys` names the node (see [`ExistingKey`]; a node without a key is
+    /// built afresh and not kept).
+    pub(crate) fn new_with_memo(
+        input: &'a SchedulingInput,
+        nodes: Vec<ExistingNodeRef<'a>>,
+        options: &'a SchedulerOptions,
+        pods: &[&Pod],
+        mut memo: Option<(&mut ExistingMemo, &[Option<ExistingKey>])>,
     ) -> Prepared<'a> {
         let policy = &options.label_policy;
         let mut index = ResourceIndex::default();
@@ -298,14 +312,26 @@ impl<'a> Prepared<'a> {
                 .then_with(|| a.name.cmp(&b.name))
         });
         let mut interner = crate::requirements::LabelInterner::default();
-        let existing = order
-            .into_iter()
-            .map(|i| {
-                let mut node = build_existing(&nodes[i], &daemons, &index, &mut interner);
-                node.volumes = NodeVolumes::new(&input.volumes, &nodes[i]);
-                (i, Arc::new(node))
-            })
-            .collect();
+        let mut build = |i: usize| {
+            let mut node = build_existing(&nodes[i], &daemons, &index, &mut interner);
+            node.volumes = NodeVolumes::new(&input.volumes, &nodes[i]);
+            node
+        };
+        let mut existing = Vec::with_capacity(order.len());
+        match memo.as_mut() {
+            Some((memo, keys)) => {
+                memo.begin(&daemons, &index, &input.volumes);
+                for i in order {
+                    let node = match keys.get(i).and_then(Option::as_ref) {
+                        Some(key) => memo.node(key, || build(i)),
+                        None => Arc::new(build(i)),
+                    };
+                    existing.push((i, node));
+                }
+                memo.end();
+            }
+            None => existing.extend(order.into_iter().map(|i| (i, Arc::new(build(i))))),
+        }
 
         let universe_pools: Vec<UniversePool<'_>> = pool_reqs
             .iter()
