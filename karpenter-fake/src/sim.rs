@@ -601,6 +601,19 @@ impl Sim {
             self.nothing_to_bind = Some(generation);
             return false;
         }
+        // The Nodes a pod may bind to in this call (ready, not being deleted), in name order,
+        // with their free room; neither changes while pods bind, except a bound pod's Node's
+        // room.
+        let mut open: Vec<OpenNode> = self
+            .api
+            .nodes
+            .iter()
+            .filter(|(_, node)| node.is_ready() && !node.is_deleting())
+            .map(|(name, node)| OpenNode {
+                name: name.clone(),
+                free: free_room(&node.allocatable, self.api.used_on(name)),
+            })
+            .collect();
         let mut bound = false;
         for mut pod in pending {
             let preferred = self.nominations.get(&pod.key()).map(|t| {
@@ -611,12 +624,14 @@ impl Sim {
                     .unwrap_or_else(|| t.clone())
             });
             let requests = pod.scheduling_requests();
-            let fits = |name: &str| {
-                let Some(node) = self.api.nodes.get(name) else {
+            let fits = |open: &OpenNode| {
+                let Some(free) = &open.free else {
                     return false;
                 };
-                node.is_ready()
-                    && !node.is_deleting()
+                let Some(node) = self.api.nodes.get(&open.name) else {
+                    return false;
+                };
+                requests.iter().all(|(name, q)| q <= free.get_or_zero(name))
                     && node.taints.iter().all(|t| {
                         t.effect == TaintEffect::PreferNoSchedule
                             || pod.tolerations.iter().any(|tol| tol.tolerates(t))
@@ -625,14 +640,16 @@ impl Sim {
                         .node_selector
                         .iter()
                         .all(|(k, v)| node.labels.get(k) == Some(v))
-                    && fits_beside(&requests, &node.allocatable, self.api.used_on(name))
             };
-            let target = match preferred.filter(|p| fits(p)) {
-                Some(p) => Some(p),
-                None => self.api.nodes.keys().find(|n| fits(n)).cloned(),
-            };
-            if let Some(name) = target {
-                pod.node_name = Some(name);
+            let preferred = preferred.and_then(|p| {
+                open.binary_search_by(|o| o.name.as_str().cmp(p.as_str()))
+                    .ok()
+                    .filter(|&i| fits(&open[i]))
+            });
+            let target = preferred.or_else(|| open.iter().position(fits));
+            if let Some(i) = target {
+                let name = open[i].name.clone();
+                pod.node_name = Some(name.clone());
                 pod.phase = PodPhase::Running;
                 pod.start_time = Some(self.now);
                 self.nominations.remove(&pod.key());
@@ -642,6 +659,11 @@ impl Sim {
                 }
                 // Counts its requests on the node for the pods after it.
                 self.api.put_pod(pod);
+                open[i].free = self
+                    .api
+                    .nodes
+                    .get(&name)
+                    .and_then(|node| free_room(&node.allocatable, self.api.used_on(&name)));
                 bound = true;
             }
         }
@@ -811,21 +833,25 @@ fn input_summary(input: &Input) -> String {
 
 /// Whether `requests` fit on a node of `allocatable` beside pods requesting `used`: exactly
 /// `ResourceList::fits(requests, &allocatable.sub(used))`, without building the difference.
-fn fits_beside(
-    requests: &ResourceList,
-    allocatable: &ResourceList,
-    used: Option<&ResourceList>,
-) -> bool {
-    let zero = ResourceList::new();
-    let used = used.unwrap_or(&zero);
-    let free = |name: &str| allocatable.get_or_zero(name) - used.get_or_zero(name);
-    // `fits` refuses a total with any negative entry, over the union of both lists' names.
-    if allocatable.iter().any(|(name, _)| free(name).is_negative())
-        || used.iter().any(|(name, _)| free(name).is_negative())
-    {
-        return false;
+/// A Node pods may bind to (see [`Sim::bind_pending`]).
+struct OpenNode {
+    name: String,
+    /// Its room: `None` when something already overflows it.
+    free: Option<ResourceList>,
+}
+
+/// What is left of `allocatable` beside `used`, over the names of both; `None` when an entry is
+/// negative (an overcommitted Node takes no pod, as the scheduler's `fits` refuses a total with
+/// any negative entry). A name of neither list has no room.
+fn free_room(allocatable: &ResourceList, used: Option<&ResourceList>) -> Option<ResourceList> {
+    let mut free = allocatable.clone();
+    if let Some(used) = used {
+        for (name, q) in used.iter() {
+            free.insert(name, free.get_or_zero(name) - q);
+        }
     }
-    requests.iter().all(|(name, q)| q <= free(name))
+    let overflows = free.iter().any(|(_, q)| q.is_negative());
+    (!overflows).then_some(free)
 }
 
 fn lifecycle_add(t: Timestamp, d: SignedDuration) -> Timestamp {
