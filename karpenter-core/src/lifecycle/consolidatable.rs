@@ -45,15 +45,25 @@ pub fn consolidatable_update(
     claim: &NodeClaim,
     now: Timestamp,
 ) -> ConsolidatableUpdate {
-    let unchanged = |requeue_at| ConsolidatableUpdate {
-        claim: claim.clone(),
-        changed: false,
-        requeue_at,
-    };
-    if pool.is_static() {
-        return unchanged(None);
-    }
     let mut next = claim.clone();
+    let requeue_at = apply_consolidatable(pool, &mut next, now);
+    ConsolidatableUpdate {
+        changed: next != *claim,
+        claim: next,
+        requeue_at,
+    }
+}
+
+/// [`consolidatable_update`] on the claim in place (no copy for a caller that owns it): leaves
+/// `claim` as the update's `claim` and returns its `requeue_at`.
+pub(crate) fn apply_consolidatable(
+    pool: &NodePool,
+    claim: &mut NodeClaim,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    if pool.is_static() {
+        return None;
+    }
     let mut requeue_at = None;
     let consolidate_after = pool.spec.disruption.effective_consolidate_after();
     let window = consolidate_after.duration();
@@ -77,18 +87,11 @@ pub fn consolidatable_update(
         Some(_) => true,
     };
     if consolidatable {
-        ConditionSet::for_nodeclaim(&mut next, now).set_true(CONSOLIDATABLE);
-    } else if crate::api::find_condition(&next.status.conditions, CONSOLIDATABLE).is_some() {
-        ConditionSet::for_nodeclaim(&mut next, now).clear(CONSOLIDATABLE);
+        ConditionSet::for_nodeclaim(claim, now).set_true(CONSOLIDATABLE);
+    } else if crate::api::find_condition(&claim.status.conditions, CONSOLIDATABLE).is_some() {
+        ConditionSet::for_nodeclaim(claim, now).clear(CONSOLIDATABLE);
     }
-    if next == *claim {
-        return unchanged(requeue_at);
-    }
-    ConsolidatableUpdate {
-        claim: next,
-        changed: true,
-        requeue_at,
-    }
+    requeue_at
 }
 
 /// Records a pod event on the NodeClaim of the pod's node (upstream

@@ -470,28 +470,39 @@ pub fn drift_condition_update(
     now: Timestamp,
 ) -> DriftUpdate {
     let mut next = claim.clone();
+    let requeue_after = apply_drift_condition(&mut next, check, now);
+    DriftUpdate {
+        changed: &next != claim,
+        claim: next,
+        requeue_after,
+    }
+}
+
+/// [`drift_condition_update`] on the claim in place (no copy for a caller that owns it): leaves
+/// `claim` as the update's `claim` and returns its `requeue_after`.
+pub(crate) fn apply_drift_condition(
+    claim: &mut NodeClaim,
+    check: &DriftCheck,
+    now: Timestamp,
+) -> Option<SignedDuration> {
     let launched = conditions::is_true(&claim.status.conditions, LAUNCHED);
     let requeue_after = launched.then_some(DRIFT_REQUEUE);
     let reason = check.reason.as_ref().filter(|_| launched);
     match reason {
         Some(r) => {
-            ConditionSet::for_nodeclaim(&mut next, now).set_true_with_reason(
+            ConditionSet::for_nodeclaim(claim, now).set_true_with_reason(
                 DRIFTED,
                 r.as_str(),
                 r.as_str(),
             );
         }
         None => {
-            if crate::api::find_condition(&next.status.conditions, DRIFTED).is_some() {
-                ConditionSet::for_nodeclaim(&mut next, now).clear(DRIFTED);
+            if crate::api::find_condition(&claim.status.conditions, DRIFTED).is_some() {
+                ConditionSet::for_nodeclaim(claim, now).clear(DRIFTED);
             }
         }
     }
-    DriftUpdate {
-        changed: &next != claim,
-        claim: next,
-        requeue_after,
-    }
+    requeue_after
 }
 
 // ---------------------------------------------------------------------------------------------

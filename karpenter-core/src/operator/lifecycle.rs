@@ -107,8 +107,8 @@ impl Operator {
             // A failed launch is retried with a new `create`.
             self.launch_cache.remove(name);
         }
-        out.extend(step.events.iter().cloned().map(Action::RecordEvent));
-        out.extend(step.metrics.iter().cloned().map(Action::Metric));
+        out.extend(step.events.into_iter().map(Action::RecordEvent));
+        out.extend(step.metrics.into_iter().map(Action::Metric));
         if let Some(health) = &step.health {
             let condition = self
                 .registration_health
@@ -126,7 +126,7 @@ impl Operator {
             });
             return;
         }
-        let mut next = step.claim.clone();
+        let mut next = step.claim;
         if let Some(t) = self.pod_events.remove(name)
             && next.status.last_pod_event_time.as_deref() < Some(t.as_str())
         {
@@ -158,39 +158,38 @@ impl Operator {
         now: Timestamp,
         out: &mut Vec<Action>,
     ) {
-        let Some(pool) = self.view.node_pools.get(pool_name).cloned() else {
+        let name = claim.name().to_string();
+        // Everything read from the view first, so the pool and its instance types are borrowed.
+        let Some(pool) = self.view.node_pools.get(pool_name) else {
             return;
         };
-        let name = claim.name().to_string();
-        let update = lifecycle::consolidatable::consolidatable_update(&pool, claim, now);
-        if let Some(t) = update.requeue_at {
+        let requeue_at = lifecycle::consolidatable::apply_consolidatable(pool, claim, now);
+        let check = conditions::is_true(&claim.status.conditions, LAUNCHED).then(|| {
+            let types = self
+                .view
+                .instance_types
+                .get(pool_name)
+                .map_or(&[][..], Vec::as_slice);
+            lifecycle::drift::drift_reason(
+                claim,
+                pool,
+                types,
+                self.cloud_drift.get(&name).and_then(Option::as_deref),
+                now,
+                self.instance_type_checked.get(&name).copied(),
+                &self.config.drift,
+            )
+        });
+        if let Some(t) = requeue_at {
             self.claims.requeue(&name, t);
         }
-        *claim = update.claim;
-        if !conditions::is_true(&claim.status.conditions, LAUNCHED) {
+        let Some(check) = check else {
             return;
-        }
-        let types = self
-            .view
-            .instance_types
-            .get(pool_name)
-            .cloned()
-            .unwrap_or_default();
-        let cloud = self.cloud_drift.get(&name).cloned().flatten();
-        let check = lifecycle::drift::drift_reason(
-            claim,
-            &pool,
-            &types,
-            cloud.as_deref(),
-            now,
-            self.instance_type_checked.get(&name).copied(),
-            &self.config.drift,
-        );
+        };
         if check.instance_type_check_passed {
             self.instance_type_checked.insert(name.clone(), now);
         }
-        let update = lifecycle::drift::drift_condition_update(claim, &check, now);
-        *claim = update.claim;
+        lifecycle::drift::apply_drift_condition(claim, &check, now);
         let due = self
             .drift_checked
             .get(&name)
