@@ -697,10 +697,21 @@ pub fn interleave_by_node_pool(
     candidates: Vec<Candidate>,
     previously_unseen: &BTreeSet<String>,
 ) -> Vec<Candidate> {
+    interleave(candidates, previously_unseen)
+}
+
+/// [`interleave_by_node_pool`] over owned or borrowed candidates.
+pub(crate) fn interleave<C: std::borrow::Borrow<Candidate>>(
+    candidates: Vec<C>,
+    previously_unseen: &BTreeSet<String>,
+) -> Vec<C> {
     let total = candidates.len();
-    let mut by_pool: BTreeMap<String, std::collections::VecDeque<Candidate>> = BTreeMap::new();
+    let mut by_pool: BTreeMap<String, std::collections::VecDeque<C>> = BTreeMap::new();
     for c in candidates {
-        by_pool.entry(c.node_pool.clone()).or_default().push_back(c);
+        by_pool
+            .entry(c.borrow().node_pool.clone())
+            .or_default()
+            .push_back(c);
     }
     let (first, rest): (Vec<String>, Vec<String>) = by_pool
         .keys()

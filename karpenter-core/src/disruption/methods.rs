@@ -66,6 +66,9 @@ struct Sims<'c> {
     rooms: std::cell::OnceCell<precheck::Rooms>,
     /// The budgets' node counts over the pass's snapshot, taken on first use.
     pool_counts: std::cell::OnceCell<PoolCounts>,
+    /// The consolidation candidates of the pass's candidates (the nodes of the candidates they
+    /// came from, and the sorted list), built on first use.
+    consolidation: std::cell::OnceCell<(Vec<Arc<StateNode>>, Vec<Candidate>)>,
 }
 
 impl<'c> Sims<'c> {
@@ -75,6 +78,32 @@ impl<'c> Sims<'c> {
             simulator: std::cell::OnceCell::new(),
             rooms: std::cell::OnceCell::new(),
             pool_counts: std::cell::OnceCell::new(),
+            consolidation: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The consolidation candidates of `candidates` over `snapshot` at `now` (the pass's),
+    /// sorted by savings ratio: computed once for the consolidation methods of a pass, which
+    /// all start from the pass's candidates; a call with another slice computes its own.
+    fn consolidation_candidates(
+        &self,
+        snapshot: &ClusterSnapshot,
+        candidates: &[Candidate],
+        now: Timestamp,
+    ) -> std::borrow::Cow<'_, [Candidate]> {
+        let (first, sorted) = self.consolidation.get_or_init(|| {
+            let nodes = candidates.iter().map(|c| Arc::clone(&c.node)).collect();
+            (nodes, consolidation_candidates(snapshot, candidates, now))
+        });
+        let same = first.len() == candidates.len()
+            && first
+                .iter()
+                .zip(candidates)
+                .all(|(n, c)| Arc::ptr_eq(n, &c.node));
+        if same {
+            std::borrow::Cow::Borrowed(sorted)
+        } else {
+            std::borrow::Cow::Owned(consolidation_candidates(snapshot, candidates, now))
         }
     }
 

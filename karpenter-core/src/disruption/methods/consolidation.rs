@@ -7,7 +7,7 @@ use super::{
     Sims, should_consolidate,
 };
 use crate::api::DisruptionReason;
-use crate::disruption::candidates::{Candidate, interleave_by_node_pool, sort_by_savings_ratio};
+use crate::disruption::candidates::{Candidate, interleave, sort_by_savings_ratio};
 use crate::disruption::simulate::{Simulation, Simulator};
 use crate::labels::{self, LabelPolicy};
 use crate::model::{InstanceType, Timestamp};
@@ -296,7 +296,7 @@ pub(super) fn multi_node(
     out: &mut PassOutcome,
     options: &DisruptionOptions,
 ) {
-    let cands = consolidation_candidates(snapshot, candidates, now);
+    let cands = sims.consolidation_candidates(snapshot, candidates, now);
     out.eligible_nodes.insert(Method::MultiNode, cands.len());
     if cands.is_empty() {
         return;
@@ -304,14 +304,14 @@ pub(super) fn multi_node(
     let mut budgets = sims.budgets(snapshot, DisruptionReason::Underutilized, now);
     let mut kept = Vec::new();
     let mut constrained = false;
-    for c in cands {
+    for c in cands.iter() {
         let b = budgets.entry(c.node_pool.clone()).or_insert(0);
         if *b == 0 {
             constrained = true;
             continue;
         }
         *b -= 1;
-        kept.push(c);
+        kept.push(c.clone());
     }
     if kept.len() < 2 {
         if !constrained {
@@ -399,8 +399,9 @@ pub(super) fn single_node(
     out: &mut PassOutcome,
     options: &DisruptionOptions,
 ) {
-    let cands = interleave_by_node_pool(
-        consolidation_candidates(snapshot, candidates, now),
+    let sorted = sims.consolidation_candidates(snapshot, candidates, now);
+    let cands = interleave(
+        sorted.iter().collect(),
         &options.previously_unseen_node_pools,
     );
     out.eligible_nodes.insert(Method::SingleNode, cands.len());
@@ -432,15 +433,15 @@ pub(super) fn single_node(
         // Balanced pre-filter: even deleting the node outright must pass the threshold.
         if is_balanced(snapshot, &c.node_pool)
             && totals.get(&c.node_pool).is_some_and(|t| t.cost > 0.0)
-            && !balanced_approves(snapshot, &totals, std::slice::from_ref(&c), c.price)
+            && !balanced_approves(snapshot, &totals, std::slice::from_ref(c), c.price)
         {
             continue;
         }
-        if let Some(hopeless) = precheck.as_ref().and_then(|p| p.hopeless(&c)) {
+        if let Some(hopeless) = precheck.as_ref().and_then(|p| p.hopeless(c)) {
             out.block(options, c.name(), || hopeless.to_string());
             continue;
         }
-        let one = vec![c];
+        let one = vec![c.clone()];
         match compute_consolidation(sims.get(), &one, options) {
             Ok(Some((replacements, sim))) => {
                 let saving = savings(&one, &replacements, policy);

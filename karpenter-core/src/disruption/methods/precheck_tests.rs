@@ -253,6 +253,41 @@ fn room_counts_only_where_displaced_pods_may_land() {
     }
 }
 
+/// A pass's consolidation candidates are computed once and shared by its methods; a call with
+/// other candidates gets its own, not the pass's.
+#[test]
+fn a_pass_shares_its_consolidation_candidates() {
+    let nodes: Vec<StateNode> = (0..4)
+        .map(|i| node(&format!("node-{i}"), 2, Kind::Settled, &[500 + 100 * i]))
+        .collect();
+    let snapshot = ClusterSnapshot::new(vec![pool()], nodes);
+    let options = DisruptionOptions::default();
+    let context = SimulationContext::new(&snapshot, &options.scheduler, now());
+    let sims = Sims::new(&context);
+    let (graceful, _) = get_candidates(&snapshot, DisruptionClass::Graceful, &|_| false, now());
+    let names = |cands: &[Candidate]| -> Vec<String> {
+        cands.iter().map(|c| c.name().to_string()).collect()
+    };
+    let expected = names(&consolidation_candidates(&snapshot, &graceful, now()));
+    assert_eq!(expected.len(), 4);
+    let first = sims.consolidation_candidates(&snapshot, &graceful, now());
+    assert!(matches!(first, std::borrow::Cow::Borrowed(_)));
+    assert_eq!(names(&first), expected);
+    let again = sims.consolidation_candidates(&snapshot, &graceful.clone(), now());
+    assert!(
+        matches!(again, std::borrow::Cow::Borrowed(_)),
+        "same nodes: shared"
+    );
+    let fewer = &graceful[1..];
+    let other = sims.consolidation_candidates(&snapshot, fewer, now());
+    assert!(matches!(other, std::borrow::Cow::Owned(_)));
+    assert_eq!(
+        names(&other),
+        names(&consolidation_candidates(&snapshot, fewer, now()))
+    );
+    assert_eq!(other.len(), 3);
+}
+
 /// A pod that is also pending under the same key is never judged stuck (the simulation cannot
 /// tell it apart from the pending one, whose failure blocks nothing).
 #[test]

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::consolidation::{consolidation_candidates, savings};
+use super::consolidation::savings;
 use super::{Command, DisruptionOptions, Method, PassOutcome, Reason, Sims};
 use crate::api::DisruptionReason;
 use crate::disruption::budgets::blocked_message;
@@ -184,12 +184,14 @@ pub(crate) fn split(
     out: &mut PassOutcome,
     options: &DisruptionOptions,
 ) {
-    let mut cands: Vec<Candidate> = consolidation_candidates(snapshot, candidates, now)
-        .into_iter()
+    let mut cands: Vec<Candidate> = sims
+        .consolidation_candidates(snapshot, candidates, now)
+        .iter()
         .filter(|c| pool_policy(snapshot, &c.node_pool, options) == PackingPolicy::Cost)
         .filter(|c| {
             options.spot_to_spot_consolidation || c.capacity_type != labels::CAPACITY_TYPE_SPOT
         })
+        .cloned()
         .collect();
     if cands.is_empty() {
         return;
