@@ -186,8 +186,13 @@ pub struct LifecycleStep {
 
 impl LifecycleStep {
     fn unchanged(claim: &NodeClaim) -> LifecycleStep {
+        LifecycleStep::unchanged_owned(claim.clone())
+    }
+
+    /// [`LifecycleStep::unchanged`] taking the claim.
+    fn unchanged_owned(claim: NodeClaim) -> LifecycleStep {
         LifecycleStep {
-            claim: claim.clone(),
+            claim,
             claim_changed: false,
             node_update: None,
             delete: None,
@@ -750,11 +755,18 @@ pub fn reconcile_lifecycle(
     ensure_finalizer(&mut current);
     ConditionSet::for_nodeclaim(&mut current, now);
     let original_nodes = inputs.nodes;
-    let mut nodes: Vec<Node> = original_nodes.to_vec();
-    let mut total = LifecycleStep::unchanged(&current);
+    // The Nodes as the steps leave them, copied only when a step updates one.
+    let mut nodes: std::borrow::Cow<'_, [Node]> = std::borrow::Cow::Borrowed(original_nodes);
+    let mut total = LifecycleStep::unchanged_owned(current);
 
-    fn absorb(total: &mut LifecycleStep, step: LifecycleStep, nodes: &mut [Node]) {
-        if let (Some(update), [node]) = (&step.node_update, nodes) {
+    fn absorb(
+        total: &mut LifecycleStep,
+        step: LifecycleStep,
+        nodes: &mut std::borrow::Cow<'_, [Node]>,
+    ) {
+        if let (Some(update), 1) = (&step.node_update, nodes.len())
+            && let [node] = nodes.to_mut().as_mut_slice()
+        {
             update.apply(node);
         }
         total.claim = step.claim;
@@ -784,7 +796,9 @@ pub fn reconcile_lifecycle(
         let step = liveness_decision(&total.claim, now);
         absorb(&mut total, step, &mut nodes);
     }
-    if let ([before], [after]) = (original_nodes, nodes.as_slice()) {
+    if let (std::borrow::Cow::Owned(nodes), [before]) = (&nodes, original_nodes)
+        && let [after] = nodes.as_slice()
+    {
         total.node_update = NodeUpdate::diff(before, after);
     }
     total.claim_changed = &total.claim != claim;
