@@ -322,12 +322,15 @@ impl Launch {
         self.offering.price
     }
 
-    /// `node_claim` as launched: `metadata.labels` replaced by [`labels`](Self::labels),
-    /// `status.providerID` set, `status.capacity` and `status.allocatable` those of the instance
-    /// type through the offering (zero quantities dropped). What a provider's `create` returns.
+    /// `node_claim` as launched, what a provider's `create` returns (as upstream's fake provider
+    /// builds it): the claim's name and annotations, [`labels`](Self::labels) as its labels, a
+    /// copy of its spec, and a status holding only `providerID` and the `capacity` and
+    /// `allocatable` of the instance type through the offering (zero quantities dropped).
+    /// Nothing else of the claim (finalizers, owners, conditions...) is part of an instance.
     pub fn launched(&self, node_claim: &NodeClaim, provider_id: impl Into<String>) -> NodeClaim {
-        let mut launched = node_claim.clone();
+        let mut launched = NodeClaim::new(node_claim.name(), node_claim.spec.clone());
         launched.metadata.labels = self.labels.clone();
+        launched.metadata.annotations = node_claim.metadata.annotations.clone();
         launched.status.provider_id = Some(provider_id.into());
         let capacity = match &self.offering.capacity_override {
             Some(over) => {

@@ -251,10 +251,26 @@ fn launched_fills_status_from_the_offering() {
             .collect(),
     );
     let types = vec![instance_type("g", 2, vec![over])];
-    let nc = NodeClaim::new("n", NodeClaimSpec::new(NodeClassReference::default()));
+    let mut nc = NodeClaim::new("n", NodeClaimSpec::new(NodeClassReference::default()));
+    nc.metadata.finalizers = vec!["karpenter.sh/termination".into()];
+    nc.metadata.annotations.insert("team".into(), "web".into());
+    nc.metadata.creation_timestamp = Some("2024-01-01T00:00:00Z".into());
+    nc.status.conditions = vec![crate::api::Condition {
+        type_: "Launched".into(),
+        status: crate::api::ConditionStatus::Unknown,
+        ..Default::default()
+    }];
     let launch = resolve_launch(&nc, &types, &LabelPolicy::core(), None, |_, _| false).unwrap();
     assert_eq!(launch.price(), 0.1);
     let launched = launch.launched(&nc, "x://1");
+    // An instance holds the claim's name, annotations and spec, not its finalizers, times or
+    // conditions (as upstream's fake provider builds it).
+    assert_eq!(launched.name(), "n");
+    assert_eq!(launched.spec, nc.spec);
+    assert_eq!(launched.metadata.annotations["team"], "web");
+    assert!(launched.metadata.finalizers.is_empty());
+    assert!(launched.metadata.creation_timestamp.is_none());
+    assert!(launched.status.conditions.is_empty());
     assert_eq!(launched.status.provider_id.as_deref(), Some("x://1"));
     assert_eq!(
         launched.status.capacity.get("example.com/gpu"),
