@@ -19,8 +19,9 @@ pub(crate) struct TopologyBase<'a> {
     pub(super) namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub(super) counted_pods: FxHashMap<&'a str, Vec<CountedPod<'a>>>,
     /// Per namespace: label (key, value) → positions in `counted_pods`, ascending. Lets a new
-    /// group visit only the pods carrying its first `matchLabels` pair.
-    pub(super) counted_by_label: FxHashMap<&'a str, FxHashMap<(&'a str, &'a str), Vec<u32>>>,
+    /// group visit only the pods carrying its first `matchLabels` pair. Built by the first group
+    /// that needs it (see [`TopologyBase::counted_by_label`]).
+    counted_by_label: std::sync::OnceLock<LabelIndex>,
     /// UIDs of the countable pods and of the pods with inverse terms, with the position of
     /// their node.
     pub(super) counted_uids: FxHashMap<&'a str, u32>,
@@ -30,7 +31,44 @@ pub(crate) struct TopologyBase<'a> {
     pub(super) prototypes: Vec<InverseProto>,
 }
 
+/// Per namespace: the hash of a label (key, value) ([`label_hash`]) → positions of the
+/// namespace's counted pods carrying a label of that hash, ascending. Owned, so the base's
+/// lifetime stays covariant: a hash may stand for more than one label, and the positions are a
+/// superset its users filter (they test every visited pod's labels).
+type LabelIndex = FxHashMap<String, FxHashMap<u64, Vec<u32>>>;
+
+/// The hash of a label (key, value) in [`LabelIndex`].
+pub(super) fn label_hash(key: &str, value: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    (key, value).hash(&mut h);
+    h.finish()
+}
+
 impl<'a> TopologyBase<'a> {
+    /// Per namespace: label (key, value) → positions in `counted_pods`, ascending (a superset:
+    /// see [`LabelIndex`]), built on first use (a solve whose pods count no existing pod never
+    /// needs it).
+    pub(super) fn counted_by_label(&self) -> &LabelIndex {
+        self.counted_by_label.get_or_init(|| {
+            let mut out = LabelIndex::default();
+            for (&ns, pods) in &self.counted_pods {
+                let mut by_label: FxHashMap<u64, Vec<u32>> = FxHashMap::default();
+                for (pos, p) in pods.iter().enumerate() {
+                    for (lk, lv) in p.labels {
+                        let positions = by_label.entry(label_hash(lk, lv)).or_default();
+                        // Two labels of one pod may share a hash: each position once.
+                        if positions.last() != Some(&index(pos)) {
+                            positions.push(index(pos));
+                        }
+                    }
+                }
+                out.insert(ns.to_string(), by_label);
+            }
+            out
+        })
+    }
+
     /// The existing nodes the base was built over, in input order.
     pub(crate) fn nodes(&self) -> &[ExistingNodeRef<'a>] {
         &self.nodes
@@ -54,7 +92,7 @@ impl<'a> TopologyBase<'a> {
             nodes,
             namespaces,
             counted_pods: FxHashMap::default(),
-            counted_by_label: FxHashMap::default(),
+            counted_by_label: std::sync::OnceLock::new(),
             counted_uids: FxHashMap::default(),
             shared_uids: rustc_hash::FxHashSet::default(),
             inverse_terms: Vec::new(),
@@ -129,18 +167,6 @@ impl<'a> TopologyBase<'a> {
                     });
                 }
             }
-        }
-        for (&ns, pods) in &base.counted_pods {
-            let mut by_label: FxHashMap<(&str, &str), Vec<u32>> = FxHashMap::default();
-            for (pos, p) in pods.iter().enumerate() {
-                for (lk, lv) in p.labels {
-                    by_label
-                        .entry((lk.as_str(), lv.as_str()))
-                        .or_default()
-                        .push(index(pos));
-                }
-            }
-            base.counted_by_label.insert(ns, by_label);
         }
         base
     }

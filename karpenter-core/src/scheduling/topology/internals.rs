@@ -612,9 +612,9 @@ fn scan_counted<'a>(
         match first_pair {
             Some(pair) => {
                 let Some(positions) = base
-                    .counted_by_label
+                    .counted_by_label()
                     .get(namespace.as_str())
-                    .and_then(|by_label| by_label.get(&pair))
+                    .and_then(|by_label| by_label.get(&super::base::label_hash(pair.0, pair.1)))
                 else {
                     continue;
                 };
