@@ -322,6 +322,45 @@ impl FakeCloudProvider {
 
     /// Calls `f` with every launched instance, in launch order, borrowed (no copy, not recorded
     /// as a call).
+    /// The price per hour of every instance, in launch order: the price of the offering its
+    /// instance-type, zone and capacity-type labels name among its NodePool's instance types
+    /// ([`instance_types_for`](Self::instance_types_for)); 0 when one of those labels is missing
+    /// or names no offering.
+    pub fn instance_prices(&self) -> Vec<f64> {
+        let state = self.state();
+        let types_of = |pool: &str| {
+            state
+                .node_pool_instance_types
+                .get(pool)
+                .unwrap_or(&state.default_instance_types)
+        };
+        state
+            .instances
+            .values()
+            .map(|instance| {
+                let l = &instance.metadata.labels;
+                let (Some(it), Some(zone), Some(ct)) = (
+                    l.get(labels::INSTANCE_TYPE),
+                    l.get(labels::ZONE),
+                    l.get(labels::CAPACITY_TYPE),
+                ) else {
+                    return 0.0;
+                };
+                let pool = l.get(labels::NODEPOOL).map_or("", String::as_str);
+                types_of(pool)
+                    .iter()
+                    .find(|t| t.name() == it.as_str())
+                    .and_then(|t| {
+                        t.offerings
+                            .iter()
+                            .find(|o| o.zone() == zone.as_str() && o.capacity_type() == ct.as_str())
+                    })
+                    .map_or(0.0, |o| o.price)
+            })
+            .collect()
+    }
+
+    /// Calls `f` with every instance, in launch order.
     pub fn for_each_instance(&self, mut f: impl FnMut(&NodeClaim)) {
         for instance in self.state().instances.values() {
             f(instance);

@@ -7,14 +7,13 @@
 //! It also records what the invariants of [`super::chaos`] look at ([`Observations`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use jiff::SignedDuration;
 use karpenter_core::api::NodeClaim;
 use karpenter_core::cloud::CloudProviderError;
 use karpenter_core::labels;
 use karpenter_core::lifecycle::Node;
-use karpenter_core::model::{InstanceType, IntOrPercent, OwnerReference, Pod, PodPhase};
+use karpenter_core::model::{IntOrPercent, OwnerReference, Pod, PodPhase};
 use karpenter_core::operator::{CloudResponse, Input};
 use karpenter_core::taints::TaintEffect;
 
@@ -165,35 +164,9 @@ impl Sim {
     /// The price per hour of every instance the provider runs now (the offering price of its
     /// instance type, zone and capacity type; instances whose offering is unknown count 0).
     pub fn hourly_cost(&self) -> f64 {
-        // The offerings first (the provider's lock is held while it lends its instances), then
-        // their prices, in launch order as before.
-        let mut offerings: Vec<(String, [String; 3])> = Vec::new();
-        self.provider.for_each_instance(|instance| {
-            let l = &instance.metadata.labels;
-            let pool = l.get(labels::NODEPOOL).cloned().unwrap_or_default();
-            if let (Some(it), Some(zone), Some(ct)) = (
-                l.get(labels::INSTANCE_TYPE),
-                l.get(labels::ZONE),
-                l.get(labels::CAPACITY_TYPE),
-            ) {
-                offerings.push((pool, [it.clone(), zone.clone(), ct.clone()]));
-            }
-        });
-        let mut types: BTreeMap<String, Vec<Arc<InstanceType>>> = BTreeMap::new();
+        // Summed in launch order, as the figures were always summed.
         let mut total = 0.0;
-        for (pool, [it, zone, ct]) in offerings {
-            let list = types
-                .entry(pool.clone())
-                .or_insert_with(|| self.provider.instance_types_for(&pool));
-            let price = list
-                .iter()
-                .find(|t| t.name() == it.as_str())
-                .and_then(|t| {
-                    t.offerings
-                        .iter()
-                        .find(|o| o.zone() == zone.as_str() && o.capacity_type() == ct.as_str())
-                })
-                .map_or(0.0, |o| o.price);
+        for price in self.provider.instance_prices() {
             total += price;
         }
         total
