@@ -112,9 +112,10 @@ fn scheduling_milli(p: &Pod) -> SmallVec<[(&str, i64); 4]> {
 pub(super) struct Rooms {
     room: BTreeMap<String, TopTwo>,
     pdbs: PdbLimits,
-    /// Keys of the pods every simulation places anyway (pending and CapacityBuffer pods): a
-    /// displaced pod with such a key is not told apart from them, so it is never judged stuck.
-    pending: BTreeSet<String>,
+    /// Names of the pods every simulation places anyway (pending and CapacityBuffer pods), by
+    /// namespace: a displaced pod with such a key is not told apart from them, so it is never
+    /// judged stuck.
+    pending: BTreeMap<String, BTreeSet<String>>,
     now: Timestamp,
 }
 
@@ -128,10 +129,10 @@ impl Rooms {
         for sn in &snapshot.nodes {
             // Deleting nodes take no pods; a displaced pod placed on an uninitialized node fails
             // the simulation (upstream: "would schedule against uninitialized nodeclaim").
-            if sn.is_deleting() {
+            let facts = crate::disruption::facts::of(snapshot, sn);
+            if facts.deleting {
                 continue;
             }
-            let facts = crate::disruption::facts::of(snapshot, sn);
             if !facts.initialized || refuses_displaced(snapshot, sn, facts.nodepool.as_deref(), now)
             {
                 continue;
@@ -148,12 +149,13 @@ impl Rooms {
                 }
             }
         }
-        let pending = snapshot
-            .pending_pods
-            .iter()
-            .chain(&snapshot.buffer_pods)
-            .map(Pod::key)
-            .collect();
+        let mut pending: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for p in snapshot.pending_pods.iter().chain(&snapshot.buffer_pods) {
+            pending
+                .entry(p.namespace.clone())
+                .or_default()
+                .insert(p.name.clone());
+        }
         Rooms {
             room,
             pdbs: PdbLimits::new(&snapshot.pdbs),
@@ -169,11 +171,11 @@ impl Rooms {
         c.reschedulable_pods()
             .filter(|p| is_currently_reschedulable(p, &self.pdbs, self.now))
             .map(move |p| {
-                let stuck = if self.pending.is_empty() || !self.pending.contains(&p.key()) {
-                    self.stuck(p, own)
-                } else {
-                    None
-                };
+                let pending = self
+                    .pending
+                    .get(p.namespace.as_str())
+                    .is_some_and(|names| names.contains(p.name.as_str()));
+                let stuck = if !pending { self.stuck(p, own) } else { None };
                 (p, stuck)
             })
     }
