@@ -387,6 +387,11 @@ proptest! {
             let live = nodes.iter().filter(|n| !n.node.marked_for_deletion).count();
             prop_assert_eq!(memo.len(), live);
         }
+        // The memo keeps no node alive: once the caller drops them, they are gone.
+        let weak: Vec<_> = nodes.iter().map(Arc::downgrade).collect();
+        drop(nodes);
+        prop_assert!(weak.iter().all(|w| w.upgrade().is_none()));
+        prop_assert!(memo.len() > 0 || specs.iter().all(|s| s.2));
     }
 }
 

@@ -186,9 +186,14 @@ pub(super) fn build_existing<'a>(
 
 /// What a caller names an existing node by for [`ExistingMemo`]: a shared value standing for
 /// the node's whole input (its `ClusterNode`, its pods and its volume limits) that cannot change
-/// while it is shared, such as the `Arc` of a cluster snapshot's node. The memo holds the key,
-/// so its address identifies the node for as long as an entry exists.
+/// while it is shared, such as the `Arc` of a cluster snapshot's node. The memo holds a weak
+/// reference to the key: the key's allocation, so its address, stays the node's for as long as
+/// an entry exists, without keeping the node's contents (its pods) alive once the caller drops
+/// it.
 pub(crate) type ExistingKey = Arc<dyn Any + Send + Sync>;
+
+/// What the memo keeps of a key (see [`ExistingKey`]).
+type WeakKey = std::sync::Weak<dyn Any + Send + Sync>;
 
 /// Existing nodes as one preparation built them, kept for the next: the operator prepares every
 /// node of the cluster for each provisioning round, and most of them have not changed since the
@@ -201,9 +206,9 @@ pub(crate) struct ExistingMemo {
     /// The shared inputs the entries were built with.
     context: Option<MemoContext>,
     /// Entries by the address of their key.
-    entries: FxHashMap<usize, (ExistingKey, Arc<ExistingNode>)>,
+    entries: FxHashMap<usize, (WeakKey, Arc<ExistingNode>)>,
     /// The entries of the preparation under way.
-    next: FxHashMap<usize, (ExistingKey, Arc<ExistingNode>)>,
+    next: FxHashMap<usize, (WeakKey, Arc<ExistingNode>)>,
     /// How many nodes the last preparation reused.
     reused: usize,
 }
@@ -269,7 +274,7 @@ impl ExistingMemo {
             None => Arc::new(build()),
         };
         self.next
-            .insert(address, (Arc::clone(key), Arc::clone(&node)));
+            .insert(address, (Arc::downgrade(key), Arc::clone(&node)));
         node
     }
 
