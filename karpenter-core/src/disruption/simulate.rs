@@ -4,7 +4,6 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use crate::api::ConditionStatus;
 use crate::model::{ClusterNode, Pod, Timestamp};
@@ -111,18 +110,9 @@ fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
 }
 
 /// [`cluster_node`] without the copy when the stored Node already reads as it would (the usual
-/// case: a registered node whose flags are up to date), which the node's facts in `snapshot`'s
-/// memo tell.
-pub(crate) fn snapshot_cluster_node<'n>(
-    snapshot: &ClusterSnapshot,
-    node: &'n Arc<StateNode>,
-) -> Cow<'n, ClusterNode> {
-    cluster_node_as(node, super::facts::of(snapshot, node).node_reads_as_is)
-}
-
-/// [`cluster_node`], borrowing the stored Node when `reads_as_is` tells it reads as it would
-/// ([`stored_node_reads_as_is`]).
-fn cluster_node_as(node: &StateNode, reads_as_is: bool) -> Cow<'_, ClusterNode> {
+/// case: a registered node whose flags are up to date), which `reads_as_is` tells (the node
+/// facts' [`stored_node_reads_as_is`]).
+pub(crate) fn cluster_node_as(node: &StateNode, reads_as_is: bool) -> Cow<'_, ClusterNode> {
     match &node.node {
         Some(n) if reads_as_is => Cow::Borrowed(n),
         _ => Cow::Owned(cluster_node(node)),

@@ -764,7 +764,8 @@ pub fn reconcile_lifecycle(
         step: LifecycleStep,
         nodes: &mut std::borrow::Cow<'_, [Node]>,
     ) {
-        if let (Some(update), 1) = (&step.node_update, nodes.len())
+        if let Some(update) = &step.node_update
+            && nodes.len() == 1
             && let [node] = nodes.to_mut().as_mut_slice()
         {
             update.apply(node);

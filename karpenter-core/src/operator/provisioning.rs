@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::api::{NodeClaim, NodePool};
 use crate::disruption::candidates::is_reschedulable;
-use crate::disruption::facts;
-use crate::disruption::simulate::{cluster_node, eligible_node_pools, snapshot_cluster_node};
+use crate::disruption::facts::{self, NodeFacts};
+use crate::disruption::simulate::{cluster_node, cluster_node_as, eligible_node_pools};
 use crate::labels::LabelPolicy;
 use crate::lifecycle::{self, Event, Metric, ObjectKind, TERMINATION_FINALIZER, add, format_time};
 use crate::model::Timestamp;
@@ -98,14 +98,19 @@ impl Operator {
             &self.unavailable.keys().cloned().collect(),
         );
         let mut pods = snapshot.pending_pods.clone();
-        let deleting = |sn: &Arc<StateNode>| facts::of(&snapshot, sn).deleting;
-        for sn in snapshot.nodes.iter().filter(|sn| deleting(sn)) {
-            pods.extend(sn.pods.iter().filter(|p| is_reschedulable(p)).cloned());
+        // The nodes not being deleted, with their facts; the pods of the others are placed again.
+        let mut live_nodes: Vec<(&Arc<StateNode>, Arc<NodeFacts>)> = Vec::new();
+        for sn in &snapshot.nodes {
+            let node_facts = facts::of(&snapshot, sn);
+            if node_facts.deleting {
+                pods.extend(sn.pods.iter().filter(|p| is_reschedulable(p)).cloned());
+            } else {
+                live_nodes.push((sn, node_facts));
+            }
         }
         if pods.is_empty() {
             return;
         }
-        let live = || snapshot.nodes.iter().filter(|sn| !deleting(sn));
         let mut input = SchedulingInput {
             node_pools: eligible_node_pools(&snapshot),
             existing_nodes: Vec::new(),
@@ -119,8 +124,9 @@ impl Operator {
         let results =
             if scheduling::packing::pool_policies(&input, options).contains(&PackingPolicy::Cost) {
                 // The cost-aware search re-solves the input: it owns its nodes.
-                input.existing_nodes = live()
-                    .map(|sn| ExistingNodeInput {
+                input.existing_nodes = live_nodes
+                    .iter()
+                    .map(|(sn, _)| ExistingNodeInput {
                         node: cluster_node(sn),
                         pods: sn.pods.clone(),
                         volume_limits: sn.volume_limits.clone(),
@@ -130,8 +136,9 @@ impl Operator {
             } else {
                 // Without a NodePool under `cost`, the policy's solve is the faithful one: the nodes
                 // and their pods are borrowed from the snapshot (same nodes, same order).
-                let nodes: Vec<_> = live()
-                    .map(|sn| (snapshot_cluster_node(&snapshot, sn), sn))
+                let nodes: Vec<_> = live_nodes
+                    .iter()
+                    .map(|(sn, f)| (cluster_node_as(sn, f.node_reads_as_is), *sn))
                     .collect();
                 let refs: Vec<ExistingNodeRef<'_>> = nodes
                     .iter()

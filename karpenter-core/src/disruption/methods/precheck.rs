@@ -113,8 +113,8 @@ pub(super) struct Rooms {
     room: BTreeMap<String, TopTwo>,
     pdbs: PdbLimits,
     /// Names of the pods every simulation places anyway (pending and CapacityBuffer pods), by
-    /// namespace: a displaced pod with such a key is not told apart from them, so it is never
-    /// judged stuck.
+    /// namespace: a displaced pod with such a namespace and name is not told apart from them, so
+    /// it is never judged stuck.
     pending: BTreeMap<String, BTreeSet<String>>,
     now: Timestamp,
 }
