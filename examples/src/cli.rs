@@ -11,15 +11,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use karpenter_core::model::Timestamp;
 
-use crate::catalog::CatalogSpec;
-#[cfg(feature = "controller")]
-use crate::controller::settings::ControllerArgs;
-use crate::manifests::{Input, read_inputs};
-use crate::output;
-use crate::plan::{PlanError, PlanOptions, plan};
-use crate::simulate::SimulateOptions;
-use crate::warnings::RULES;
+use karpenter_controller::ControllerArgs;
 use karpenter_fake::sim::chaos::FaultRates;
+use karpenter_plan::catalog::CatalogSpec;
+use karpenter_plan::manifests::{Input, read_inputs};
+use karpenter_plan::output;
+use karpenter_plan::plan::{PlanError, PlanOptions, plan};
+use karpenter_plan::simulate::SimulateOptions;
+use karpenter_plan::warnings::RULES;
 
 /// `karpenter`: Karpenter node autoscaling.
 #[derive(Debug, Parser)]
@@ -42,7 +41,6 @@ pub enum Command {
     /// YAML.
     Crds,
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).
-    #[cfg(feature = "controller")]
     Controller(Box<ControllerArgs>),
 }
 
@@ -287,7 +285,6 @@ pub fn run(
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
         Command::Simulate(args) => run_simulate(&args, stdin, stdout, stderr, progress_on_tty),
         Command::Crds => run_crds(stdout, stderr),
-        #[cfg(feature = "controller")]
         Command::Controller(args) => match crate::controller::run_blocking(*args) {
             Ok(()) => 0,
             Err(e) => {
@@ -298,20 +295,8 @@ pub fn run(
     }
 }
 
-#[cfg(not(feature = "controller"))]
-fn run_crds(_stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    let _ = writeln!(stderr, "error: {WITHOUT_CONTROLLER}");
-    2
-}
-
-/// What the cluster-facing commands say when the binary was built without them.
-#[cfg(not(feature = "controller"))]
-const WITHOUT_CONTROLLER: &str = "this karpenter binary was built without the `controller` \
-    feature (cargo build -p karpenter-cli with default features enables it)";
-
-#[cfg(feature = "controller")]
 fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    match crate::crds::to_yaml(&crate::crds::all()) {
+    match karpenter_controller::crds::to_yaml(&karpenter_controller::crds::all()) {
         Ok(text) => match stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())
@@ -329,18 +314,24 @@ fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
     }
 }
 
-/// The live cluster's documents for `--from-cluster`.
-#[cfg(feature = "controller")]
-fn read_cluster(kubeconfig: Option<&str>) -> Result<Vec<crate::manifests::Document>, PlanError> {
-    crate::live::read_cluster_blocking(kubeconfig)
-        .map_err(|e| PlanError::Input(format!("--from-cluster: {e}")))
-}
-
-#[cfg(not(feature = "controller"))]
-fn read_cluster(_: Option<&str>) -> Result<Vec<crate::manifests::Document>, PlanError> {
-    Err(PlanError::Input(format!(
-        "--from-cluster: {WITHOUT_CONTROLLER}"
-    )))
+/// The live cluster's documents for `--from-cluster`: the cluster found as kubectl finds it
+/// (or through `kubeconfig`), read on a runtime of its own.
+fn read_cluster(
+    kubeconfig: Option<&str>,
+) -> Result<Vec<karpenter_plan::manifests::Document>, PlanError> {
+    let input = |e: String| PlanError::Input(format!("--from-cluster: {e}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| input(format!("starting the async runtime: {e}")))?;
+    rt.block_on(async {
+        let client = karpenter_controller::client(kubeconfig)
+            .await
+            .map_err(|e| input(e.to_string()))?;
+        karpenter_plan::live::read_cluster(&client)
+            .await
+            .map_err(|e| input(e.to_string()))
+    })
 }
 
 fn run_plan(
@@ -490,7 +481,7 @@ fn run_simulate(
         Err(e) => return fail(stderr, e),
     };
     let workload = match std::fs::read_to_string(&args.workload) {
-        Ok(text) => match crate::simulate::workload::parse(&args.workload, &text) {
+        Ok(text) => match karpenter_plan::simulate::workload::parse(&args.workload, &text) {
             Ok(w) => w,
             Err(e) => return fail(stderr, e.into()),
         },
@@ -504,7 +495,7 @@ fn run_simulate(
     let inputs: Vec<Input> = args.files.iter().map(|f| Input::parse(f)).collect();
     let prepared = match read_inputs(&inputs, stdin)
         .map_err(PlanError::from)
-        .and_then(|docs| crate::simulate::prepare(&docs, &workload, &args.workload, &opts))
+        .and_then(|docs| karpenter_plan::simulate::prepare(&docs, &workload, &args.workload, &opts))
     {
         Ok(p) => p,
         Err(e) => return fail(stderr, e),
@@ -524,7 +515,7 @@ fn run_simulate(
     } else {
         None
     };
-    let result = crate::simulate::simulate(&prepared, &opts, &mut |done, total| {
+    let result = karpenter_plan::simulate::simulate(&prepared, &opts, &mut |done, total| {
         if let Some(b) = &bar {
             b.set_length(total as u64);
             b.set_position(done as u64);
@@ -543,18 +534,18 @@ fn run_simulate(
         Err(e) => return fail(stderr, e),
     };
     if let Some(path) = &args.svg {
-        let svg = crate::simulate::report::to_svg(&sim);
+        let svg = karpenter_plan::simulate::report::to_svg(&sim);
         if let Err(e) = std::fs::write(path, svg) {
             return fail(stderr, PlanError::Input(format!("--svg {path}: {e}")));
         }
     }
     let text = if args.output == "json" {
-        match crate::simulate::report::to_json(&sim) {
+        match karpenter_plan::simulate::report::to_json(&sim) {
             Ok(t) => t,
             Err(e) => return fail(stderr, PlanError::Internal(e.to_string())),
         }
     } else {
-        crate::simulate::report::to_table(&sim)
+        karpenter_plan::simulate::report::to_table(&sim)
     };
     if let Err(e) = stdout
         .write_all(text.as_bytes())

@@ -4,16 +4,12 @@
 //! This file is shared, byte for byte, by the cargo-fuzz crate (`fuzz/`, nightly, libFuzzer)
 //! and by the stable test of `karpenter-cli` (`examples/tests/it/fuzz.rs`) that feeds it every
 //! corpus and regression input, so `cargo test` exercises the corpora without nightly. It may
-//! therefore use only what both crates depend on: karpenter-core, karpenter-aws, karpenter-cli,
+//! therefore use only what both crates depend on: karpenter-core, karpenter-aws, karpenter-plan,
 //! serde_json and jiff.
 
 use karpenter_aws::interruption::{self, Kind};
 use karpenter_aws::nodeclass::EC2NodeClass;
 use karpenter_aws::userdata::{self, BootstrapOptions, UserDataError};
-use karpenter_cli::catalog::{CatalogSpec, aws_label_policy, typed_nodeclass};
-use karpenter_cli::manifests::{Document, documents_from_str, object_name};
-use karpenter_cli::output;
-use karpenter_cli::plan::{PlanError, PlanOptions, plan};
 use karpenter_core::api::{
     self, Budget, DisruptionReason, Duration, NillableDuration, NodeClaim, NodePool, Schedule,
     matches_schedule_pattern,
@@ -22,6 +18,10 @@ use karpenter_core::labels::LabelPolicy;
 use karpenter_core::requirements::{NodeSelectorRequirement, Requirement, Requirements};
 use karpenter_core::resources::Quantity;
 use karpenter_core::world::{self, Located};
+use karpenter_plan::catalog::{CatalogSpec, aws_label_policy, typed_nodeclass};
+use karpenter_plan::manifests::{Document, documents_from_str, object_name};
+use karpenter_plan::output;
+use karpenter_plan::plan::{PlanError, PlanOptions, plan};
 
 /// A target's check: takes the fuzzer's input, panics on a bug.
 pub type Check = fn(&[u8]);
@@ -324,7 +324,7 @@ pub fn nodeclaim(data: &[u8]) {
     }
 }
 
-/// EC2NodeClass documents: `karpenter_cli::catalog::typed_nodeclass` (decode with the field
+/// EC2NodeClass documents: `karpenter_plan::catalog::typed_nodeclass` (decode with the field
 /// named, then validate), the drift hash and the user data built from the class. Properties:
 /// a valid class has an AMI family, hashes deterministically, round-trips through JSON with the
 /// same hash; user data errors name `spec.userData`.

@@ -74,12 +74,13 @@ fn crd_file_name(doc: &Value) -> String {
 fn chart_crds_are_karpenter_crds_output() {
     let run = karpenter(&["crds"], "");
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let crds = karpenter_cli::crds::all();
+    let crds = karpenter_controller::crds::all();
     assert!(!crds.is_empty());
     let mut expected_files = BTreeSet::new();
     let mut concatenated = String::new();
     for crd in &crds {
-        let text = karpenter_cli::crds::to_yaml(std::slice::from_ref(crd)).expect("CRD renders");
+        let text =
+            karpenter_controller::crds::to_yaml(std::slice::from_ref(crd)).expect("CRD renders");
         let doc = &docs(&text, "karpenter crds")[0];
         let name = crd_file_name(doc);
         let path = chart("crds").join(&name);
@@ -336,7 +337,7 @@ fn install_notes_rendering_carries_the_settings_and_pins_the_controller() {
         .iter()
         .filter(|d| d["kind"] == "CustomResourceDefinition")
         .collect();
-    assert_eq!(crds.len(), karpenter_cli::crds::all().len());
+    assert_eq!(crds.len(), karpenter_controller::crds::all().len());
 }
 
 #[test]

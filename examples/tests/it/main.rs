@@ -3,12 +3,9 @@
 //! Expected plans live in `tests/expected/<scenario>.json`; run with `UPDATE_EXPECT=1` to
 //! regenerate them after an intended change, and review the diff.
 
-#[cfg(feature = "controller")]
 mod chart;
-#[cfg(feature = "controller")]
 mod crds;
 mod dumps;
-#[cfg(feature = "controller")]
 mod e2e;
 mod edges;
 mod errors;

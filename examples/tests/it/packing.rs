@@ -2,10 +2,10 @@
 
 use std::fmt::Write as _;
 
-use karpenter_cli::manifests::documents_from_str;
-use karpenter_cli::output::Summary;
-use karpenter_cli::plan::{PlanOptions, plan};
 use karpenter_core::scheduling::packing::PackingPolicy;
+use karpenter_plan::manifests::documents_from_str;
+use karpenter_plan::output::Summary;
+use karpenter_plan::plan::{PlanOptions, plan};
 
 /// SplitMix64, as the benchmark reporter's `cost:N` rows draw their pods.
 fn next(state: &mut u64) -> u64 {

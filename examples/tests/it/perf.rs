@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use karpenter_cli::catalog::CatalogSpec;
-use karpenter_cli::manifests::documents_from_str;
-use karpenter_cli::plan::{PlanOptions, plan};
+use karpenter_plan::catalog::CatalogSpec;
+use karpenter_plan::manifests::documents_from_str;
+use karpenter_plan::plan::{PlanOptions, plan};
 
 /// A NodePool and 1000 pods in 100 Deployments of 10 replicas: plain pods of assorted sizes,
 /// zone and hostname spreads, hostname anti-affinity, zone self-affinity, node selectors (upstream's

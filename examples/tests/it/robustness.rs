@@ -1,9 +1,9 @@
 //! No panic on any input: arbitrary text and mutated manifests either plan or fail with an
 //! input error.
 
-use karpenter_cli::catalog::CatalogSpec;
-use karpenter_cli::manifests::documents_from_str;
-use karpenter_cli::plan::{PlanError, PlanOptions, plan};
+use karpenter_plan::catalog::CatalogSpec;
+use karpenter_plan::manifests::documents_from_str;
+use karpenter_plan::plan::{PlanError, PlanOptions, plan};
 use proptest::prelude::*;
 
 const VALID: &str = "apiVersion: karpenter.sh/v1
@@ -66,9 +66,9 @@ fn plan_text(text: &str) -> Result<(), PlanError> {
         ..PlanOptions::new(jiff::Timestamp::UNIX_EPOCH)
     };
     let r = plan(&docs, &opts, &mut |_| {})?;
-    karpenter_cli::output::to_json(&r.output).expect("serialises");
-    karpenter_cli::output::to_yaml(&r.output).expect("serialises");
-    karpenter_cli::output::to_table(&r.output);
+    karpenter_plan::output::to_json(&r.output).expect("serialises");
+    karpenter_plan::output::to_yaml(&r.output).expect("serialises");
+    karpenter_plan::output::to_table(&r.output);
     Ok(())
 }
 

@@ -127,6 +127,23 @@ pub fn karpenter_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_karpenter")))
 }
 
+/// The `custom_provider` example of karpenter-controller, which `cargo test --workspace`
+/// builds beside the `karpenter` binary (`target/debug/examples/`).
+pub fn custom_provider_example() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_karpenter"));
+    let path = bin
+        .parent()
+        .expect("the binary has a directory")
+        .join("examples")
+        .join("custom_provider");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p karpenter-controller --example custom_provider`",
+        path.display()
+    );
+    path
+}
+
 /// The repository root.
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -218,7 +235,8 @@ pub async fn apply_value(client: &Client, doc: Value) -> DynamicObject {
 /// Installs what the controller needs: the CRDs (`karpenter crds`, waited for Established) and
 /// the RBAC and namespace of `deploy/`.
 pub async fn install(client: &Client) {
-    let crds = karpenter_cli::crds::to_yaml(&karpenter_cli::crds::all()).expect("CRDs render");
+    let crds = karpenter_controller::crds::to_yaml(&karpenter_controller::crds::all())
+        .expect("CRDs render");
     apply_yaml(client, &crds).await;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for name in [
@@ -282,6 +300,24 @@ impl Controller {
         identity: &str,
         extra: &[&str],
     ) -> Controller {
+        Controller::start_command(
+            env,
+            bin,
+            &["controller", "--cloud-provider", "fake"],
+            identity,
+            extra,
+        )
+    }
+
+    /// Starts `bin LEAD... FLAGS... EXTRA...` as the karpenter service account, where FLAGS are
+    /// the controller flags every test passes (kubeconfig, ports, Lease, log level).
+    pub fn start_command(
+        env: &Env,
+        bin: &std::path::Path,
+        lead: &[&str],
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
         let metrics_port = free_port();
         let probe_port = free_port();
         let dir = std::env::temp_dir().join("karpenter-rs-e2e");
@@ -290,8 +326,7 @@ impl Controller {
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
         let child = Command::new(bin)
-            .arg("controller")
-            .args(["--cloud-provider", "fake"])
+            .args(lead)
             .arg("--kubeconfig")
             .arg(&env.controller)
             .args(["--bind-address", "127.0.0.1"])

@@ -369,6 +369,66 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
     });
 }
 
+/// karpenter-controller's `custom_provider` example, a CloudProvider written outside the
+/// project's providers, runs as a full controller: its NodePool's pods get NodeClaims and kwok
+/// Nodes of its own instance types, and are bound.
+#[test]
+fn a_custom_provider_runs_as_a_full_controller() {
+    let test = "custom";
+    let Some(env) = env(test) else { return };
+    env.rt.block_on(async {
+        let admin = client(&env.admin).await;
+        install(&admin).await;
+        cleanup(&admin, test).await;
+        apply_value(
+            &admin,
+            json!({
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": "e2e-custom"},
+                "spec": {
+                    "template": {
+                        "metadata": {"labels": {"e2e": "custom"}},
+                        "spec": {
+                            "nodeClassRef": {"group": "tiny.example.com", "kind": "TinyClass", "name": "default"},
+                            "requirements": [
+                                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}
+                            ],
+                            "expireAfter": "Never"
+                        }
+                    },
+                    "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}
+                }
+            }),
+        )
+        .await;
+        let mut ctl =
+            Controller::start_command(&env, &custom_provider_example(), &[], "custom", &[]);
+        let pods: Vec<_> = (0..3)
+            .map(|i| pod(test, &format!("custom-{i}"), "1500m", "1Gi", BTreeMap::new()))
+            .collect();
+        create_pods(&admin, &pods).await;
+        all_running(&admin, test, 3, Duration::from_secs(120)).await;
+        let (claims, nodes) = claims_match_nodes(&admin).await;
+        assert!(claims >= 1 && nodes >= 1, "{claims} claims, {nodes} nodes");
+        for n in kwok_nodes(&admin).await {
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            let instance_type = labels
+                .get("node.kubernetes.io/instance-type")
+                .cloned()
+                .unwrap_or_default();
+            assert!(instance_type.starts_with("tiny-"), "{instance_type}");
+            assert_eq!(labels.get("e2e").map(String::as_str), Some("custom"));
+            assert_eq!(
+                labels.get("karpenter.sh/capacity-type").map(String::as_str),
+                Some("on-demand")
+            );
+        }
+        assert_eq!(ctl.terminate(), Some(0), "{}", ctl.log_text());
+        cleanup(&admin, test).await;
+    });
+}
+
 #[test]
 fn scale_down_consolidates_within_the_budget() {
     let test = "scaledown";

@@ -117,18 +117,3 @@ pub async fn read_cluster(client: &Client) -> Result<Vec<Document>, LiveError> {
     }
     Ok(docs)
 }
-
-/// Reads the cluster found as kubectl finds it (or through `kubeconfig`), on a runtime of its
-/// own.
-pub fn read_cluster_blocking(kubeconfig: Option<&str>) -> Result<Vec<Document>, LiveError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| LiveError::Client(format!("starting the async runtime: {e}")))?;
-    rt.block_on(async {
-        let client = crate::controller::client(kubeconfig)
-            .await
-            .map_err(|e| LiveError::Client(e.to_string()))?;
-        read_cluster(&client).await
-    })
-}

@@ -39,9 +39,10 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch,
 use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 
-use super::ControllerError;
-use super::cluster::{Caches, Change, objects};
-use super::settings::ControllerArgs;
+use crate::ControllerError;
+use crate::cluster::{Caches, Change, objects};
+use crate::provider::{Provider, ProviderContext};
+use crate::settings::ControllerArgs;
 
 /// How often every EC2NodeClass is resolved again.
 pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
@@ -49,8 +50,9 @@ pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
 /// How often unused launch templates are deleted.
 pub const LAUNCH_TEMPLATE_CLEANUP_INTERVAL: Duration = Duration::from_secs(60);
 
-/// What the AWS mode runs besides the provider.
-pub struct Runtime {
+/// The AWS provider as the controller runs it: `AwsCloudProvider` and the loops around it
+/// (see the module docs). Build it with [`AwsProvider::new`].
+pub struct AwsProvider {
     client: Client,
     clients: AwsClients,
     provider: Arc<AwsCloudProvider>,
@@ -73,76 +75,96 @@ fn env_parse<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Controll
     }
 }
 
-/// The AWS provider for the cluster of `args`, and what [`spawn`] runs.
-pub async fn provider(
-    client: &Client,
-    args: &ControllerArgs,
-) -> Result<(Arc<dyn CloudProvider>, Runtime), ControllerError> {
-    if args.cluster_name.is_empty() {
-        return Err(ControllerError::Settings(
-            "CLUSTER_NAME (--cluster-name) is required with --cloud-provider aws".into(),
-        ));
+impl AwsProvider {
+    /// The AWS provider for the cluster of `args`.
+    pub async fn new(
+        client: &Client,
+        args: &ControllerArgs,
+    ) -> Result<AwsProvider, ControllerError> {
+        if args.cluster_name.is_empty() {
+            return Err(ControllerError::Settings(
+                "CLUSTER_NAME (--cluster-name) is required with --cloud-provider aws".into(),
+            ));
+        }
+        if args.cluster_endpoint.is_empty() {
+            return Err(ControllerError::Settings(
+                "CLUSTER_ENDPOINT (--cluster-endpoint) is required with --cloud-provider aws"
+                    .into(),
+            ));
+        }
+        let region = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty());
+        let clients = AwsClients::from_env(region)
+            .await
+            .map_err(|e| ControllerError::CloudProvider(e.to_string()))?;
+        let version = client
+            .apiserver_version()
+            .await
+            .map_err(|e| ControllerError::Client(format!("reading the API server version: {e}")))?;
+        let k8s = format!(
+            "{}.{}",
+            version.major,
+            version
+                .minor
+                .trim_end_matches(|c: char| !c.is_ascii_digit())
+        );
+        let mut options = ProviderOptions::new(&args.cluster_name, &args.cluster_endpoint);
+        options.cluster_ca_bundle = std::env::var("CLUSTER_CA_BUNDLE")
+            .ok()
+            .filter(|s| !s.is_empty());
+        if let Ok(cidr) = std::env::var("CLUSTER_SERVICE_CIDR")
+            && !cidr.is_empty()
+        {
+            options.cluster_cidr = Some(cidr);
+        }
+        options.vm_memory_overhead_percent = env_parse(
+            "VM_MEMORY_OVERHEAD_PERCENT",
+            options.vm_memory_overhead_percent,
+        )?;
+        options.reserved_enis = env_parse("RESERVED_ENIS", options.reserved_enis)?;
+        let store: NodeClassStore = Arc::new(RwLock::new(BTreeMap::new()));
+        let provider = AwsCloudProvider::new(clients.clone(), options, Arc::clone(&store))
+            .map(Arc::new)
+            .map_err(|e| ControllerError::CloudProvider(e.to_string()))?;
+        provider
+            .check_connectivity()
+            .await
+            .map_err(|e| ControllerError::CloudProvider(format!("EC2 connectivity check: {e}")))?;
+        tracing::info!(region = %clients.region, cluster = %args.cluster_name, kubernetes = %k8s, "AWS cloud provider");
+        let on_demand_refresh = !env_true("ISOLATED_VPC") && !clients.region.starts_with("us-gov");
+        Ok(AwsProvider {
+            client: client.clone(),
+            resolver: NodeClassResolver::new(clients.clone(), &args.cluster_name, k8s)
+                .with_dry_run(!env_true("DISABLE_DRY_RUN")),
+            clients,
+            provider: Arc::clone(&provider),
+            store,
+            queue: Some(args.interruption_queue.clone()).filter(|q| !q.is_empty()),
+            on_demand_refresh,
+        })
     }
-    if args.cluster_endpoint.is_empty() {
-        return Err(ControllerError::Settings(
-            "CLUSTER_ENDPOINT (--cluster-endpoint) is required with --cloud-provider aws".into(),
-        ));
-    }
-    let region = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty());
-    let clients = AwsClients::from_env(region)
-        .await
-        .map_err(|e| ControllerError::CloudProvider(e.to_string()))?;
-    let version = client
-        .apiserver_version()
-        .await
-        .map_err(|e| ControllerError::Client(format!("reading the API server version: {e}")))?;
-    let k8s = format!(
-        "{}.{}",
-        version.major,
-        version
-            .minor
-            .trim_end_matches(|c: char| !c.is_ascii_digit())
-    );
-    let mut options = ProviderOptions::new(&args.cluster_name, &args.cluster_endpoint);
-    options.cluster_ca_bundle = std::env::var("CLUSTER_CA_BUNDLE")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if let Ok(cidr) = std::env::var("CLUSTER_SERVICE_CIDR")
-        && !cidr.is_empty()
-    {
-        options.cluster_cidr = Some(cidr);
-    }
-    options.vm_memory_overhead_percent = env_parse(
-        "VM_MEMORY_OVERHEAD_PERCENT",
-        options.vm_memory_overhead_percent,
-    )?;
-    options.reserved_enis = env_parse("RESERVED_ENIS", options.reserved_enis)?;
-    let store: NodeClassStore = Arc::new(RwLock::new(BTreeMap::new()));
-    let provider = AwsCloudProvider::new(clients.clone(), options, Arc::clone(&store))
-        .map(Arc::new)
-        .map_err(|e| ControllerError::CloudProvider(e.to_string()))?;
-    provider
-        .check_connectivity()
-        .await
-        .map_err(|e| ControllerError::CloudProvider(format!("EC2 connectivity check: {e}")))?;
-    tracing::info!(region = %clients.region, cluster = %args.cluster_name, kubernetes = %k8s, "AWS cloud provider");
-    let on_demand_refresh = !env_true("ISOLATED_VPC") && !clients.region.starts_with("us-gov");
-    let runtime = Runtime {
-        client: client.clone(),
-        resolver: NodeClassResolver::new(clients.clone(), &args.cluster_name, k8s)
-            .with_dry_run(!env_true("DISABLE_DRY_RUN")),
-        clients,
-        provider: Arc::clone(&provider),
-        store,
-        queue: Some(args.interruption_queue.clone()).filter(|q| !q.is_empty()),
-        on_demand_refresh,
-    };
-    Ok((provider, runtime))
 }
 
-/// Starts the node-class loop and, with a queue, the interruption consumer.
-pub fn spawn(
-    runtime: Runtime,
+impl Provider for AwsProvider {
+    fn cloud_provider(&self) -> Arc<dyn CloudProvider> {
+        self.provider.clone()
+    }
+
+    /// Starts the node-class loop, the housekeeping, the price refresh and, with a queue, the
+    /// interruption consumer.
+    fn start(self: Box<Self>, ctx: ProviderContext) {
+        let ProviderContext {
+            caches,
+            changes,
+            leading,
+            shutdown,
+            ..
+        } = ctx;
+        spawn(*self, caches, changes, leading, shutdown);
+    }
+}
+
+fn spawn(
+    runtime: AwsProvider,
     caches: Caches,
     changes: mpsc::UnboundedSender<Change>,
     leading: watch::Receiver<bool>,
@@ -173,7 +195,7 @@ fn ec2nodeclass_api(client: &Client) -> Api<DynamicObject> {
 }
 
 async fn node_classes(
-    rt: Arc<Runtime>,
+    rt: Arc<AwsProvider>,
     leading: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -279,7 +301,7 @@ fn profiles_in_use(caches: &Caches) -> BTreeSet<String> {
 
 /// Launch-template cleanup and instance-profile garbage collection while this replica leads.
 async fn housekeeping(
-    rt: Arc<Runtime>,
+    rt: Arc<AwsProvider>,
     caches: Caches,
     leading: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
@@ -339,7 +361,7 @@ async fn housekeeping(
 }
 
 /// On-demand and spot prices at start and every 12 hours.
-async fn prices(rt: Arc<Runtime>, mut shutdown: watch::Receiver<bool>) {
+async fn prices(rt: Arc<AwsProvider>, mut shutdown: watch::Receiver<bool>) {
     let pricing = SdkPricing::new(rt.clients.pricing.clone());
     loop {
         if rt.on_demand_refresh {
@@ -377,7 +399,7 @@ fn provider_ids(caches: &Caches) -> BTreeMap<String, String> {
 }
 
 async fn interruptions(
-    rt: Arc<Runtime>,
+    rt: Arc<AwsProvider>,
     caches: Caches,
     changes: mpsc::UnboundedSender<Change>,
     mut shutdown: watch::Receiver<bool>,

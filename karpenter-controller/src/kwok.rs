@@ -193,7 +193,8 @@ fn api_error(method: &str, e: kube::Error) -> CloudProviderError {
     CloudProviderError::other(format!("kwok provider {method}: {e}"))
 }
 
-fn node_name(provider_id: &str) -> Option<&str> {
+/// The name of the Node a `kwok://` provider id stands for.
+pub fn node_name(provider_id: &str) -> Option<&str> {
     provider_id
         .strip_prefix(PROVIDER_ID_PREFIX)
         .filter(|n| !n.is_empty())
@@ -238,10 +239,9 @@ impl CloudProvider for KwokCloudProvider {
                 .map_err(|e| api_error("create", e))?,
             Err(e) => return Err(api_error("create", e)),
         };
-        let launched = claim_from_node(&created).ok_or_else(|| {
+        launched_claim(node_claim, &created).ok_or_else(|| {
             CloudProviderError::other(format!("node {name} exists but was not made by kwok"))
-        })?;
-        Ok(merge_launch(node_claim, launched))
+        })
     }
 
     async fn delete(&self, node_claim: &NodeClaim) -> Result<(), CloudProviderError> {
@@ -308,6 +308,17 @@ impl CloudProvider for KwokCloudProvider {
     fn name(&self) -> &str {
         PROVIDER_NAME
     }
+
+    fn label_policy(&self) -> LabelPolicy {
+        self.policy.clone()
+    }
+}
+
+/// The NodeClaim `request` as launched on the kwok Node `node` (what a provider's `create`
+/// returns): the request with the Node's labels, provider id, capacity and allocatable; `None`
+/// when `node` is not a kwok Node ([`claim_from_node`]).
+pub fn launched_claim(request: &NodeClaim, node: &core::Node) -> Option<NodeClaim> {
+    claim_from_node(node).map(|launched| merge_launch(request, launched))
 }
 
 /// The claim as launched: the request's spec and metadata, with the instance's labels, provider

@@ -1,25 +1,47 @@
-//! `karpenter controller`: the kube-rs shell around the operator loops.
+//! The Karpenter controller as a library: the kube-rs shell around karpenter-core's operator
+//! loops, generic over the cloud provider.
+//!
+//! A provider is a [`Provider`]: a [`CloudProvider`](karpenter_core::cloud::CloudProvider)
+//! plus, optionally, loops of its own. [`run`] finds the cluster as kubectl does, starts the
+//! watches, the metrics and probe servers and the leader election; while this replica leads it
+//! runs the operator and carries out its actions; it stops on SIGTERM or SIGINT (calls in
+//! flight finish, then the Lease is released and the servers stop).
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use karpenter_controller::{ControllerArgs, PlainProvider};
+//!
+//! // `karpenter controller`'s flags and environment variables (upstream's names).
+//! let args = ControllerArgs::parse_env();
+//! karpenter_controller::run_blocking(args, |_client| async {
+//!     // Any CloudProvider: here the in-memory fake.
+//!     Ok(PlainProvider::new(Arc::new(karpenter_fake::FakeCloudProvider::new())))
+//! })
+//! .expect("the controller ran");
+//! ```
 //!
 //! - [`settings`]: flags and environment (upstream's names and defaults);
 //! - [`cluster`]: reflectors for every kind the operator reads, and their changes;
-//! - [`kwok`]: the fake provider in controller mode (instances are kwok Nodes);
+//! - [`provider`]: the [`Provider`] trait and [`PlainProvider`];
+//! - [`kwok`]: a provider whose instances are kwok Nodes (`karpenter controller
+//!   --cloud-provider fake`);
+//! - `aws` (feature `aws`): the AWS provider's controller parts;
 //! - [`leader`]: leader election on a `coordination.k8s.io` Lease;
 //! - [`metrics`]: Prometheus metrics with upstream's names and labels;
 //! - [`operate`]: the operator shell (watch changes in, actions out as API and cloud calls);
 //! - [`ratelimit`]: the client-side rate limiter of API calls (`KUBE_CLIENT_QPS` / `_BURST`);
-//! - [`server`]: `/metrics`, `/healthz`, `/readyz`.
-//!
-//! The binary's wiring is [`run`]: find the cluster as kubectl does, start the watches, the
-//! metrics and probe servers and the election; while leading, run the operator; stop on
-//! SIGTERM or SIGINT (release the Lease, stop the servers).
+//! - [`server`]: `/metrics`, `/healthz`, `/readyz`;
+//! - [`crds`]: the CustomResourceDefinitions the controller reads and writes.
 
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod cluster;
+pub mod crds;
 pub mod kwok;
 pub mod leader;
 pub mod metrics;
 pub mod operate;
+pub mod provider;
 pub mod ratelimit;
 pub mod server;
 pub mod settings;
@@ -29,13 +51,12 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-use crate::catalog::{Catalog, CatalogSpec};
-use settings::{CloudProviderKind, ControllerArgs};
+pub use provider::{PlainProvider, Provider, ProviderContext};
+pub use settings::ControllerArgs;
 
 /// Why the controller stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -146,13 +167,21 @@ pub fn identity(configured: Option<&str>) -> String {
     format!("{host}_{:08x}", nanos ^ std::process::id().rotate_left(16))
 }
 
-/// Runs `karpenter controller` on a new tokio runtime until SIGTERM/SIGINT or a fatal error.
-pub fn run_blocking(args: ControllerArgs) -> Result<(), ControllerError> {
+/// [`run`] on a new tokio runtime, until SIGTERM/SIGINT or a fatal error.
+pub fn run_blocking<P, F, Fut>(
+    args: ControllerArgs,
+    make_provider: F,
+) -> Result<(), ControllerError>
+where
+    P: Provider,
+    F: FnOnce(Client) -> Fut,
+    Fut: Future<Output = Result<P, ControllerError>>,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| ControllerError::Server(format!("starting the async runtime: {e}")))?;
-    runtime.block_on(run(args))
+    runtime.block_on(run(args, make_provider))
 }
 
 /// Resolves when SIGTERM or SIGINT arrives.
@@ -171,8 +200,14 @@ async fn signalled() {
     }
 }
 
-/// The controller (see the module docs).
-pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
+/// The controller (see the crate docs): `make_provider` builds the provider with the
+/// controller's API client, once the settings are checked.
+pub async fn run<P, F, Fut>(args: ControllerArgs, make_provider: F) -> Result<(), ControllerError>
+where
+    P: Provider,
+    F: FnOnce(Client) -> Fut,
+    Fut: Future<Output = Result<P, ControllerError>>,
+{
     init_logging(args.log_level);
     let bind: IpAddr = args.bind_address.parse().map_err(|e| {
         ControllerError::Settings(format!("--bind-address {}: {e}", args.bind_address))
@@ -194,49 +229,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         args.kube_client_burst,
     )
     .await?;
-    #[cfg(feature = "aws")]
-    let mut aws_runtime = None;
-    // With the well-known labels that label the node metrics (upstream's: core's and the
-    // provider's).
-    let (provider, label_policy) = match args.cloud_provider {
-        #[cfg(feature = "aws")]
-        CloudProviderKind::Aws => {
-            let (provider, runtime) = aws::provider(&client, &args).await?;
-            aws_runtime = Some(runtime);
-            (provider, crate::catalog::aws_label_policy())
-        }
-        #[cfg(not(feature = "aws"))]
-        CloudProviderKind::Aws => {
-            return Err(ControllerError::CloudProvider(
-                "--cloud-provider aws needs the AWS SDK, which this build leaves out: build \
-                 with `cargo build --release -p karpenter-cli --features aws` (the release \
-                 image does); use --cloud-provider fake to run against kwok nodes"
-                    .to_string(),
-            ));
-        }
-        CloudProviderKind::Fake => {
-            let spec: CatalogSpec = args
-                .catalog
-                .parse()
-                .map_err(|e| ControllerError::Settings(format!("--catalog: {e}")))?;
-            let mut catalog = Catalog::load(&spec, None)
-                .map_err(|e| ControllerError::Settings(format!("--catalog {spec}: {e}")))?;
-            let types = catalog
-                .instance_types_for(None)
-                .map_err(|e| ControllerError::Settings(format!("--catalog {spec}: {e}")))?;
-            tracing::info!(catalog = %spec, instance_types = types.len(), "fake cloud provider: instances are kwok Nodes");
-            let provider: Arc<dyn karpenter_core::cloud::CloudProvider> =
-                Arc::new(kwok::KwokCloudProvider::new(
-                    Api::<Node>::all(client.clone()),
-                    types,
-                    catalog.policy.clone(),
-                ));
-            (provider, catalog.policy.clone())
-        }
-    };
+    let provider_ext = make_provider(client.clone()).await?;
+    let provider = provider_ext.cloud_provider();
+    // The well-known labels label the node metrics (upstream's: core's and the provider's).
+    let label_policy = provider.label_policy();
 
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let (caches, changes) = cluster::start(&client, shutdown.clone());
+    let (changes_tx, changes) = mpsc::unbounded_channel();
+    let caches = cluster::start(&client, changes_tx.clone(), shutdown.clone());
     let metrics = Arc::new(
         metrics::Metrics::new(&label_policy)
             .with_cluster_state_observability(!args.disable_cluster_state_observability),
@@ -297,31 +297,13 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         )))
     };
 
-    #[cfg(feature = "aws")]
-    let changes = match aws_runtime {
-        Some(runtime) => {
-            // The interruption consumer's events join the watch changes on one channel.
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let forward = tx.clone();
-            let mut watched = changes;
-            tokio::spawn(async move {
-                while let Some(c) = watched.recv().await {
-                    if forward.send(c).is_err() {
-                        break;
-                    }
-                }
-            });
-            aws::spawn(
-                runtime,
-                caches.clone(),
-                tx,
-                leading.clone(),
-                shutdown.clone(),
-            );
-            rx
-        }
-        None => changes,
-    };
+    Box::new(provider_ext).start(ProviderContext {
+        client: client.clone(),
+        caches: caches.clone(),
+        changes: changes_tx,
+        leading: leading.clone(),
+        shutdown: shutdown.clone(),
+    });
     let (in_flight, mut in_flight_done) = operate::InFlight::new();
     let operator = tokio::spawn(operate::run(
         operate::Context {

@@ -56,8 +56,8 @@ pub enum Change {
     Other(&'static str),
     /// A watch finished its initial list (the kind's name).
     Synced(&'static str),
-    /// A message of the cloud provider's interruption queue (not a watch change; the AWS
-    /// mode's queue consumer sends it on the same channel).
+    /// A message of the cloud provider's interruption queue (not a watch change; a provider's
+    /// queue consumer sends it on the same channel, see [`crate::ProviderContext`]).
     Interruption(karpenter_core::operator::InterruptionEvent),
 }
 
@@ -313,12 +313,12 @@ fn other<K>(kind: &'static str) -> impl Fn(Event<K>) -> Option<Change> {
 }
 
 /// Starts every watch; the stores fill as the initial lists arrive, and every object and
-/// change (the initial lists' objects too) is sent on the returned channel.
+/// change (the initial lists' objects too) is sent on `tx`.
 pub fn start(
     client: &Client,
+    tx: mpsc::UnboundedSender<Change>,
     shutdown: watch::Receiver<bool>,
-) -> (Caches, mpsc::UnboundedReceiver<Change>) {
-    let (tx, rx) = mpsc::unbounded_channel();
+) -> Caches {
     let (synced_tx, synced_rx) = watch::channel(0usize);
     let synced = Arc::new(synced_tx);
     macro_rules! w {
@@ -408,7 +408,7 @@ pub fn start(
     w!(StorageClass, "StorageClass", keep, sc, None, writer);
     let (csinodes, writer) = store();
     w!(CSINode, "CSINode", keep, csi, None, writer);
-    let caches = Caches {
+    Caches {
         nodes,
         nodeclaims,
         nodepools,
@@ -419,8 +419,7 @@ pub fn start(
         storage_classes,
         csinodes,
         synced: synced_rx,
-    };
-    (caches, rx)
+    }
 }
 
 /// A reflector store's objects, for code that wants plain references.

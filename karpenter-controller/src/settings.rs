@@ -151,6 +151,32 @@ pub struct ControllerArgs {
     pub lease_renew_period: Duration,
 }
 
+/// The settings as a command of their own (`NAME [FLAGS]`), for [`ControllerArgs::parse_env`].
+#[derive(clap::Parser)]
+struct Standalone {
+    #[command(flatten)]
+    args: ControllerArgs,
+}
+
+impl ControllerArgs {
+    /// The settings from this process's command line and environment, for a binary whose
+    /// whole command line is the controller's flags (a custom provider's controller); on a
+    /// bad flag or `--help` it prints clap's message and exits, as clap does.
+    pub fn parse_env() -> ControllerArgs {
+        <Standalone as clap::Parser>::parse().args
+    }
+
+    /// [`ControllerArgs::parse_env`] from `args` (the first is the program name), with
+    /// clap's error instead of exiting.
+    pub fn try_parse_from<I, T>(args: I) -> Result<ControllerArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        <Standalone as clap::Parser>::try_parse_from(args).map(|s| s.args)
+    }
+}
+
 /// `karpenter controller --help` epilogue: how to deploy.
 pub const CONTROLLER_AFTER_HELP: &str = "\
 Deploying:

@@ -18,6 +18,7 @@ use karpenter_core::lifecycle::termination::EvictionResponse;
 use karpenter_core::lifecycle::{self, EventType, NodeCondition, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
 use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
+use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy, SchedulerOptions};
 use karpenter_core::taints::Taint;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
@@ -83,8 +84,20 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     } else {
         Vec::new()
     };
+    // The provider's well-known labels and reservation label, so that pods selecting them
+    // schedule (upstream's scheduler reads them from the provider too), and the policies of
+    // PREFERENCE_POLICY and MIN_VALUES_POLICY.
+    let mut scheduler = SchedulerOptions::for_provider(provider);
+    scheduler.preference_policy = match settings.preference_policy.as_str() {
+        "Ignore" => PreferencePolicy::Ignore,
+        _ => PreferencePolicy::Respect,
+    };
+    scheduler.min_values_policy = match settings.min_values_policy.as_str() {
+        "BestEffort" => MinValuesPolicy::BestEffort,
+        _ => MinValuesPolicy::Strict,
+    };
     let packing = settings.packing.as_deref().and_then(|p| p.parse().ok());
-    config.scheduler = config.scheduler.clone().with_packing(
+    config.scheduler = scheduler.with_packing(
         karpenter_core::scheduling::packing::PackingOptions::default().with_policy(packing),
     );
     config
@@ -841,6 +854,48 @@ mod tests {
         assert!(config.node_repair);
         assert_eq!(config.repair_policies, provider.repair_policies());
         assert!(!config.repair_policies.is_empty());
+    }
+
+    /// The scheduler reads the provider's well-known labels (a pod selecting one schedules)
+    /// and the preference and minValues policies of the settings.
+    #[test]
+    fn the_operator_schedules_with_the_providers_labels_and_the_policies() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: ControllerArgs,
+        }
+        let policy =
+            karpenter_core::labels::LabelPolicy::core().with_well_known(["example.com/family"]);
+        let provider = karpenter_fake::FakeCloudProvider::new().with_label_policy(policy);
+        let defaults = Cli::parse_from(["karpenter"]).args;
+        let config = operator_config(&defaults, &provider);
+        assert!(
+            config
+                .scheduler
+                .label_policy
+                .is_well_known("example.com/family")
+        );
+        assert_eq!(
+            config.scheduler.preference_policy,
+            PreferencePolicy::Respect
+        );
+        assert_eq!(config.scheduler.min_values_policy, MinValuesPolicy::Strict);
+        let set = Cli::parse_from([
+            "karpenter",
+            "--preference-policy",
+            "Ignore",
+            "--min-values-policy",
+            "BestEffort",
+        ])
+        .args;
+        let config = operator_config(&set, &provider);
+        assert_eq!(config.scheduler.preference_policy, PreferencePolicy::Ignore);
+        assert_eq!(
+            config.scheduler.min_values_policy,
+            MinValuesPolicy::BestEffort
+        );
     }
 
     #[test]
