@@ -31,6 +31,7 @@ pub mod drift;
 pub mod instanceprofile;
 pub mod interruption;
 pub mod launch;
+mod network;
 pub mod nodeclass;
 pub mod pricing;
 pub mod resolve;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+pub use crate::network::{SecurityGroupInfo, SubnetInfo, sort_security_groups, sort_subnets};
 use crate::nodeclass::{SecurityGroupSelectorTerm, SubnetSelectorTerm};
 
 /// An EC2 API filter (`Name`, `Values`).
@@ -26,32 +27,6 @@ impl Filter {
             values: values.into_iter().map(Into::into).collect(),
         }
     }
-}
-
-/// A subnet as DescribeSubnets returns it (the fields Karpenter reads).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SubnetInfo {
-    /// `SubnetId`.
-    pub id: String,
-    /// `AvailabilityZone`.
-    pub zone: String,
-    /// `AvailabilityZoneId`.
-    pub zone_id: Option<String>,
-    /// `AvailableIpAddressCount`.
-    pub available_ip_address_count: i64,
-    /// `Tags`.
-    pub tags: BTreeMap<String, String>,
-}
-
-/// A security group as DescribeSecurityGroups returns it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SecurityGroupInfo {
-    /// `GroupId`.
-    pub id: String,
-    /// `GroupName`.
-    pub name: Option<String>,
-    /// `Tags`.
-    pub tags: BTreeMap<String, String>,
 }
 
 /// Tag filters of a term: `tag:K = [V]`, or `tag-key = [K]` for the value `*`.
@@ -141,25 +116,6 @@ pub fn select_security_groups(
         .filter(|g| seen.insert(g.id.clone()))
         .cloned()
         .collect()
-}
-
-/// Status order of subnets: most available IPs first, then by id; duplicates dropped.
-pub fn sort_subnets(mut subnets: Vec<SubnetInfo>) -> Vec<SubnetInfo> {
-    subnets.sort_by(|a, b| {
-        b.available_ip_address_count
-            .cmp(&a.available_ip_address_count)
-            .then_with(|| a.id.cmp(&b.id))
-    });
-    let mut seen = BTreeSet::new();
-    subnets.retain(|s| seen.insert(s.id.clone()));
-    subnets
-}
-
-/// Status order of security groups: by id; duplicates dropped.
-pub fn sort_security_groups(mut groups: Vec<SecurityGroupInfo>) -> Vec<SecurityGroupInfo> {
-    groups.sort_by(|a, b| a.id.cmp(&b.id));
-    groups.dedup_by(|a, b| a.id == b.id);
-    groups
 }
 
 /// For each zone, the subnet with the most available IPs (upstream's `ZonalSubnetsForLaunch`

@@ -10,7 +10,6 @@ mod affinity;
 mod instance;
 mod node;
 mod pod;
-mod volume;
 
 pub use self::affinity::{
     LabelSelector, LabelSelectorRequirement, NodeAffinity, NodeInclusionPolicy, NodeSelectorTerm,
@@ -19,8 +18,7 @@ pub use self::affinity::{
 };
 pub use self::instance::{AllocatableGroup, InstanceType, Offering, Overhead};
 pub use self::node::{ClusterNode, DaemonSet, IntOrPercent, PodDisruptionBudget};
-pub use self::pod::{OwnerReference, Pod, PodPhase};
-pub use self::volume::{PodVolume, VolumeSource};
+pub use self::pod::{OwnerReference, Pod, PodPhase, PodVolume, VolumeSource};
 
 /// A point in time, as nanoseconds since the Unix epoch. The core never reads the clock: callers
 /// pass times in.

@@ -45,6 +45,7 @@ use crate::FakeCloudProvider;
 
 mod api;
 pub mod chaos;
+mod event;
 mod invariants;
 mod rng;
 pub mod scripted;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use karpenter_core::api::{Condition, ConditionStatus};
 
 use super::{EC2NodeClass, EC2NodeClassStatus, StatusAmi, StatusSecurityGroup, StatusSubnet};
-use crate::resolve::{SecurityGroupInfo, SubnetInfo, sort_security_groups, sort_subnets};
+use crate::network::{SecurityGroupInfo, SubnetInfo, sort_security_groups, sort_subnets};
 
 /// `Ready`: the root condition.
 pub const READY: &str = "Ready";

@@ -1,5 +1,6 @@
 //! Integration tests of karpenter-aws's public API, driven the way the SDK shell will drive it.
 
+mod house;
 #[cfg(feature = "sdk")]
 mod moto;
 mod provider_flow;

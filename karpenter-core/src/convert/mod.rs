@@ -58,11 +58,12 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::labels;
 use crate::model::{self, IntOrPercent, Timestamp};
+use crate::requirements::{NodeSelectorRequirement, Operator};
 use crate::resources::{Quantity, QuantityError, ResourceList};
 use crate::taints::Taint;
 
 pub use pod::pod_from_k8s;
-use pod::{label_selector, node_selector_term, taint_effect};
+use pod::{label_selector, taint_effect};
 pub use requests::effective_requests;
 pub use volumes::{csi_node_limits_from_k8s, pv_from_k8s, pvc_from_k8s, storage_class_from_k8s};
 
@@ -249,6 +250,59 @@ fn non_empty(s: Option<&String>) -> Option<&str> {
 /// The namespace of an object: `metadata.namespace`, or `default` when absent or empty.
 fn namespace_of(meta: &meta::ObjectMeta) -> &str {
     non_empty(meta.namespace.as_ref()).unwrap_or("default")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node selector terms (pods' node affinity, PersistentVolumes' node affinity)
+// ---------------------------------------------------------------------------------------------
+
+fn node_operator(ctx: &Ctx<'_>, op: &str, field: &str) -> Result<Operator, ConvertError> {
+    Ok(match op {
+        "In" => Operator::In,
+        "NotIn" => Operator::NotIn,
+        "Exists" => Operator::Exists,
+        "DoesNotExist" => Operator::DoesNotExist,
+        "Gt" => Operator::Gt,
+        "Lt" => Operator::Lt,
+        other => {
+            return Err(ctx.invalid(
+                field,
+                other,
+                "expected In, NotIn, Exists, DoesNotExist, Gt or Lt",
+            ));
+        }
+    })
+}
+
+fn node_selector_term(
+    ctx: &Ctx<'_>,
+    term: &core::NodeSelectorTerm,
+    field: &str,
+    required: bool,
+) -> Result<model::NodeSelectorTerm, ConvertError> {
+    if required && let Some(first) = term.match_fields.iter().flatten().next() {
+        return Err(ConvertError::MatchFields {
+            object: ctx.object(),
+            field: format!("{field}.matchFields"),
+            key: first.key.clone(),
+        });
+    }
+    let match_expressions = term
+        .match_expressions
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, e)| {
+            let path = format!("{field}.matchExpressions[{i}].operator");
+            Ok(NodeSelectorRequirement {
+                key: e.key.clone(),
+                operator: node_operator(ctx, &e.operator, &path)?,
+                values: e.values.clone().unwrap_or_default(),
+                min_values: None,
+            })
+        })
+        .collect::<Result<_, ConvertError>>()?;
+    Ok(model::NodeSelectorTerm { match_expressions })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,10 +10,9 @@ use crate::model::{
     self, LabelSelectorRequirement, NodeInclusionPolicy, OwnerReference, PodPhase,
     SelectorOperator, Timestamp, WhenUnsatisfiable,
 };
-use crate::requirements::{NodeSelectorRequirement, Operator};
 use crate::taints::{TaintEffect, Toleration, TolerationOperator};
 
-use super::{ConvertError, Ctx, namespace_of, non_empty, time};
+use super::{ConvertError, Ctx, namespace_of, node_selector_term, non_empty, time};
 
 // ---------------------------------------------------------------------------------------------
 // Pods
@@ -211,55 +210,6 @@ fn has_resource_claims(spec: &core::PodSpec) -> bool {
             .iter()
             .chain(spec.init_containers.iter().flatten())
             .any(|c| claims(c.resources.as_ref()))
-}
-
-fn node_operator(ctx: &Ctx<'_>, op: &str, field: &str) -> Result<Operator, ConvertError> {
-    Ok(match op {
-        "In" => Operator::In,
-        "NotIn" => Operator::NotIn,
-        "Exists" => Operator::Exists,
-        "DoesNotExist" => Operator::DoesNotExist,
-        "Gt" => Operator::Gt,
-        "Lt" => Operator::Lt,
-        other => {
-            return Err(ctx.invalid(
-                field,
-                other,
-                "expected In, NotIn, Exists, DoesNotExist, Gt or Lt",
-            ));
-        }
-    })
-}
-
-pub(super) fn node_selector_term(
-    ctx: &Ctx<'_>,
-    term: &core::NodeSelectorTerm,
-    field: &str,
-    required: bool,
-) -> Result<model::NodeSelectorTerm, ConvertError> {
-    if required && let Some(first) = term.match_fields.iter().flatten().next() {
-        return Err(ConvertError::MatchFields {
-            object: ctx.object(),
-            field: format!("{field}.matchFields"),
-            key: first.key.clone(),
-        });
-    }
-    let match_expressions = term
-        .match_expressions
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, e)| {
-            let path = format!("{field}.matchExpressions[{i}].operator");
-            Ok(NodeSelectorRequirement {
-                key: e.key.clone(),
-                operator: node_operator(ctx, &e.operator, &path)?,
-                values: e.values.clone().unwrap_or_default(),
-                min_values: None,
-            })
-        })
-        .collect::<Result<_, ConvertError>>()?;
-    Ok(model::NodeSelectorTerm { match_expressions })
 }
 
 fn node_affinity(

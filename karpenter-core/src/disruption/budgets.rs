@@ -14,9 +14,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{ConditionStatus, DisruptionReason, NodePool, find_condition};
+use crate::api::{DisruptionReason, NodePool};
 use crate::model::Timestamp;
-use crate::state::{ClusterSnapshot, StateNode};
+use crate::state::ClusterSnapshot;
+
+pub use super::facts::{counts_towards_budget, is_consuming_budget};
 
 /// The budget of one NodePool for one reason.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,26 +163,6 @@ pub fn blocked_message(reason: DisruptionReason) -> String {
         "No allowed disruptions for disruption reason {} due to blocking budget",
         reason.as_str()
     )
-}
-
-/// Whether a node counts towards its pool's budget: managed, initialized, and its NodeClaim not
-/// `InstanceTerminating`.
-pub fn counts_towards_budget(node: &StateNode) -> bool {
-    let Some(claim) = &node.node_claim else {
-        return false;
-    };
-    let terminating = find_condition(
-        &claim.status.conditions,
-        crate::api::condition_types::INSTANCE_TERMINATING,
-    )
-    .is_some_and(|c| c.status == ConditionStatus::True);
-    node.initialized() && !terminating
-}
-
-/// Whether a counted node already consumes budget: its Node is not Ready, or it is being
-/// deleted or marked for deletion.
-pub fn is_consuming_budget(node: &StateNode) -> bool {
-    !node.ready || node.is_deleting()
 }
 
 /// How many more nodes each NodePool of the snapshot may disrupt for `reason` at `now`:

@@ -7,15 +7,25 @@
 //! change (a simulation that changes a node replaces it with [`Arc::make_mut`], which copies a
 //! shared node), so an entry is valid for exactly as long as it exists. Nothing here depends on
 //! the time, the NodePools or the rest of the snapshot.
+//!
+//! The readings the facts are made of live here too, below every module that reads the facts
+//! (the budgets, the candidates, the simulation and the consolidation pre-checks), so that none
+//! of them is imported back: whether a node counts towards and consumes budget (re-exported by
+//! [`super::budgets`]), its do-not-disrupt annotation, whether its stored Node reads as is, and
+//! its room for displaced pods. The pod predicates they use are in [`super::pods`].
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
+use crate::api::{ConditionStatus, find_condition};
+use crate::labels;
+use crate::model::{ClusterNode, Pod};
+use crate::resources::{Quantity, names};
 use crate::state::{ClusterSnapshot, StateNode};
 
-use super::budgets::{counts_towards_budget, is_consuming_budget};
-use super::candidates::{is_reschedulable, node_do_not_disrupt};
 use super::cost;
-use super::simulate::stored_node_reads_as_is;
+use super::pods::is_reschedulable;
 
 /// The facts of one node (see the [module documentation](self)).
 #[derive(Debug, Clone, PartialEq)]
@@ -79,7 +89,7 @@ impl NodeFacts {
             reschedule_disruption_cost,
             counts_towards_budget: counts_towards_budget(node),
             consuming_budget: is_consuming_budget(node),
-            room: super::methods::node_room(node),
+            room: node_room(node),
         }
     }
 }
@@ -87,6 +97,123 @@ impl NodeFacts {
 /// The facts of `node`, from the memo `snapshot` carries ([`ClusterSnapshot::memo`]).
 pub(crate) fn of(snapshot: &ClusterSnapshot, node: &Arc<StateNode>) -> Arc<NodeFacts> {
     snapshot.memo.get_or_compute(node, || NodeFacts::of(node))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The readings (shared with the budgets, the candidates, the simulation and the pre-checks)
+// ---------------------------------------------------------------------------------------------
+
+/// Whether a node counts towards its pool's budget: managed, initialized, and its NodeClaim not
+/// `InstanceTerminating`.
+pub fn counts_towards_budget(node: &StateNode) -> bool {
+    let Some(claim) = &node.node_claim else {
+        return false;
+    };
+    let terminating = find_condition(
+        &claim.status.conditions,
+        crate::api::condition_types::INSTANCE_TERMINATING,
+    )
+    .is_some_and(|c| c.status == ConditionStatus::True);
+    node.initialized() && !terminating
+}
+
+/// Whether a counted node already consumes budget: its Node is not Ready, or it is being
+/// deleted or marked for deletion.
+pub fn is_consuming_budget(node: &StateNode) -> bool {
+    !node.ready || node.is_deleting()
+}
+
+/// Whether the node's `karpenter.sh/do-not-disrupt` annotation is `"true"` (other values do not
+/// block).
+pub(crate) fn node_do_not_disrupt(node: &StateNode) -> bool {
+    node.annotations()
+        .get(labels::DO_NOT_DISRUPT_ANNOTATION)
+        .is_some_and(|v| v == "true")
+}
+
+/// Whether the node has a stored Node that [`cluster_node`](super::simulate::cluster_node) would
+/// return unchanged.
+pub(crate) fn stored_node_reads_as_is(node: &StateNode) -> bool {
+    let Some(n) = &node.node else {
+        return false;
+    };
+    let initialized = node.initialized();
+    let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
+        n.managed && n.startup_taints == c.spec.startup_taints && (initialized || reports_all(n, c))
+    });
+    claim_agrees && n.initialized == initialized && n.marked_for_deletion == node.is_deleting()
+}
+
+/// Whether a Node reports every resource its NodeClaim's status has (nothing to fall back on).
+fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
+    let covered = |reported: &crate::resources::ResourceList,
+                   fallback: &crate::resources::ResourceList| {
+        fallback
+            .iter()
+            .all(|(name, q)| q.is_zero() || !reported.get_or_zero(name).is_zero())
+    };
+    covered(&node.capacity, &claim.status.capacity)
+        && covered(&node.allocatable, &claim.status.allocatable)
+}
+
+/// The room of `sn` for displaced pods, per resource, in milli-units (see the module
+/// documentation of `methods::precheck`): the larger of what its Node and its NodeClaim report as
+/// allocatable, less the requests of its pods that are not terminal.
+pub(crate) fn node_room(sn: &StateNode) -> Vec<(Box<str>, i64)> {
+    let mut node_room: Vec<(&str, i64)> = Vec::new();
+    let reported = sn.node.as_ref().map(|n| &n.allocatable);
+    let claimed = sn.node_claim.as_ref().map(|c| &c.status.allocatable);
+    for list in [reported, claimed].into_iter().flatten() {
+        for (name, q) in list.iter() {
+            let m = q.milli_value();
+            let r = slot(&mut node_room, name, m);
+            *r = (*r).max(m);
+        }
+    }
+    for p in sn.pods.iter().filter(|p| !p.is_terminal()) {
+        for (name, m) in scheduling_milli(p) {
+            let r = slot(&mut node_room, name, 0);
+            *r = r.saturating_sub(m);
+        }
+    }
+    node_room
+        .into_iter()
+        .map(|(name, r)| (Box::from(name), r))
+        .collect()
+}
+
+/// The value of `name` in a short list, added as `init` when missing.
+fn slot<'a, 'v>(list: &'v mut Vec<(&'a str, i64)>, name: &'a str, init: i64) -> &'v mut i64 {
+    let i = match list.iter().position(|(n, _)| *n == name) {
+        Some(i) => i,
+        None => {
+            list.push((name, init));
+            list.len() - 1
+        }
+    };
+    &mut list[i].1
+}
+
+/// [`Pod::scheduling_requests`] in milli-units, in name order, without building the list.
+pub(crate) fn scheduling_milli(p: &Pod) -> SmallVec<[(&str, i64); 4]> {
+    let one = Quantity::from_units(1);
+    let mut out: SmallVec<[(&str, i64); 4]> = SmallVec::new();
+    let mut pods_done = false;
+    for (name, q) in p.requests.iter() {
+        if !pods_done && name >= names::PODS {
+            pods_done = true;
+            if name == names::PODS {
+                out.push((names::PODS, (q + one).milli_value()));
+                continue;
+            }
+            out.push((names::PODS, one.milli_value()));
+        }
+        out.push((name, q.milli_value()));
+    }
+    if !pods_done {
+        out.push((names::PODS, one.milli_value()));
+    }
+    out
 }
 
 #[cfg(test)]

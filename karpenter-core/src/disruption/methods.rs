@@ -40,7 +40,6 @@ use self::consolidation::{
 };
 use self::drift::{drift, static_drift};
 use self::emptiness::emptiness;
-pub(crate) use self::precheck::node_room;
 pub use self::replay::plan;
 
 use std::borrow::Cow;

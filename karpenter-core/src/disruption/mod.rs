@@ -34,6 +34,7 @@ pub mod candidates;
 pub mod cost;
 pub(crate) mod facts;
 pub mod methods;
+mod pods;
 pub mod simulate;
 pub mod validation;
 

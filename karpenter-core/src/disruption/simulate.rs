@@ -97,38 +97,14 @@ fn fill_unreported(
     }
 }
 
-/// Whether a Node reports every resource its NodeClaim's status has (nothing to fall back on).
-fn reports_all(node: &ClusterNode, claim: &crate::api::NodeClaim) -> bool {
-    let covered = |reported: &crate::resources::ResourceList,
-                   fallback: &crate::resources::ResourceList| {
-        fallback
-            .iter()
-            .all(|(name, q)| q.is_zero() || !reported.get_or_zero(name).is_zero())
-    };
-    covered(&node.capacity, &claim.status.capacity)
-        && covered(&node.allocatable, &claim.status.allocatable)
-}
-
 /// [`cluster_node`] without the copy when the stored Node already reads as it would (the usual
 /// case: a registered node whose flags are up to date), which `reads_as_is` tells (the node
-/// facts' [`stored_node_reads_as_is`]).
+/// facts' [`stored_node_reads_as_is`](super::facts::stored_node_reads_as_is)).
 pub(crate) fn cluster_node_as(node: &StateNode, reads_as_is: bool) -> Cow<'_, ClusterNode> {
     match &node.node {
         Some(n) if reads_as_is => Cow::Borrowed(n),
         _ => Cow::Owned(cluster_node(node)),
     }
-}
-
-/// Whether the node has a stored Node that [`cluster_node`] would return unchanged.
-pub(crate) fn stored_node_reads_as_is(node: &StateNode) -> bool {
-    let Some(n) = &node.node else {
-        return false;
-    };
-    let initialized = node.initialized();
-    let claim_agrees = node.node_claim.as_ref().is_none_or(|c| {
-        n.managed && n.startup_taints == c.spec.startup_taints && (initialized || reports_all(n, c))
-    });
-    claim_agrees && n.initialized == initialized && n.marked_for_deletion == node.is_deleting()
 }
 
 /// The NodePools a simulation (or a provisioning round) may launch from: ready, dynamic, not

@@ -1,218 +1,144 @@
-//! House rules of the crate's source tree: the top-level modules of `src/` depend on each other
-//! without a cycle. A module depends on another when its non-test code names `crate::<other>`
-//! (in a `use`, a path or a `crate::{..}` group); test code (`tests.rs`, `*_tests.rs` and
-//! `#[cfg(test)]` items) is not counted, and neither are comments.
+//! House rules of the crate's source tree: no import circle between its modules, at any depth
+//! (top-level modules, and every file against every other). The rules of the check (what
+//! counts as a dependency, and why a child may use its parent) are those of the
+//! [`module_cycles`](crate::module_cycles) checker, shared with the `house` tests of
+//! `karpenter-fake` and `karpenter-aws`.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in fs::read_dir(&d).expect("readable source directory") {
-            let path = entry.expect("directory entry").path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+use crate::module_cycles::ModuleGraph;
+
+#[test]
+fn modules_have_no_import_cycle_at_any_depth() {
+    let graph = ModuleGraph::of_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(graph.has_module("scheduling") && graph.has_module("disruption::facts"));
+    let cycles = graph.cycles();
+    assert!(cycles.is_empty(), "import circles:\n{}", cycles.join("\n"));
 }
 
-/// Whether a file holds only tests.
-fn is_test_file(path: &Path) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name == "tests.rs" || name.ends_with("_tests.rs")
-}
-
-/// `text` without line comments (doc comments included).
-fn strip_comments(text: &str) -> String {
-    text.lines()
-        .map(|line| match line.find("//") {
-            Some(i) => &line[..i],
-            None => line,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// `text` without the items marked `#[cfg(test)]`: each ends at its first `;` when that comes
-/// before any `{`, otherwise at the brace that closes its first block.
-fn strip_test_items(text: &str) -> String {
-    const MARK: &str = "#[cfg(test)]";
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut pos = 0;
-    while let Some(found) = text[pos..].find(MARK) {
-        let start = pos + found;
-        out.push_str(&text[pos..start]);
-        let mut i = start + MARK.len();
-        while i < bytes.len() && bytes[i] != b'{' && bytes[i] != b';' {
-            i += 1;
-        }
-        if i < bytes.len() && bytes[i] == b'{' {
-            let mut depth = 0usize;
-            while i < bytes.len() {
-                match bytes[i] {
-                    b'{' => depth += 1,
-                    b'}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            break;
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        pos = (i + 1).min(text.len());
-    }
-    out.push_str(&text[pos..]);
-    out
-}
-
-/// The leading identifier of `s`.
-fn ident(s: &str) -> &str {
-    let end = s
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(s.len());
-    &s[..end]
-}
-
-/// The first path segments named after `crate::` in `code`, including every top-level entry of
-/// a `crate::{..}` group.
-fn crate_references(code: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for (i, _) in code.match_indices("crate::") {
-        let rest = &code[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 0usize;
-            let mut entry_start = true;
-            for (j, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        entry_start = true;
-                        continue;
-                    }
-                    c if c.is_whitespace() => continue,
-                    _ => {}
-                }
-                if entry_start && depth == 0 {
-                    out.insert(ident(&group[j..]).to_string());
-                }
-                entry_start = false;
-            }
-        } else {
-            out.insert(ident(rest).to_string());
-        }
-    }
-    out
-}
-
-/// The dependency graph between the top-level modules of `src/`.
-fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut modules = BTreeSet::new();
-    for path in rust_files(src) {
-        let rel = path.strip_prefix(src).expect("under src");
-        let first = rel.components().next().expect("non-empty path");
-        let name = first.as_os_str().to_string_lossy();
-        let module = name.trim_end_matches(".rs").to_string();
-        if module == "lib" {
-            continue;
-        }
-        modules.insert(module.clone());
-        if is_test_file(&path) {
-            continue;
-        }
-        let text = fs::read_to_string(&path).expect("readable source file");
-        let code = strip_test_items(&strip_comments(&text));
-        graph
-            .entry(module.clone())
-            .or_default()
-            .extend(crate_references(&code).into_iter().filter(|r| *r != module));
-    }
-    for deps in graph.values_mut() {
-        deps.retain(|d| modules.contains(d));
-    }
-    graph
-}
-
-/// A cycle of `graph` (its modules in order, the first repeated at the end), if any.
-fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        done: &mut BTreeSet<String>,
-        path: &mut Vec<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(i) = path.iter().position(|p| p == node) {
-            let mut cycle = path[i..].to_vec();
-            cycle.push(node.to_string());
-            return Some(cycle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(cycle) = visit(next, graph, done, path) {
-                return Some(cycle);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
-    }
-    let mut done = BTreeSet::new();
-    graph
-        .keys()
-        .find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+/// The cycles of a synthetic crate given as `(path under src/, text)` pairs.
+fn cycles_of(files: &[(&str, &str)]) -> Vec<String> {
+    ModuleGraph::of_sources(files).cycles()
 }
 
 #[test]
-fn top_level_modules_have_no_dependency_cycle() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = module_graph(&src);
-    assert!(graph.contains_key("scheduling") && graph.contains_key("model"));
-    if let Some(cycle) = find_cycle(&graph) {
-        panic!("module cycle: {}", cycle.join(" -> "));
-    }
+fn the_checker_finds_a_cycle_between_siblings_and_prints_it() {
+    let cycles = cycles_of(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        ("a.rs", "use crate::b::X;\npub struct Y;\n"),
+        (
+            "b.rs",
+            "pub struct X;\n\nfn f() -> super::a::Y { super::a::Y }\n",
+        ),
+    ]);
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(
+        cycles[0].starts_with("cycle at depth 1: a -> b -> a"),
+        "{cycles:?}"
+    );
+    assert!(
+        cycles[0].contains("b -> a: src/b.rs:3 `a::Y`"),
+        "{cycles:?}"
+    );
 }
 
 #[test]
-fn the_scanner_sees_groups_paths_and_skips_test_code() {
-    let code = strip_test_items(&strip_comments(
-        "use crate::{api::{A, B}, model, requirements::Requirement};\n\
-         // crate::volumes in a comment\n\
-         fn f() { crate::taints::x(); }\n\
-         #[cfg(test)]\nmod tests { use crate::state; }\n\
-         #[cfg(test)]\nuse crate::lifecycle;\n",
-    ));
-    let refs: Vec<String> = crate_references(&code).into_iter().collect();
-    assert_eq!(refs, ["api", "model", "requirements", "taints"]);
-
-    let graph: BTreeMap<String, BTreeSet<String>> = [
-        ("a", vec!["b"]),
-        ("b", vec!["c"]),
-        ("c", vec!["a"]),
-        ("d", vec![]),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
-    .collect();
+fn the_checker_finds_a_cycle_deep_inside_a_module() {
+    // p::x and p::y depend on each other; p itself depends on neither of them, nor the other
+    // way round, so depth 1 sees nothing.
+    let files = [
+        ("lib.rs", "mod p;\nmod q;\nuse q::Q;\n"),
+        ("p/mod.rs", "mod x;\nmod y;\n"),
+        ("p/x.rs", "use super::y::{self, Y};\n"),
+        ("p/y.rs", "pub fn f() { crate::p::x::g(); }\n"),
+        ("q.rs", "pub struct Q;\n"),
+    ];
+    let cycles = cycles_of(&files);
     assert_eq!(
-        find_cycle(&graph),
-        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+        cycles,
+        ["cycle at depth 2: p::x -> p::y -> p::x\n    \
+          p::x -> p::y: src/p/x.rs:1 `p::y`\n    \
+          p::y -> p::x: src/p/y.rs:1 `p::x::g`"]
+    );
+}
+
+#[test]
+fn the_checker_collapses_modules_at_each_depth() {
+    // No file depends on a file that depends on it, but p and q depend on each other.
+    let cycles = cycles_of(&[
+        ("lib.rs", "mod p;\nmod q;\n"),
+        ("p/mod.rs", "mod x;\nmod y;\n"),
+        ("p/x.rs", "use crate::q::Q;\n"),
+        ("p/y.rs", "pub struct Y;\n"),
+        ("q.rs", "pub struct Q(crate::p::y::Y);\n"),
+    ]);
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(
+        cycles[0].starts_with("cycle at depth 1: p -> q -> p"),
+        "{cycles:?}"
+    );
+}
+
+#[test]
+fn a_child_may_use_its_parent_but_not_through_a_re_export() {
+    // Children using what their parent defines or re-exports: no cycle.
+    let fine = [
+        ("lib.rs", "pub mod p;\npub use p::Shared;\n"),
+        (
+            "p/mod.rs",
+            "mod x;\nmod y;\npub use self::x::X;\npub struct Shared;\n",
+        ),
+        (
+            "p/x.rs",
+            "use super::Shared;\npub struct X(crate::Shared);\n",
+        ),
+        ("p/y.rs", "use super::{Shared, X};\n"),
+    ];
+    assert_eq!(cycles_of(&fine), Vec::<String>::new());
+    // x using y while y uses x through the parent's re-export: a cycle.
+    let mut circle = fine;
+    circle[3] = ("p/y.rs", "use super::{Shared, X};\npub struct Y;\n");
+    circle[2] = ("p/x.rs", "use super::y::Y;\npub struct X;\n");
+    let cycles = cycles_of(&circle);
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(
+        cycles[0].contains("p::x -> p::y -> p::x") && cycles[0].contains("`p::X`"),
+        "{cycles:?}"
+    );
+}
+
+#[test]
+fn the_checker_skips_comments_literals_and_test_code_and_sees_inline_modules() {
+    let b = "use crate::a::A;\npub struct B;\n";
+    let a_without = r##"
+        //! Names crate::b in a comment.
+        /* and crate::b::B /* nested */ crate::b */
+        const S: &str = "crate::b::B \" crate::b";
+        const R: &str = r#"crate::b::B"#;
+        const C: char = '"';
+        fn f<'a>(x: &'a str) -> &'a str { x }
+        pub struct A;
+        #[cfg(test)]
+        mod tests { use crate::b::B; }
+        #[cfg(test)]
+        use crate::b;
+    "##;
+    let files = |a| {
+        cycles_of(&[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            ("a.rs", a),
+            ("b.rs", b),
+            ("a/tests.rs", "use crate::b::B;\n"),
+            ("a_tests.rs", "use crate::b::B;\n"),
+        ])
+    };
+    assert_eq!(files(a_without), Vec::<String>::new());
+    // Inside an inline module, `super` is the file's module and `super::super` its parent.
+    let a_with = format!("{a_without}\nmod inner {{ use super::super::b::B; }}\n");
+    let cycles = files(&a_with);
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(
+        cycles[0].contains("a -> b: src/a.rs:14 `b::B`"),
+        "{cycles:?}"
     );
 }

@@ -12,3 +12,4 @@ mod disruption_validation_scenarios;
 mod house;
 mod lifecycle;
 mod lifecycle_audit;
+mod module_cycles;

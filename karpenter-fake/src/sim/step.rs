@@ -3,7 +3,7 @@
 use karpenter_core::model::Timestamp;
 
 use super::Sim;
-use super::chaos::{Event, apply_event};
+use super::event::{Event, apply_event};
 
 /// Why [`play_step`] stopped before the end of its step.
 #[derive(Debug)]

@@ -4,6 +4,7 @@ mod catalog;
 mod conformance;
 mod defaults;
 mod harness;
+mod house;
 mod instance_selection;
 mod metrics;
 mod overrides;

@@ -39,8 +39,8 @@ use smallvec::SmallVec;
 
 use crate::disruption::candidates::{Candidate, PdbLimits, is_currently_reschedulable};
 use crate::disruption::cost::is_under_consolidate_after;
+use crate::disruption::facts::scheduling_milli;
 use crate::model::{Pod, Timestamp};
-use crate::resources::{Quantity, names};
 use crate::state::{ClusterSnapshot, StateNode};
 
 /// A node of the snapshot, by identity (the address of its entry, alive for the whole pass).
@@ -82,28 +82,6 @@ impl TopTwo {
         };
         pick.map_or(0, |(room, _)| room).max(0)
     }
-}
-
-/// [`Pod::scheduling_requests`] in milli-units, in name order, without building the list.
-fn scheduling_milli(p: &Pod) -> SmallVec<[(&str, i64); 4]> {
-    let one = Quantity::from_units(1);
-    let mut out: SmallVec<[(&str, i64); 4]> = SmallVec::new();
-    let mut pods_done = false;
-    for (name, q) in p.requests.iter() {
-        if !pods_done && name >= names::PODS {
-            pods_done = true;
-            if name == names::PODS {
-                out.push((names::PODS, (q + one).milli_value()));
-                continue;
-            }
-            out.push((names::PODS, one.milli_value()));
-        }
-        out.push((name, q.milli_value()));
-    }
-    if !pods_done {
-        out.push((names::PODS, one.milli_value()));
-    }
-    out
 }
 
 /// Per resource name, the largest rooms (milli-units) over the nodes a displaced pod may land
@@ -192,44 +170,6 @@ impl Rooms {
         }
         None
     }
-}
-
-/// The value of `name` in a short list, added as `init` when missing.
-/// The room of `sn` for displaced pods, per resource, in milli-units (see the [module
-/// documentation](self)): the larger of what its Node and its NodeClaim report as allocatable,
-/// less the requests of its pods that are not terminal.
-pub(crate) fn node_room(sn: &StateNode) -> Vec<(Box<str>, i64)> {
-    let mut node_room: Vec<(&str, i64)> = Vec::new();
-    let reported = sn.node.as_ref().map(|n| &n.allocatable);
-    let claimed = sn.node_claim.as_ref().map(|c| &c.status.allocatable);
-    for list in [reported, claimed].into_iter().flatten() {
-        for (name, q) in list.iter() {
-            let m = q.milli_value();
-            let r = slot(&mut node_room, name, m);
-            *r = (*r).max(m);
-        }
-    }
-    for p in sn.pods.iter().filter(|p| !p.is_terminal()) {
-        for (name, m) in scheduling_milli(p) {
-            let r = slot(&mut node_room, name, 0);
-            *r = r.saturating_sub(m);
-        }
-    }
-    node_room
-        .into_iter()
-        .map(|(name, r)| (Box::from(name), r))
-        .collect()
-}
-
-fn slot<'a, 'v>(list: &'v mut Vec<(&'a str, i64)>, name: &'a str, init: i64) -> &'v mut i64 {
-    let i = match list.iter().position(|(n, _)| *n == name) {
-        Some(i) => i,
-        None => {
-            list.push((name, init));
-            list.len() - 1
-        }
-    };
-    &mut list[i].1
 }
 
 /// Whether every consolidation simulation over `snapshot` at `now` makes `sn` refuse displaced
