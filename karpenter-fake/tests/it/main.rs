@@ -5,6 +5,7 @@ mod conformance;
 mod defaults;
 mod harness;
 mod instance_selection;
+mod kwok;
 mod metrics;
 mod overrides;
 mod provider;

@@ -1,0 +1,585 @@
+//! The kwok provider's contract: its catalog checked against upstream's published numbers.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use karpenter_core::api::{ConditionStatus, NodeClassReference};
+use karpenter_core::labels;
+use karpenter_core::model::InstanceType;
+use karpenter_core::requirements::Operator;
+use karpenter_core::resources::{Quantity, ResourceList, names};
+use karpenter_fake::kwok;
+
+const GI: i64 = 1 << 30;
+const MI: i64 = 1 << 20;
+
+// Every type's on-demand and spot price per hour as upstream's kwok catalog lists them
+// (Karpenter v1.14.1), in catalog order.
+const PUBLISHED_PRICES: [(&str, f64, f64); 144] = [
+    ("c-1x-amd64-linux", 0.027147483648, 0.019003238553599998),
+    ("c-1x-arm64-linux", 0.027147483648, 0.019003238553599998),
+    ("c-1x-amd64-windows", 0.027147483648, 0.019003238553599998),
+    ("c-1x-arm64-windows", 0.027147483648, 0.019003238553599998),
+    ("s-1x-amd64-linux", 0.029294967296, 0.020506477107199998),
+    ("s-1x-arm64-linux", 0.029294967296, 0.020506477107199998),
+    ("s-1x-amd64-windows", 0.029294967296, 0.020506477107199998),
+    ("s-1x-arm64-windows", 0.029294967296, 0.020506477107199998),
+    ("m-1x-amd64-linux", 0.033589934592, 0.023512954214399997),
+    ("m-1x-arm64-linux", 0.033589934592, 0.023512954214399997),
+    ("m-1x-amd64-windows", 0.033589934592, 0.023512954214399997),
+    ("m-1x-arm64-windows", 0.033589934592, 0.023512954214399997),
+    ("c-2x-amd64-linux", 0.054294967296, 0.038006477107199996),
+    ("c-2x-arm64-linux", 0.054294967296, 0.038006477107199996),
+    ("c-2x-amd64-windows", 0.054294967296, 0.038006477107199996),
+    ("c-2x-arm64-windows", 0.054294967296, 0.038006477107199996),
+    ("s-2x-amd64-linux", 0.058589934592, 0.041012954214399995),
+    ("s-2x-arm64-linux", 0.058589934592, 0.041012954214399995),
+    ("s-2x-amd64-windows", 0.058589934592, 0.041012954214399995),
+    ("s-2x-arm64-windows", 0.058589934592, 0.041012954214399995),
+    ("m-2x-amd64-linux", 0.067179869184, 0.047025908428799994),
+    ("m-2x-arm64-linux", 0.067179869184, 0.047025908428799994),
+    ("m-2x-amd64-windows", 0.067179869184, 0.047025908428799994),
+    ("m-2x-arm64-windows", 0.067179869184, 0.047025908428799994),
+    ("c-4x-amd64-linux", 0.108589934592, 0.07601295421439999),
+    ("c-4x-arm64-linux", 0.108589934592, 0.07601295421439999),
+    ("c-4x-amd64-windows", 0.108589934592, 0.07601295421439999),
+    ("c-4x-arm64-windows", 0.108589934592, 0.07601295421439999),
+    ("s-4x-amd64-linux", 0.117179869184, 0.08202590842879999),
+    ("s-4x-arm64-linux", 0.117179869184, 0.08202590842879999),
+    ("s-4x-amd64-windows", 0.117179869184, 0.08202590842879999),
+    ("s-4x-arm64-windows", 0.117179869184, 0.08202590842879999),
+    ("m-4x-amd64-linux", 0.134359738368, 0.09405181685759999),
+    ("m-4x-arm64-linux", 0.134359738368, 0.09405181685759999),
+    ("m-4x-amd64-windows", 0.134359738368, 0.09405181685759999),
+    ("m-4x-arm64-windows", 0.134359738368, 0.09405181685759999),
+    ("c-8x-amd64-linux", 0.217179869184, 0.15202590842879998),
+    ("c-8x-arm64-linux", 0.217179869184, 0.15202590842879998),
+    ("c-8x-amd64-windows", 0.217179869184, 0.15202590842879998),
+    ("c-8x-arm64-windows", 0.217179869184, 0.15202590842879998),
+    ("s-8x-amd64-linux", 0.234359738368, 0.16405181685759998),
+    ("s-8x-arm64-linux", 0.234359738368, 0.16405181685759998),
+    ("s-8x-amd64-windows", 0.234359738368, 0.16405181685759998),
+    ("s-8x-arm64-windows", 0.234359738368, 0.16405181685759998),
+    ("m-8x-amd64-linux", 0.268719476736, 0.18810363371519997),
+    ("m-8x-arm64-linux", 0.268719476736, 0.18810363371519997),
+    ("m-8x-amd64-windows", 0.268719476736, 0.18810363371519997),
+    ("m-8x-arm64-windows", 0.268719476736, 0.18810363371519997),
+    ("c-16x-amd64-linux", 0.434359738368, 0.30405181685759997),
+    ("c-16x-arm64-linux", 0.434359738368, 0.30405181685759997),
+    ("c-16x-amd64-windows", 0.434359738368, 0.30405181685759997),
+    ("c-16x-arm64-windows", 0.434359738368, 0.30405181685759997),
+    ("s-16x-amd64-linux", 0.468719476736, 0.32810363371519996),
+    ("s-16x-arm64-linux", 0.468719476736, 0.32810363371519996),
+    ("s-16x-amd64-windows", 0.468719476736, 0.32810363371519996),
+    ("s-16x-arm64-windows", 0.468719476736, 0.32810363371519996),
+    ("m-16x-amd64-linux", 0.537438953472, 0.37620726743039995),
+    ("m-16x-arm64-linux", 0.537438953472, 0.37620726743039995),
+    ("m-16x-amd64-windows", 0.537438953472, 0.37620726743039995),
+    ("m-16x-arm64-windows", 0.537438953472, 0.37620726743039995),
+    ("c-32x-amd64-linux", 0.868719476736, 0.6081036337151999),
+    ("c-32x-arm64-linux", 0.868719476736, 0.6081036337151999),
+    ("c-32x-amd64-windows", 0.868719476736, 0.6081036337151999),
+    ("c-32x-arm64-windows", 0.868719476736, 0.6081036337151999),
+    ("s-32x-amd64-linux", 0.937438953472, 0.6562072674303999),
+    ("s-32x-arm64-linux", 0.937438953472, 0.6562072674303999),
+    ("s-32x-amd64-windows", 0.937438953472, 0.6562072674303999),
+    ("s-32x-arm64-windows", 0.937438953472, 0.6562072674303999),
+    ("m-32x-amd64-linux", 1.074877906944, 0.7524145348607999),
+    ("m-32x-arm64-linux", 1.074877906944, 0.7524145348607999),
+    ("m-32x-amd64-windows", 1.074877906944, 0.7524145348607999),
+    ("m-32x-arm64-windows", 1.074877906944, 0.7524145348607999),
+    ("c-48x-amd64-linux", 1.3030792151040003, 0.9121554505728001),
+    ("c-48x-arm64-linux", 1.3030792151040003, 0.9121554505728001),
+    (
+        "c-48x-amd64-windows",
+        1.3030792151040003,
+        0.9121554505728001,
+    ),
+    ("c-48x-arm64-windows", 1.303079215104, 0.9121554505728),
+    ("s-48x-amd64-linux", 1.4061584302080001, 0.9843109011456),
+    ("s-48x-arm64-linux", 1.4061584302080001, 0.9843109011456),
+    ("s-48x-amd64-windows", 1.4061584302080001, 0.9843109011456),
+    ("s-48x-arm64-windows", 1.4061584302080001, 0.9843109011456),
+    ("m-48x-amd64-linux", 1.612316860416, 1.1286218022912),
+    ("m-48x-arm64-linux", 1.612316860416, 1.1286218022912),
+    ("m-48x-amd64-windows", 1.612316860416, 1.1286218022912),
+    ("m-48x-arm64-windows", 1.612316860416, 1.1286218022912),
+    ("c-64x-amd64-linux", 1.737438953472, 1.2162072674303999),
+    ("c-64x-arm64-linux", 1.737438953472, 1.2162072674303999),
+    ("c-64x-amd64-windows", 1.737438953472, 1.2162072674303999),
+    ("c-64x-arm64-windows", 1.737438953472, 1.2162072674303999),
+    ("s-64x-amd64-linux", 1.874877906944, 1.3124145348607998),
+    ("s-64x-arm64-linux", 1.874877906944, 1.3124145348607998),
+    ("s-64x-amd64-windows", 1.874877906944, 1.3124145348607998),
+    ("s-64x-arm64-windows", 1.874877906944, 1.3124145348607998),
+    ("m-64x-amd64-linux", 2.149755813888, 1.5048290697215998),
+    ("m-64x-arm64-linux", 2.149755813888, 1.5048290697215998),
+    ("m-64x-amd64-windows", 2.149755813888, 1.5048290697215998),
+    ("m-64x-arm64-windows", 2.149755813888, 1.5048290697215998),
+    ("c-96x-amd64-linux", 2.6061584302080005, 1.8243109011456002),
+    ("c-96x-arm64-linux", 2.6061584302080005, 1.8243109011456002),
+    (
+        "c-96x-amd64-windows",
+        2.6061584302080005,
+        1.8243109011456002,
+    ),
+    (
+        "c-96x-arm64-windows",
+        2.6061584302080005,
+        1.8243109011456002,
+    ),
+    ("s-96x-amd64-linux", 2.8123168604160003, 1.9686218022912),
+    ("s-96x-arm64-linux", 2.8123168604160003, 1.9686218022912),
+    ("s-96x-amd64-windows", 2.8123168604160003, 1.9686218022912),
+    ("s-96x-arm64-windows", 2.8123168604160003, 1.9686218022912),
+    ("m-96x-amd64-linux", 3.224633720832, 2.2572436045824),
+    ("m-96x-arm64-linux", 3.224633720832, 2.2572436045824),
+    ("m-96x-amd64-windows", 3.224633720832, 2.2572436045824),
+    ("m-96x-arm64-windows", 3.224633720832, 2.2572436045824),
+    ("c-128x-amd64-linux", 3.474877906944, 2.4324145348607997),
+    ("c-128x-arm64-linux", 3.474877906944, 2.4324145348607997),
+    ("c-128x-amd64-windows", 3.474877906944, 2.4324145348607997),
+    ("c-128x-arm64-windows", 3.474877906944, 2.4324145348607997),
+    ("s-128x-amd64-linux", 3.749755813888, 2.6248290697215997),
+    ("s-128x-arm64-linux", 3.749755813888, 2.6248290697215997),
+    ("s-128x-amd64-windows", 3.749755813888, 2.6248290697215997),
+    ("s-128x-arm64-windows", 3.749755813888, 2.6248290697215997),
+    ("m-128x-amd64-linux", 4.299511627776, 3.0096581394431996),
+    ("m-128x-arm64-linux", 4.299511627776, 3.0096581394431996),
+    ("m-128x-amd64-windows", 4.299511627776, 3.0096581394431996),
+    ("m-128x-arm64-windows", 4.299511627776, 3.0096581394431996),
+    ("c-192x-amd64-linux", 5.212316860416001, 3.6486218022912005),
+    ("c-192x-arm64-linux", 5.212316860416, 3.6486218022912),
+    (
+        "c-192x-amd64-windows",
+        5.212316860416001,
+        3.6486218022912005,
+    ),
+    (
+        "c-192x-arm64-windows",
+        5.212316860416001,
+        3.6486218022912005,
+    ),
+    ("s-192x-amd64-linux", 5.6246337208320005, 3.9372436045824),
+    ("s-192x-arm64-linux", 5.6246337208320005, 3.9372436045824),
+    ("s-192x-amd64-windows", 5.6246337208320005, 3.9372436045824),
+    ("s-192x-arm64-windows", 5.6246337208320005, 3.9372436045824),
+    ("m-192x-amd64-linux", 6.449267441664, 4.5144872091648),
+    ("m-192x-arm64-linux", 6.449267441664, 4.5144872091648),
+    ("m-192x-amd64-windows", 6.449267441664, 4.5144872091648),
+    ("m-192x-arm64-windows", 6.449267441664, 4.5144872091648),
+    ("c-256x-amd64-linux", 6.949755813888, 4.8648290697215995),
+    ("c-256x-arm64-linux", 6.949755813888, 4.8648290697215995),
+    ("c-256x-amd64-windows", 6.949755813888, 4.8648290697215995),
+    ("c-256x-arm64-windows", 6.949755813888, 4.8648290697215995),
+    ("s-256x-amd64-linux", 7.499511627776, 5.249658139443199),
+    ("s-256x-arm64-linux", 7.499511627776, 5.249658139443199),
+    ("s-256x-amd64-windows", 7.499511627776, 5.249658139443199),
+    ("s-256x-arm64-windows", 7.499511627776, 5.249658139443199),
+    ("m-256x-amd64-linux", 8.599023255552, 6.019316278886399),
+    ("m-256x-arm64-linux", 8.599023255552, 6.019316278886399),
+    ("m-256x-amd64-windows", 8.599023255552, 6.019316278886399),
+    ("m-256x-arm64-windows", 8.599023255552, 6.019316278886399),
+];
+
+fn find(types: &[Arc<InstanceType>], name: &str) -> Arc<InstanceType> {
+    types
+        .iter()
+        .find(|it| it.name() == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name} not in the catalog"))
+}
+
+fn values(it: &InstanceType, key: &str) -> Vec<String> {
+    let r = it
+        .requirements()
+        .get(key)
+        .unwrap_or_else(|| panic!("{key} undefined on {}", it.name()));
+    assert_eq!(r.operator(), Operator::In, "{key} on {}", it.name());
+    r.values().map(String::from).collect()
+}
+
+fn rl(entries: &[(&str, Quantity)]) -> ResourceList {
+    entries.iter().map(|(k, q)| (*k, *q)).collect()
+}
+
+/// `(family, cpu, arch, os)` of a generated name, or `None` if it does not parse.
+fn parse_name(name: &str) -> Option<(String, i64, String, String)> {
+    let mut parts = name.split('-');
+    let family = parts.next()?.to_string();
+    let cpu = parts.next()?.strip_suffix('x')?.parse().ok()?;
+    let arch = parts.next()?.to_string();
+    let os = parts.next()?.to_string();
+    parts.next().is_none().then_some((family, cpu, arch, os))
+}
+
+#[test]
+fn kwok_catalog_has_144_uniquely_named_parseable_types() {
+    let types = kwok::instance_types();
+    assert_eq!(types.len(), 144);
+    assert_eq!(kwok::INSTANCE_TYPE_COUNT, 144);
+    let names: BTreeSet<&str> = types.iter().map(|it| it.name()).collect();
+    assert_eq!(names.len(), 144);
+    for it in &types {
+        let (family, cpu, arch, os) =
+            parse_name(it.name()).unwrap_or_else(|| panic!("{} does not parse", it.name()));
+        let factor = match family.as_str() {
+            "c" => 2,
+            "s" => 4,
+            "m" => 8,
+            other => panic!("family {other}"),
+        };
+        assert!(kwok::CPUS.contains(&cpu));
+        assert!(["amd64", "arm64"].contains(&arch.as_str()));
+        assert!(["linux", "windows"].contains(&os.as_str()));
+        assert_eq!(values(it, labels::INSTANCE_TYPE), [it.name()]);
+        assert_eq!(values(it, labels::ARCH), [arch.as_str()]);
+        assert_eq!(values(it, labels::OS), [os.as_str()]);
+        assert_eq!(values(it, kwok::INSTANCE_FAMILY_LABEL), [family.as_str()]);
+        assert_eq!(values(it, kwok::INSTANCE_SIZE_LABEL), [cpu.to_string()]);
+        assert_eq!(values(it, kwok::INSTANCE_CPU_LABEL), [cpu.to_string()]);
+        let memory = Quantity::from_bytes(cpu * factor * GI);
+        assert_eq!(
+            values(it, kwok::INSTANCE_MEMORY_LABEL),
+            [memory.to_string()]
+        );
+        assert_eq!(
+            it.capacity().get(names::CPU),
+            Some(Quantity::from_units(cpu))
+        );
+        assert_eq!(it.capacity().get(names::MEMORY), Some(memory));
+    }
+}
+
+#[test]
+fn kwok_catalog_is_in_upstreams_order() {
+    let types = kwok::instance_types();
+    let got: Vec<&str> = types.iter().map(|it| it.name()).collect();
+    let published: Vec<&str> = PUBLISHED_PRICES.iter().map(|(n, _, _)| *n).collect();
+    assert_eq!(got, published);
+    assert_eq!(
+        got[..5],
+        [
+            "c-1x-amd64-linux",
+            "c-1x-arm64-linux",
+            "c-1x-amd64-windows",
+            "c-1x-arm64-windows",
+            "s-1x-amd64-linux"
+        ]
+    );
+    assert_eq!(got[143], "m-256x-arm64-windows");
+}
+
+#[test]
+fn kwok_prices_are_upstreams_to_the_bit() {
+    let types = kwok::instance_types();
+    for (name, on_demand, spot) in PUBLISHED_PRICES {
+        let it = find(&types, name);
+        for o in &it.offerings {
+            let want = if o.capacity_type() == "spot" {
+                spot
+            } else {
+                on_demand
+            };
+            assert_eq!(
+                o.price.to_bits(),
+                want.to_bits(),
+                "{name} {} {}: {} != {want}",
+                o.zone(),
+                o.capacity_type(),
+                o.price
+            );
+        }
+    }
+}
+
+#[test]
+fn kwok_spot_is_seven_tenths_of_on_demand() {
+    for it in kwok::instance_types() {
+        let on_demand: Vec<f64> = it
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type() == "on-demand")
+            .map(|o| o.price)
+            .collect();
+        let spot: Vec<f64> = it
+            .offerings
+            .iter()
+            .filter(|o| o.capacity_type() == "spot")
+            .map(|o| o.price)
+            .collect();
+        assert_eq!(on_demand.len(), 4);
+        assert_eq!(spot.len(), 4);
+        for (s, od) in spot.iter().zip(&on_demand) {
+            assert_eq!(*s, od * 0.7, "{}", it.name());
+        }
+    }
+}
+
+#[test]
+fn kwok_price_formula() {
+    // 0.025 per CPU plus 0.001 per 10^9 bytes of memory.
+    assert_eq!(kwok::on_demand_price(1, 2 * GI), 0.027147483648);
+    assert_eq!(kwok::on_demand_price(256, 2048 * GI), 8.599023255552);
+    // The two published prices that are the fused rounding of the formula.
+    assert_eq!(kwok::on_demand_price(48, 96 * GI), 1.3030792151040003);
+    assert_eq!(
+        kwok::catalog_on_demand_price("c-48x-amd64-linux", 48, 96 * GI),
+        1.3030792151040003
+    );
+    assert_eq!(
+        kwok::catalog_on_demand_price("c-48x-arm64-windows", 48, 96 * GI),
+        1.303079215104
+    );
+    assert_eq!(
+        kwok::catalog_on_demand_price("c-192x-arm64-linux", 192, 384 * GI),
+        5.212316860416
+    );
+    assert_eq!(kwok::spot_price(0.027147483648), 0.019003238553599998);
+}
+
+#[test]
+fn kwok_pods_are_sixteen_per_cpu_up_to_1024() {
+    for it in kwok::instance_types() {
+        let cpu = it.capacity().get_or_zero(names::CPU).value();
+        let pods = it.capacity().get_or_zero(names::PODS).value();
+        assert_eq!(pods, (16 * cpu).min(1024), "{}", it.name());
+        assert_eq!(kwok::pods_for(cpu), pods);
+    }
+    assert_eq!(kwok::pods_for(48), 768);
+    assert_eq!(kwok::pods_for(64), 1024);
+    assert_eq!(kwok::pods_for(256), 1024);
+}
+
+#[test]
+fn kwok_offerings_are_every_zone_spot_then_on_demand_all_available() {
+    for it in kwok::instance_types() {
+        let pairs: Vec<(&str, &str)> = it
+            .offerings
+            .iter()
+            .map(|o| (o.zone(), o.capacity_type()))
+            .collect();
+        let want: Vec<(&str, &str)> = kwok::ZONES
+            .iter()
+            .flat_map(|z| [(*z, "spot"), (*z, "on-demand")])
+            .collect();
+        assert_eq!(pairs, want, "{}", it.name());
+        assert!(it.offerings.iter().all(|o| o.available && !o.is_reserved()));
+        assert_eq!(
+            values(&it, labels::ZONE),
+            ["test-zone-a", "test-zone-b", "test-zone-c", "test-zone-d"]
+        );
+        assert_eq!(values(&it, labels::CAPACITY_TYPE), ["on-demand", "spot"]);
+    }
+}
+
+/// One type checked field by field: name, its labels, capacity, allocatable, overhead, prices.
+#[allow(clippy::too_many_arguments)]
+fn check_type(
+    name: &str,
+    (family, cpu, memory, memory_label): (&str, i64, i64, &str),
+    (arch, os): (&str, &str),
+    pods: i64,
+    on_demand: f64,
+    spot: f64,
+) {
+    let types = kwok::instance_types();
+    let it = find(&types, name);
+    let keys: Vec<&str> = it.requirements().iter().map(|r| r.key()).collect();
+    let want_keys: BTreeSet<&str> = [
+        labels::INSTANCE_TYPE,
+        labels::ARCH,
+        labels::OS,
+        labels::ZONE,
+        labels::CAPACITY_TYPE,
+        kwok::INSTANCE_SIZE_LABEL,
+        kwok::INSTANCE_FAMILY_LABEL,
+        kwok::INSTANCE_CPU_LABEL,
+        kwok::INSTANCE_MEMORY_LABEL,
+    ]
+    .into();
+    assert_eq!(keys.iter().copied().collect::<BTreeSet<_>>(), want_keys);
+    assert_eq!(values(&it, labels::ARCH), [arch]);
+    assert_eq!(values(&it, labels::OS), [os]);
+    assert_eq!(values(&it, kwok::INSTANCE_FAMILY_LABEL), [family]);
+    assert_eq!(values(&it, kwok::INSTANCE_SIZE_LABEL), [cpu.to_string()]);
+    assert_eq!(values(&it, kwok::INSTANCE_CPU_LABEL), [cpu.to_string()]);
+    assert_eq!(values(&it, kwok::INSTANCE_MEMORY_LABEL), [memory_label]);
+    assert_eq!(
+        *it.capacity(),
+        rl(&[
+            (names::CPU, Quantity::from_units(cpu)),
+            (names::MEMORY, Quantity::from_bytes(memory)),
+            (names::PODS, Quantity::from_units(pods)),
+            (names::EPHEMERAL_STORAGE, Quantity::from_bytes(20 * GI)),
+        ])
+    );
+    assert_eq!(
+        it.overhead().kube_reserved,
+        rl(&[
+            (names::CPU, Quantity::from_milli(100)),
+            (names::MEMORY, Quantity::from_bytes(10 * MI)),
+        ])
+    );
+    assert!(it.overhead().system_reserved.is_empty());
+    assert!(it.overhead().eviction_threshold.is_empty());
+    assert_eq!(
+        *it.allocatable(),
+        rl(&[
+            (names::CPU, Quantity::from_milli(cpu * 1000 - 100)),
+            (names::MEMORY, Quantity::from_bytes(memory - 10 * MI)),
+            (names::PODS, Quantity::from_units(pods)),
+            (names::EPHEMERAL_STORAGE, Quantity::from_bytes(20 * GI)),
+        ])
+    );
+    for o in &it.offerings {
+        let want = if o.capacity_type() == "spot" {
+            spot
+        } else {
+            on_demand
+        };
+        assert_eq!(o.price, want, "{name} {}", o.zone());
+    }
+}
+
+#[test]
+fn kwok_c_1x_amd64_linux() {
+    check_type(
+        "c-1x-amd64-linux",
+        ("c", 1, 2 * GI, "2Gi"),
+        ("amd64", "linux"),
+        16,
+        0.027147483648,
+        0.019003238553599998,
+    );
+}
+
+#[test]
+fn kwok_s_48x_arm64_linux() {
+    check_type(
+        "s-48x-arm64-linux",
+        ("s", 48, 192 * GI, "192Gi"),
+        ("arm64", "linux"),
+        768,
+        1.4061584302080001,
+        0.9843109011456,
+    );
+}
+
+#[test]
+fn kwok_c_48x_arm64_windows() {
+    // One of the two types whose published price is one rounding below the formula's.
+    check_type(
+        "c-48x-arm64-windows",
+        ("c", 48, 96 * GI, "96Gi"),
+        ("arm64", "windows"),
+        768,
+        1.303079215104,
+        0.9121554505728,
+    );
+}
+
+#[test]
+fn kwok_m_128x_amd64_windows() {
+    check_type(
+        "m-128x-amd64-windows",
+        ("m", 128, 1024 * GI, "1Ti"),
+        ("amd64", "windows"),
+        1024,
+        4.299511627776,
+        3.0096581394431996,
+    );
+}
+
+#[test]
+fn kwok_m_256x_arm64_windows() {
+    check_type(
+        "m-256x-arm64-windows",
+        ("m", 256, 2048 * GI, "2Ti"),
+        ("arm64", "windows"),
+        1024,
+        8.599023255552,
+        6.019316278886399,
+    );
+}
+
+#[test]
+fn kwok_memory_label_is_the_canonical_quantity() {
+    let types = kwok::instance_types();
+    let memory = |name: &str| values(&find(&types, name), kwok::INSTANCE_MEMORY_LABEL);
+    assert_eq!(memory("m-192x-amd64-linux"), ["1536Gi"]);
+    assert_eq!(memory("s-256x-amd64-linux"), ["1Ti"]);
+    assert_eq!(memory("c-96x-amd64-linux"), ["192Gi"]);
+}
+
+#[test]
+fn kwok_label_helpers() {
+    assert_eq!(
+        kwok::instance_type_name(16, 2, "amd64", "linux"),
+        "c-16x-amd64-linux"
+    );
+    assert_eq!(
+        kwok::instance_type_name(1, 3, "arm64", "windows"),
+        "e-1x-arm64-windows"
+    );
+    assert_eq!(kwok::size_label_value("c-16x-amd64-linux", "16"), "16");
+    assert_eq!(kwok::size_label_value("m5.2xlarge", "8"), "2xlarge");
+    assert_eq!(kwok::size_label_value("m5.metal", "96"), "metal");
+    assert_eq!(kwok::size_label_value("m5.huge", "8"), "8");
+    assert_eq!(kwok::family_label_value("c-16x-amd64-linux"), "c");
+    assert_eq!(kwok::family_label_value("m5.large"), "m5");
+    assert_eq!(kwok::family_label_value("Standard"), "S");
+    assert_eq!(kwok::family_label_value(""), "");
+}
+
+#[test]
+fn kwok_label_policy_adds_its_labels_and_domain() {
+    let policy = kwok::label_policy();
+    for key in kwok::WELL_KNOWN_LABELS {
+        assert!(policy.is_well_known(key), "{key}");
+        assert!(!policy.is_restricted(key), "{key}");
+    }
+    assert_eq!(
+        kwok::WELL_KNOWN_LABELS,
+        [
+            "karpenter.kwok.sh/instance-size",
+            "karpenter.kwok.sh/instance-family",
+            "karpenter.kwok.sh/instance-cpu",
+            "karpenter.kwok.sh/instance-memory",
+        ]
+    );
+    assert!(policy.is_well_known(labels::ZONE));
+    assert!(policy.is_restricted("karpenter.kwok.sh/other"));
+    assert!(policy.is_restricted("sub.karpenter.kwok.sh/other"));
+    assert!(!policy.is_well_known(kwok::KWOK_NODE_KEY));
+    assert!(!policy.is_well_known(kwok::PARTITION_LABEL));
+}
+
+#[test]
+fn kwok_provider_constants() {
+    assert_eq!(kwok::PROVIDER_NAME, "kwok");
+    assert_eq!(kwok::GROUP, "karpenter.kwok.sh");
+    assert_eq!(kwok::VERSION, "v1alpha1");
+    assert_eq!(kwok::API_VERSION, "karpenter.kwok.sh/v1alpha1");
+    assert_eq!(kwok::NODECLASS_KIND, "KWOKNodeClass");
+    assert_eq!(kwok::PROVIDER_ID_PREFIX, "kwok://");
+    assert_eq!(kwok::KWOK_NODE_KEY, "kwok.x-k8s.io/node");
+    assert_eq!(kwok::KWOK_NODE_VALUE, "fake");
+    let class = kwok::supported_node_class();
+    assert!(class.matches(&NodeClassReference::new(
+        "karpenter.kwok.sh",
+        "KWOKNodeClass",
+        "x"
+    )));
+    let policies = kwok::repair_policies();
+    assert_eq!(policies.len(), 2);
+    for (p, status) in policies
+        .iter()
+        .zip([ConditionStatus::False, ConditionStatus::Unknown])
+    {
+        assert_eq!(p.condition_type, "Ready");
+        assert_eq!(p.condition_status, status);
+        assert_eq!(p.toleration_duration, Duration::from_secs(600));
+    }
+}
