@@ -3,11 +3,14 @@
 //! [kwok](https://kwok.sigs.k8s.io) plays the kubelet of.
 //!
 //! - [`instance_types`]: the 144-type catalog (`c-16x-amd64-linux`, …) with its labels, prices
-//!   and overhead; [`label_policy`]: the well-known labels and restricted domain it adds.
+//!   and overhead; [`label_policy`]: the well-known labels and restricted domain it adds;
+//! - [`KwokNodeClass`]: the `karpenter.kwok.sh/v1alpha1` node class, its readiness and its
+//!   CustomResourceDefinition ([`nodeclass_crd`]).
 //!
-//! The caller does the I/O (listing the instance types it offers, creating Nodes).
+//! The caller does the I/O (reading the `KWOKNodeClass`, creating Nodes).
 
 mod catalog;
+mod nodeclass;
 
 use std::time::Duration;
 
@@ -20,6 +23,11 @@ pub use catalog::{
     catalog_on_demand_price, family_label_value, family_of, instance_type_name, instance_types,
     label_policy, new_instance_type, on_demand_price, overhead, pods_for, size_label_value,
     spot_price,
+};
+pub use nodeclass::{
+    CONDITION_READY, DEFAULT_READY_TRANSITION_TIME, KwokNodeClass, KwokNodeClassError,
+    KwokNodeClassSpec, KwokNodeClassStatus, NODE_REGISTRATION_DELAY_PATTERN, NODECLASS_CATEGORIES,
+    NODECLASS_SHORT_NAMES, NODECLASS_SINGULAR, nodeclass_crd,
 };
 
 /// The provider's name, `kwok`.

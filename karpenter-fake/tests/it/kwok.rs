@@ -1,15 +1,16 @@
-//! The kwok provider's contract: its catalog checked against upstream's published numbers.
+//! The kwok provider's contract: its catalog checked against upstream's published numbers and
+//! the node class.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpenter_core::api::{ConditionStatus, NodeClassReference};
+use karpenter_core::api::{Condition, ConditionStatus, NodeClassReference};
 use karpenter_core::labels;
 use karpenter_core::model::InstanceType;
 use karpenter_core::requirements::Operator;
 use karpenter_core::resources::{Quantity, ResourceList, names};
-use karpenter_fake::kwok;
+use karpenter_fake::kwok::{self, KwokNodeClass, KwokNodeClassError};
 
 const GI: i64 = 1 << 30;
 const MI: i64 = 1 << 20;
@@ -582,4 +583,102 @@ fn kwok_provider_constants() {
         assert_eq!(p.condition_status, status);
         assert_eq!(p.toleration_duration, Duration::from_secs(600));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// KWOKNodeClass
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn kwok_nodeclass_status_defaults_to_ready() {
+    let class: KwokNodeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "default"}
+    }))
+    .expect("parse");
+    assert_eq!(class.name(), "default");
+    assert!(class.is_ready());
+    assert_eq!(class.not_ready_message(), None);
+    assert_eq!(
+        class.status.conditions,
+        [Condition {
+            type_: "Ready".to_string(),
+            status: ConditionStatus::True,
+            reason: Some("Ready".to_string()),
+            message: Some(String::new()),
+            last_transition_time: Some("2024-01-01T01:01:01Z".to_string()),
+            observed_generation: None,
+        }]
+    );
+    assert_eq!(class, KwokNodeClass::new("default"));
+
+    // A status written without conditions is kept as is: Ready reads Unknown.
+    let class: KwokNodeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "default"},
+        "status": {}
+    }))
+    .expect("parse");
+    assert_eq!(class.ready_status(), ConditionStatus::Unknown);
+    assert!(!class.is_ready());
+    assert_eq!(class.not_ready_message(), None);
+}
+
+#[test]
+fn kwok_nodeclass_round_trips_and_validates() {
+    let value = serde_json::json!({
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "slow"},
+        "spec": {"nodeRegistrationDelay": "2m"},
+        "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Broken",
+            "message": "broken", "lastTransitionTime": "2025-01-01T00:00:00Z"}]}
+    });
+    let class: KwokNodeClass = serde_json::from_value(value.clone()).expect("parse");
+    assert_eq!(class.registration_delay(), Duration::from_secs(120));
+    assert_eq!(class.not_ready_message().as_deref(), Some("broken"));
+    assert_eq!(class.validate(), Ok(()));
+    assert_eq!(serde_json::to_value(&class).expect("serialise"), value);
+
+    let mut bad = class.clone();
+    bad.spec.node_registration_delay = Some("1.5s".parse().expect("duration"));
+    assert_eq!(
+        bad.validate(),
+        Err(KwokNodeClassError::NodeRegistrationDelay(
+            "1.5s".to_string()
+        ))
+    );
+}
+
+#[test]
+fn kwok_nodeclass_crd() {
+    let crd = kwok::nodeclass_crd();
+    assert_eq!(crd["metadata"]["name"], "kwoknodeclasses.karpenter.kwok.sh");
+    assert_eq!(crd["spec"]["group"], "karpenter.kwok.sh");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["names"]["kind"], "KWOKNodeClass");
+    assert_eq!(crd["spec"]["names"]["plural"], "kwoknodeclasses");
+    assert_eq!(
+        crd["spec"]["names"]["shortNames"],
+        serde_json::json!(["kwoknc", "kwokncs"])
+    );
+    assert_eq!(
+        crd["spec"]["names"]["categories"],
+        serde_json::json!(["karpenter"])
+    );
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert_eq!(version["subresources"], serde_json::json!({"status": {}}));
+    let schema = &version["schema"]["openAPIV3Schema"]["properties"];
+    assert_eq!(
+        schema["spec"]["properties"]["nodeRegistrationDelay"]["pattern"],
+        "^([0-9]+(s|m|h))+$"
+    );
+    assert_eq!(
+        schema["status"]["default"],
+        serde_json::json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
+            "message": "", "lastTransitionTime": "2024-01-01T01:01:01Z"}]})
+    );
 }
