@@ -4,12 +4,37 @@
 //!
 //! - [`instance_types`]: the 144-type catalog (`c-16x-amd64-linux`, …) with its labels, prices
 //!   and overhead; [`label_policy`]: the well-known labels and restricted domain it adds;
+//! - [`create`]: a launch — the type and offering picked ([`choose_offering`]), the Node built
+//!   ([`KwokNode`], [`node_for`]) and the NodeClaim answered ([`node_claim_from_node`]), with
+//!   the node-class checks and their errors;
 //! - [`KwokNodeClass`]: the `karpenter.kwok.sh/v1alpha1` node class, its readiness and its
 //!   CustomResourceDefinition ([`nodeclass_crd`]).
 //!
-//! The caller does the I/O (reading the `KWOKNodeClass`, creating Nodes).
+//! The caller does the I/O: reading the `KWOKNodeClass`, creating the Node after the class's
+//! registration delay, and for `get`/`list`/`delete` reading Nodes whose provider id starts with
+//! [`PROVIDER_ID_PREFIX`].
+//!
+//! ```
+//! use karpenter_core::api::{NodeClaim, NodeClaimSpec, NodeClassReference};
+//! use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
+//! use karpenter_fake::kwok::{self, KwokNodeClass, KwokRng};
+//!
+//! let catalog = kwok::instance_types();
+//! let mut spec = NodeClaimSpec::new(NodeClassReference::new(kwok::GROUP, kwok::NODECLASS_KIND, "default"));
+//! spec.requirements = Some(vec![
+//!     NodeSelectorRequirement::new("node.kubernetes.io/instance-type", Operator::In, ["s-4x-amd64-linux", "c-4x-amd64-linux"]),
+//!     NodeSelectorRequirement::new("karpenter.sh/capacity-type", Operator::In, ["on-demand"]),
+//! ]);
+//! let claim = NodeClaim::new("default-abcde", spec);
+//!
+//! let launch = kwok::create(&claim, &catalog, Some(&KwokNodeClass::new("default")), &mut KwokRng::new(1)).unwrap();
+//! assert_eq!(launch.choice.instance_type.name(), "c-4x-amd64-linux"); // the cheaper one
+//! assert_eq!(launch.node.labels["kubernetes.io/hostname"], "default-abcde");
+//! assert!(launch.node.provider_id.starts_with("kwok://kwok-default-abcde-"));
+//! ```
 
 mod catalog;
+mod launch;
 mod nodeclass;
 
 use std::time::Duration;
@@ -23,6 +48,12 @@ pub use catalog::{
     catalog_on_demand_price, family_label_value, family_of, instance_type_name, instance_types,
     label_policy, new_instance_type, on_demand_price, overhead, pods_for, size_label_value,
     spot_price,
+};
+pub use launch::{
+    KwokChoice, KwokLaunch, KwokLaunchError, KwokNode, KwokRng, NODE_CREATE_ATTEMPTS,
+    NODE_CREATE_BACKOFF_FACTOR, NODE_CREATE_BACKOFF_JITTER, NODE_CREATE_INITIAL_BACKOFF,
+    NODE_PHASE, choose_offering, create, is_kwok_provider_id, node_claim_from_node, node_for,
+    node_labels, node_name, node_name_from_provider_id, provider_id, with_kwok_annotation,
 };
 pub use nodeclass::{
     CONDITION_READY, DEFAULT_READY_TRANSITION_TIME, KwokNodeClass, KwokNodeClassError,

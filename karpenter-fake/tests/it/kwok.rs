@@ -1,16 +1,21 @@
-//! The kwok provider's contract: its catalog checked against upstream's published numbers and
-//! the node class.
+//! The kwok provider's contract: its catalog checked against upstream's published numbers, the
+//! launch rule, the Node shape and the node class.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use karpenter_core::api::{Condition, ConditionStatus, NodeClassReference};
+use karpenter_core::api::{
+    Condition, ConditionStatus, NodeClaim, NodeClaimSpec, NodeClassReference,
+};
 use karpenter_core::labels;
 use karpenter_core::model::InstanceType;
-use karpenter_core::requirements::Operator;
+use karpenter_core::requirements::{NodeSelectorRequirement, Operator};
 use karpenter_core::resources::{Quantity, ResourceList, names};
-use karpenter_fake::kwok::{self, KwokNodeClass, KwokNodeClassError};
+use karpenter_core::taints::{Taint, TaintEffect};
+use karpenter_fake::kwok::{
+    self, KwokLaunchError, KwokNodeClass, KwokNodeClassError, KwokNodeClassStatus, KwokRng,
+};
 
 const GI: i64 = 1 << 30;
 const MI: i64 = 1 << 20;
@@ -203,6 +208,20 @@ fn values(it: &InstanceType, key: &str) -> Vec<String> {
 
 fn rl(entries: &[(&str, Quantity)]) -> ResourceList {
     entries.iter().map(|(k, q)| (*k, *q)).collect()
+}
+
+fn req(key: &str, values: &[&str]) -> NodeSelectorRequirement {
+    NodeSelectorRequirement::new(key, Operator::In, values.iter().copied())
+}
+
+fn claim(name: &str, requirements: Vec<NodeSelectorRequirement>) -> NodeClaim {
+    let mut spec = NodeClaimSpec::new(NodeClassReference::new(
+        kwok::GROUP,
+        kwok::NODECLASS_KIND,
+        "default",
+    ));
+    spec.requirements = Some(requirements);
+    NodeClaim::new(name, spec)
 }
 
 /// `(family, cpu, arch, os)` of a generated name, or `None` if it does not parse.
@@ -583,6 +602,338 @@ fn kwok_provider_constants() {
         assert_eq!(p.condition_status, status);
         assert_eq!(p.toleration_duration, Duration::from_secs(600));
     }
+    assert_eq!(kwok::provider_id("n1"), "kwok://n1");
+    assert_eq!(kwok::node_name_from_provider_id("kwok://n1"), "n1");
+    assert!(kwok::is_kwok_provider_id("kwok://n1"));
+    assert!(!kwok::is_kwok_provider_id("aws:///us-east-1a/i-1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launch
+// ---------------------------------------------------------------------------------------------
+
+fn sample_claim() -> NodeClaim {
+    let mut c = claim(
+        "default-x7k2p",
+        vec![
+            req(labels::NODEPOOL, &["default"]),
+            req(
+                labels::INSTANCE_TYPE,
+                &["s-2x-amd64-linux", "c-2x-amd64-linux"],
+            ),
+            req(labels::CAPACITY_TYPE, &["on-demand"]),
+            req(labels::ZONE, &["test-zone-b"]),
+            req(labels::OS, &["linux"]),
+        ],
+    );
+    c.metadata.labels = BTreeMap::from([
+        ("karpenter.sh/nodepool".to_string(), "default".to_string()),
+        ("team".to_string(), "a".to_string()),
+    ]);
+    c.metadata.annotations =
+        BTreeMap::from([("karpenter.sh/nodepool-hash".to_string(), "123".to_string())]);
+    c.spec.resources.requests = rl(&[
+        (names::CPU, Quantity::from_milli(1500)),
+        (names::MEMORY, Quantity::from_bytes(GI)),
+        (names::PODS, Quantity::from_units(3)),
+    ]);
+    c
+}
+
+#[test]
+fn kwok_node_shape() {
+    let types = kwok::instance_types();
+    let claim = sample_claim();
+    let mut rng = KwokRng::new(7);
+    let launch = kwok::create(
+        &claim,
+        &types,
+        Some(&KwokNodeClass::new("default")),
+        &mut rng,
+    )
+    .expect("launch");
+    let node = &launch.node;
+
+    assert_eq!(launch.choice.instance_type.name(), "c-2x-amd64-linux");
+    assert_eq!(launch.choice.offering.zone(), "test-zone-b");
+    assert_eq!(launch.choice.offering.capacity_type(), "on-demand");
+
+    // kwok-<claim>-<adjectivenoun>-<sequence>-<10 alphanumerics>-<u32>
+    let rest = node
+        .name
+        .strip_prefix("kwok-default-x7k2p-")
+        .expect("name prefix");
+    let parts: Vec<&str> = rest.split('-').collect();
+    assert_eq!(parts.len(), 4, "{}", node.name);
+    assert!(parts[0].chars().all(|c| c.is_ascii_lowercase()));
+    assert_eq!(parts[1], "1");
+    assert_eq!(parts[2].len(), 10);
+    assert!(
+        parts[2]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+    );
+    assert!(parts[3].parse::<u32>().is_ok());
+    assert_eq!(node.provider_id, format!("kwok://{}", node.name));
+
+    let want_labels: BTreeMap<String, String> = [
+        ("karpenter.sh/nodepool", "default"),
+        ("team", "a"),
+        ("node.kubernetes.io/instance-type", "c-2x-amd64-linux"),
+        ("karpenter.sh/capacity-type", "on-demand"),
+        ("topology.kubernetes.io/zone", "test-zone-b"),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+        ("karpenter.kwok.sh/instance-size", "2"),
+        ("karpenter.kwok.sh/instance-family", "c"),
+        ("karpenter.kwok.sh/instance-cpu", "2"),
+        ("karpenter.kwok.sh/instance-memory", "4Gi"),
+        ("eks-node-viewer/instance-price", "0.054295"),
+        ("kwok-partition", "a"),
+        ("kubernetes.io/hostname", "default-x7k2p"),
+        ("kwok.x-k8s.io/node", "fake"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(node.labels, want_labels);
+    assert_eq!(
+        node.annotations,
+        BTreeMap::from([
+            ("karpenter.sh/nodepool-hash".to_string(), "123".to_string()),
+            ("kwok.x-k8s.io/node".to_string(), "fake".to_string()),
+        ])
+    );
+    assert_eq!(
+        node.taints,
+        [Taint {
+            key: "karpenter.sh/unregistered".to_string(),
+            value: String::new(),
+            effect: TaintEffect::NoExecute,
+            time_added: None,
+        }]
+    );
+    // Capacity is the claim's requests; allocatable those overwritten by the type's allocatable.
+    assert_eq!(node.capacity, claim.spec.resources.requests);
+    assert_eq!(
+        node.allocatable,
+        rl(&[
+            (names::CPU, Quantity::from_milli(1900)),
+            (names::MEMORY, Quantity::from_bytes(4 * GI - 10 * MI)),
+            (names::PODS, Quantity::from_units(32)),
+            (names::EPHEMERAL_STORAGE, Quantity::from_bytes(20 * GI)),
+        ])
+    );
+    assert_eq!(kwok::NODE_PHASE, "Pending");
+    assert_eq!(launch.registration_delay, Duration::ZERO);
+
+    // The NodeClaim create answers with.
+    let nc = &launch.node_claim;
+    assert_eq!(nc.name(), node.name);
+    assert_eq!(nc.metadata.labels, node.labels);
+    assert_eq!(nc.metadata.annotations, node.annotations);
+    assert_eq!(nc.spec.requirements, None);
+    assert!(nc.spec.taints.is_empty());
+    assert_eq!(nc.status.node_name.as_deref(), Some(node.name.as_str()));
+    assert_eq!(
+        nc.status.provider_id.as_deref(),
+        Some(node.provider_id.as_str())
+    );
+    assert_eq!(nc.status.capacity, node.capacity);
+    assert_eq!(nc.status.allocatable, node.allocatable);
+    assert_eq!(kwok::node_claim_from_node(node), *nc);
+}
+
+#[test]
+fn kwok_node_labels_resolved_values_win_over_claim_labels() {
+    let types = kwok::instance_types();
+    let mut claim = sample_claim();
+    claim
+        .metadata
+        .labels
+        .insert(labels::ZONE.to_string(), "test-zone-c".to_string());
+    claim
+        .metadata
+        .labels
+        .insert(labels::HOSTNAME.to_string(), "elsewhere".to_string());
+    let choice = kwok::choose_offering(&claim, &types, &mut KwokRng::new(1)).expect("choice");
+    let node = kwok::node_for(&claim, &choice, "n", "a");
+    assert_eq!(node.labels[labels::ZONE], "test-zone-b");
+    assert_eq!(node.labels[labels::HOSTNAME], "default-x7k2p");
+    assert_eq!(node.name, "n");
+    assert_eq!(node.provider_id, "kwok://n");
+}
+
+#[test]
+fn kwok_launch_picks_the_cheapest_type_in_requirement_order() {
+    let types = kwok::instance_types();
+    // s-4x is dearer than c-4x, whatever the order they are listed in.
+    for order in [
+        ["s-4x-amd64-linux", "c-4x-amd64-linux"],
+        ["c-4x-amd64-linux", "s-4x-amd64-linux"],
+    ] {
+        let c = claim("x", vec![req(labels::INSTANCE_TYPE, &order)]);
+        let choice = kwok::choose_offering(&c, &types, &mut KwokRng::new(3)).expect("choice");
+        assert_eq!(choice.instance_type.name(), "c-4x-amd64-linux");
+        // Spot is cheapest when both capacity types are allowed.
+        assert_eq!(choice.offering.capacity_type(), "spot");
+        assert_eq!(choice.offering.price, 0.07601295421439999);
+    }
+    // Equal prices: the first listed stays.
+    for order in [
+        ["c-4x-arm64-linux", "c-4x-amd64-linux"],
+        ["c-4x-amd64-linux", "c-4x-arm64-linux"],
+    ] {
+        let c = claim("x", vec![req(labels::INSTANCE_TYPE, &order)]);
+        let choice = kwok::choose_offering(&c, &types, &mut KwokRng::new(3)).expect("choice");
+        assert_eq!(choice.instance_type.name(), order[0]);
+    }
+}
+
+#[test]
+fn kwok_launch_draws_the_zone_among_the_cheapest_compatible_offerings() {
+    let types = kwok::instance_types();
+    let open = claim(
+        "x",
+        vec![
+            req(labels::INSTANCE_TYPE, &["c-1x-amd64-linux"]),
+            req(labels::CAPACITY_TYPE, &["on-demand"]),
+        ],
+    );
+    let narrow = claim(
+        "x",
+        vec![
+            req(labels::INSTANCE_TYPE, &["c-1x-amd64-linux"]),
+            req(labels::CAPACITY_TYPE, &["on-demand"]),
+            req(labels::ZONE, &["test-zone-a", "test-zone-d"]),
+        ],
+    );
+    let mut rng = KwokRng::new(11);
+    let mut zones_open = BTreeSet::new();
+    let mut zones_narrow = BTreeSet::new();
+    for _ in 0..200 {
+        let o = kwok::choose_offering(&open, &types, &mut rng).expect("open");
+        assert_eq!(o.offering.capacity_type(), "on-demand");
+        zones_open.insert(o.offering.zone().to_string());
+        let n = kwok::choose_offering(&narrow, &types, &mut rng).expect("narrow");
+        zones_narrow.insert(n.offering.zone().to_string());
+    }
+    assert_eq!(zones_open.len(), 4);
+    assert_eq!(
+        zones_narrow,
+        BTreeSet::from(["test-zone-a".to_string(), "test-zone-d".to_string()])
+    );
+}
+
+#[test]
+fn kwok_launch_a_type_without_usable_offering_discards_the_choice() {
+    let mut types = kwok::instance_types();
+    for it in &mut types {
+        if it.name() == "c-1x-arm64-linux" {
+            for o in &mut Arc::make_mut(it).offerings {
+                o.available = false;
+            }
+        }
+    }
+    // c-1x-amd64 is chosen, the unusable c-1x-arm64 discards it, then the dearer s-1x is taken.
+    let c = claim(
+        "x",
+        vec![req(
+            labels::INSTANCE_TYPE,
+            &["c-1x-amd64-linux", "c-1x-arm64-linux", "s-1x-amd64-linux"],
+        )],
+    );
+    let choice = kwok::choose_offering(&c, &types, &mut KwokRng::new(5)).expect("choice");
+    assert_eq!(choice.instance_type.name(), "s-1x-amd64-linux");
+    // Ending on the unusable type leaves nothing chosen.
+    let c = claim(
+        "x",
+        vec![req(
+            labels::INSTANCE_TYPE,
+            &["c-1x-amd64-linux", "c-1x-arm64-linux"],
+        )],
+    );
+    assert_eq!(
+        kwok::choose_offering(&c, &types, &mut KwokRng::new(5)),
+        Err(KwokLaunchError::NoCompatibleOffering(
+            "c-1x-arm64-linux".to_string()
+        ))
+    );
+}
+
+#[test]
+fn kwok_launch_translation_errors() {
+    let types = kwok::instance_types();
+    let class = KwokNodeClass::new("default");
+    let none = claim("x", vec![req(labels::OS, &["linux"])]);
+    assert_eq!(
+        kwok::choose_offering(&none, &types, &mut KwokRng::new(1)),
+        Err(KwokLaunchError::MissingInstanceTypeRequirement)
+    );
+    let unknown = claim("x", vec![req(labels::INSTANCE_TYPE, &["t3.micro"])]);
+    assert_eq!(
+        kwok::choose_offering(&unknown, &types, &mut KwokRng::new(1)),
+        Err(KwokLaunchError::UnknownInstanceType("t3.micro".to_string()))
+    );
+    // A translation failure is reported before the node class is looked at.
+    let err = kwok::create(&unknown, &types, None, &mut KwokRng::new(1)).expect_err("fails");
+    assert!(!err.is_insufficient_capacity());
+    assert!(
+        err.message().starts_with("translating nodeclaim to node, "),
+        "{err}"
+    );
+    let err = kwok::create(&none, &types, Some(&class), &mut KwokRng::new(1)).expect_err("fails");
+    assert!(
+        err.message()
+            .contains("instance type requirement not found"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kwok_launch_node_class_errors() {
+    let types = kwok::instance_types();
+    let claim = sample_claim();
+
+    let err = kwok::create(&claim, &types, None, &mut KwokRng::new(1)).expect_err("missing class");
+    assert!(err.is_insufficient_capacity(), "{err}");
+    assert!(err.message().contains("\"default\" not found"), "{err}");
+
+    let mut not_ready = KwokNodeClass::new("default");
+    not_ready.status.conditions[0].status = ConditionStatus::False;
+    not_ready.status.conditions[0].message = Some("waiting on subnets".to_string());
+    let err = kwok::create(&claim, &types, Some(&not_ready), &mut KwokRng::new(1))
+        .expect_err("not ready");
+    assert!(err.is_node_class_not_ready(), "{err}");
+    assert_eq!(err.message(), "waiting on subnets");
+
+    // Unknown, or no Ready condition at all, does not block a launch.
+    let mut unknown = KwokNodeClass::new("default");
+    unknown.status.conditions[0].status = ConditionStatus::Unknown;
+    assert!(kwok::create(&claim, &types, Some(&unknown), &mut KwokRng::new(1)).is_ok());
+    let mut bare = KwokNodeClass::new("default");
+    bare.status = KwokNodeClassStatus::default();
+    assert!(kwok::create(&claim, &types, Some(&bare), &mut KwokRng::new(1)).is_ok());
+
+    let mut slow = KwokNodeClass::new("default");
+    slow.spec.node_registration_delay = Some("1m30s".parse().expect("duration"));
+    let launch = kwok::create(&claim, &types, Some(&slow), &mut KwokRng::new(1)).expect("ok");
+    assert_eq!(launch.registration_delay, Duration::from_secs(90));
+}
+
+#[test]
+fn kwok_launch_is_reproducible_from_the_seed() {
+    let types = kwok::instance_types();
+    let class = KwokNodeClass::new("default");
+    let a = kwok::create(&sample_claim(), &types, Some(&class), &mut KwokRng::new(42));
+    let b = kwok::create(&sample_claim(), &types, Some(&class), &mut KwokRng::new(42));
+    assert_eq!(a.expect("a"), b.expect("b"));
+    let mut rng = KwokRng::new(42);
+    let first = kwok::node_name("c", &mut rng);
+    let second = kwok::node_name("c", &mut rng);
+    assert_ne!(first, second);
+    assert!(second.split('-').nth(2).is_some());
+    assert_eq!(second.split('-').nth(3), Some("2"), "{second}");
 }
 
 // ---------------------------------------------------------------------------------------------
