@@ -1,6 +1,6 @@
 //! The kwok cloud provider's contract, as pure data and logic (no I/O): the provider upstream
-//! Karpenter's end-to-end suites run against, whose instances are Node objects that
-//! [kwok](https://kwok.sigs.k8s.io) plays the kubelet of.
+//! Karpenter's end-to-end suites run against, whose instances are Node objects that kwok (the
+//! kubelet simulator) plays the kubelet of. `docs/kwok.md` describes the contract for users.
 //!
 //! - [`instance_types`]: the 144-type catalog (`c-16x-amd64-linux`, …) with its labels, prices
 //!   and overhead; [`label_policy`]: the well-known labels and restricted domain it adds;
