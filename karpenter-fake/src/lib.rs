@@ -7,12 +7,15 @@
 //!   (`fake-it-<i>`), the default and assorted catalogs, and the fake label policy;
 //! - [`provider`]: [`FakeCloudProvider`], which launches NodeClaims like upstream's fake
 //!   provider, records every call and can be told to fail;
+//! - [`kwok`]: the kwok provider's contract (its 144-type catalog, the Nodes it launches, the
+//!   `KWOKNodeClass`), as pure data and logic;
 //! - [`harness`]: a provisioning-round [`harness::Cluster`] for conformance tests;
 //! - [`sim`]: the simulator shell of the operator loops ([`sim::Sim`]): an in-memory cluster
 //!   API, kubelets, a binder and a virtual clock.
 
 pub mod catalog;
 pub mod harness;
+pub mod kwok;
 pub mod provider;
 pub mod sim;
 

@@ -6,6 +6,7 @@ mod defaults;
 mod harness;
 mod house;
 mod instance_selection;
+mod kwok;
 mod metrics;
 mod overrides;
 mod provider;
