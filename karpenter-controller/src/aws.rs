@@ -37,7 +37,7 @@ use karpenter_aws::sdk::provider::{
 use karpenter_core::cloud::CloudProvider;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::ControllerError;
 use crate::cluster::{Caches, Change, objects};
@@ -152,39 +152,34 @@ impl Provider for AwsProvider {
     /// Starts the node-class loop, the housekeeping, the price refresh and, with a queue, the
     /// interruption consumer.
     fn start(self: Box<Self>, ctx: ProviderContext) {
-        let ProviderContext {
-            caches,
-            changes,
-            leading,
-            shutdown,
-            ..
-        } = ctx;
-        spawn(*self, caches, changes, leading, shutdown);
+        let runtime = Arc::new(*self);
+        tokio::spawn(node_classes(Arc::clone(&runtime), ctx.clone()));
+        tokio::spawn(housekeeping(Arc::clone(&runtime), ctx.clone()));
+        tokio::spawn(prices(Arc::clone(&runtime), ctx.clone()));
+        if runtime.queue.is_some() {
+            tokio::spawn(interruptions(runtime, ctx));
+        }
     }
 }
 
-fn spawn(
-    runtime: AwsProvider,
-    caches: Caches,
-    changes: mpsc::UnboundedSender<Change>,
-    leading: watch::Receiver<bool>,
-    shutdown: watch::Receiver<bool>,
-) {
-    let runtime = Arc::new(runtime);
-    tokio::spawn(node_classes(
-        Arc::clone(&runtime),
-        leading.clone(),
-        shutdown.clone(),
-    ));
-    tokio::spawn(housekeeping(
-        Arc::clone(&runtime),
-        caches.clone(),
-        leading,
-        shutdown.clone(),
-    ));
-    tokio::spawn(prices(Arc::clone(&runtime), shutdown.clone()));
-    if runtime.queue.is_some() {
-        tokio::spawn(interruptions(runtime, caches, changes, shutdown));
+/// Waits until this replica leads; `false` when the controller stops first. Every AWS loop
+/// acts only while leading: a follower neither writes (status, IAM, launch templates) nor
+/// consumes the interruption queue, whose messages the leader's operator must act on.
+async fn until_leading(
+    leading: &mut watch::Receiver<bool>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
+    tokio::select! {
+        r = leading.wait_for(|l| *l) => r.is_ok(),
+        _ = shutdown.wait_for(|s| *s) => false,
+    }
+}
+
+/// Sleeps for `period`; `false` when the controller stops first.
+async fn pause(period: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(period) => true,
+        _ = shutdown.wait_for(|s| *s) => false,
     }
 }
 
@@ -194,13 +189,18 @@ fn ec2nodeclass_api(client: &Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &ar)
 }
 
-async fn node_classes(
-    rt: Arc<AwsProvider>,
-    leading: watch::Receiver<bool>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
+    let ProviderContext {
+        mut leading,
+        mut shutdown,
+        leadership,
+        ..
+    } = ctx;
     let api = ec2nodeclass_api(&rt.client);
     loop {
+        if !until_leading(&mut leading, &mut shutdown).await {
+            return;
+        }
         match api.list(&ListParams::default()).await {
             Ok(list) => {
                 let mut seen = BTreeMap::new();
@@ -223,7 +223,7 @@ async fn node_classes(
                     match rt.resolver.reconcile(&class, jiff::Timestamp::now()).await {
                         Ok(r) => {
                             class.status = r.status;
-                            if *leading.borrow() {
+                            if leadership.is_leading() {
                                 let patch = serde_json::json!({"status": &class.status});
                                 if let Err(e) = api
                                     .patch_status(
@@ -258,7 +258,7 @@ async fn node_classes(
                 };
                 // A deleted class's launch templates go with it (upstream's finalizer step;
                 // its instance profile goes with the next garbage collection).
-                if *leading.borrow() {
+                if leadership.is_leading() {
                     for name in gone {
                         match rt.provider.delete_class_launch_templates(&name).await {
                             Ok(deleted) => {
@@ -273,9 +273,8 @@ async fn node_classes(
             }
             Err(e) => tracing::warn!(error = %e, "listing EC2NodeClasses"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(NODE_CLASS_INTERVAL) => {}
-            _ = shutdown.changed() => return,
+        if !pause(NODE_CLASS_INTERVAL, &mut shutdown).await {
+            return;
         }
     }
 }
@@ -300,16 +299,21 @@ fn profiles_in_use(caches: &Caches) -> BTreeSet<String> {
 }
 
 /// Launch-template cleanup and instance-profile garbage collection while this replica leads.
-async fn housekeeping(
-    rt: Arc<AwsProvider>,
-    caches: Caches,
-    leading: watch::Receiver<bool>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn housekeeping(rt: Arc<AwsProvider>, ctx: ProviderContext) {
+    let ProviderContext {
+        caches,
+        mut leading,
+        mut shutdown,
+        leadership,
+        ..
+    } = ctx;
     let mut hydrated = false;
     let mut last_gc: Option<std::time::Instant> = None;
     loop {
-        if *leading.borrow() {
+        if !until_leading(&mut leading, &mut shutdown).await {
+            return;
+        }
+        if leadership.is_leading() {
             if !hydrated {
                 match rt.provider.hydrate_launch_templates().await {
                     Ok(n) => {
@@ -353,17 +357,24 @@ async fn housekeeping(
                 }
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(LAUNCH_TEMPLATE_CLEANUP_INTERVAL) => {}
-            _ = shutdown.changed() => return,
+        if !pause(LAUNCH_TEMPLATE_CLEANUP_INTERVAL, &mut shutdown).await {
+            return;
         }
     }
 }
 
 /// On-demand and spot prices at start and every 12 hours.
-async fn prices(rt: Arc<AwsProvider>, mut shutdown: watch::Receiver<bool>) {
+async fn prices(rt: Arc<AwsProvider>, ctx: ProviderContext) {
+    let ProviderContext {
+        mut leading,
+        mut shutdown,
+        ..
+    } = ctx;
     let pricing = SdkPricing::new(rt.clients.pricing.clone());
     loop {
+        if !until_leading(&mut leading, &mut shutdown).await {
+            return;
+        }
         if rt.on_demand_refresh {
             match rt.provider.refresh_on_demand_prices(&pricing).await {
                 Ok(n) => tracing::info!(types = n, "on-demand prices refreshed"),
@@ -378,9 +389,8 @@ async fn prices(rt: Arc<AwsProvider>, mut shutdown: watch::Receiver<bool>) {
                 tracing::warn!(error = %e, "refreshing spot prices; keeping the current ones")
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(PRICE_REFRESH_INTERVAL) => {}
-            _ = shutdown.changed() => return,
+        if !pause(PRICE_REFRESH_INTERVAL, &mut shutdown).await {
+            return;
         }
     }
 }
@@ -398,15 +408,21 @@ fn provider_ids(caches: &Caches) -> BTreeMap<String, String> {
         .collect()
 }
 
-async fn interruptions(
-    rt: Arc<AwsProvider>,
-    caches: Caches,
-    changes: mpsc::UnboundedSender<Change>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
+    let ProviderContext {
+        caches,
+        changes,
+        mut leading,
+        mut shutdown,
+        leadership,
+        ..
+    } = ctx;
     let Some(name) = rt.queue.clone() else {
         return;
     };
+    if !until_leading(&mut leading, &mut shutdown).await {
+        return;
+    }
     let queue = loop {
         match InterruptionQueue::new(&rt.clients, &name).await {
             Ok(q) => break q,
@@ -421,6 +437,14 @@ async fn interruptions(
     };
     tracing::info!(queue = %queue.url(), "interruption handling on");
     loop {
+        // Only the leader receives (and so deletes) messages: a follower's operator would
+        // drop the actions they call for.
+        if !until_leading(&mut leading, &mut shutdown).await {
+            return;
+        }
+        if !leadership.is_leading() {
+            return;
+        }
         let ids = provider_ids(&caches);
         let poll = queue.poll(
             Duration::from_secs(karpenter_aws::sdk::interruption::WAIT_SECONDS as u64),

@@ -1,12 +1,19 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, as client-go's leader election does it:
-//! the leader renews `spec.renewTime` every renew period; another replica takes the Lease over
+//! the leader renews `spec.renewTime` every retry period; another replica takes the Lease over
 //! only when it has seen the same holder and renew time for longer than the lease duration by
 //! its own clock (so clock skew between replicas does not matter); writes use the object's
 //! `resourceVersion`, so of two replicas racing for the Lease exactly one wins. On shutdown the
 //! leader releases the Lease (empty holder, 1 s duration) so a successor starts at once.
 //!
+//! A leader that has not renewed within the *renew deadline* (10 s, shorter than the 15 s lease)
+//! stops leading at once, before any other replica may take over; every request of the
+//! election is bounded by that deadline, so a hung request cannot keep a replica leading.
+//! [`Leadership`] tells, without waiting on anything, whether this replica may still act: the
+//! operator checks it before every write and cloud call.
+//!
 //! [`decide`] is the whole decision, a pure function; [`run`] is the loop around it.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -78,7 +85,8 @@ pub fn decide(lease: Option<&Lease>, me: &str, unchanged_for: Duration) -> Decis
     }
 }
 
-/// Settings of the election.
+/// Settings of the election (client-go's names; the controller's defaults are client-go's:
+/// 15 s, 10 s, 2 s).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Lease name.
@@ -87,18 +95,104 @@ pub struct Config {
     pub namespace: String,
     /// This replica's identity.
     pub identity: String,
-    /// How long a Lease is valid without renewal.
+    /// How long a Lease is valid without renewal (what followers wait before taking over).
     pub lease_duration: Duration,
-    /// How often the leader renews (and followers retry).
-    pub renew_period: Duration,
+    /// How long the leader keeps leading without a successful renewal; shorter than
+    /// `lease_duration`, so a leader stops before a follower may start.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and followers try to acquire.
+    pub retry_period: Duration,
 }
 
-/// Why leadership ended.
+impl Config {
+    /// Checks that `retry_period < renew_deadline < lease_duration`, as client-go requires.
+    pub fn check(&self) -> Result<(), String> {
+        if self.renew_deadline >= self.lease_duration {
+            return Err(format!(
+                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
+                self.renew_deadline, self.lease_duration
+            ));
+        }
+        if self.retry_period >= self.renew_deadline {
+            return Err(format!(
+                "the retry period ({:?}) must be shorter than the renew deadline ({:?})",
+                self.retry_period, self.renew_deadline
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether this replica may act, readable at any time without waiting: it leads until the
+/// instant its last renewal's renew deadline passes, whether or not the election task has run
+/// since (a starved or hung election cannot extend it).
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    state: Arc<LeadershipState>,
+}
+
+#[derive(Debug)]
+struct LeadershipState {
+    always: bool,
+    until: Mutex<Option<Instant>>,
+}
+
+impl Leadership {
+    /// Leadership that never ends (a single replica without leader election).
+    pub fn always() -> Leadership {
+        Leadership {
+            state: Arc::new(LeadershipState {
+                always: true,
+                until: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Leadership won by an election: none until [`run`] renews a Lease.
+    pub fn elected() -> Leadership {
+        Leadership {
+            state: Arc::new(LeadershipState {
+                always: false,
+                until: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Whether this replica leads now.
+    pub fn is_leading(&self) -> bool {
+        self.is_leading_at(Instant::now())
+    }
+
+    /// Whether this replica leads at `now`.
+    pub fn is_leading_at(&self, now: Instant) -> bool {
+        self.state.always || self.until().is_some_and(|until| now < until)
+    }
+
+    fn until(&self) -> Option<Instant> {
+        *self
+            .state
+            .until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_until(&self, until: Option<Instant>) {
+        *self
+            .state
+            .until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = until;
+    }
+}
+
+/// Why leadership ended, or could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
-    /// The leader could not renew within the lease duration; another replica may lead now, so
-    /// this one must stop acting (the process exits and restarts as a follower).
-    #[error("lost the leader-election Lease {namespace}/{name}: not renewed for {elapsed:?}")]
+    /// The leader could not renew within the renew deadline; another replica may lead soon, so
+    /// this one stopped acting (the process exits and restarts as a follower).
+    #[error(
+        "lost the leader-election Lease {namespace}/{name}: not renewed for {elapsed:?} (renew deadline {deadline:?})"
+    )]
     Lost {
         /// Lease namespace.
         namespace: String,
@@ -106,7 +200,31 @@ pub enum LeaderError {
         name: String,
         /// Time since the last successful renewal.
         elapsed: Duration,
+        /// The renew deadline.
+        deadline: Duration,
     },
+    /// The Lease cannot be read or written for a reason that will not heal by itself (its
+    /// namespace does not exist, or the controller may not use Leases there).
+    #[error(
+        "the leader-election Lease {namespace}/{name} cannot be used: {reason}; set \
+         LEADER_ELECTION_NAMESPACE (--leader-election-namespace) to a namespace that exists and \
+         where the controller may get, create and update Leases, or run one replica with \
+         DISABLE_LEADER_ELECTION=true"
+    )]
+    Unusable {
+        /// Lease namespace.
+        namespace: String,
+        /// Lease name.
+        name: String,
+        /// What the API server answered.
+        reason: String,
+    },
+}
+
+/// Whether `e` means the Lease cannot be used until someone changes the cluster: a missing
+/// namespace (the create answers 404) or a forbidden verb (403).
+pub fn is_unusable(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403 || s.code == 404)
 }
 
 fn now_micro() -> MicroTime {
@@ -169,51 +287,88 @@ async fn round(api: &Api<Lease>, cfg: &Config, observer: &mut Observer) -> kube:
     }
 }
 
-/// Runs the election until `shutdown` turns true, publishing leadership on `leading`. Returns
-/// an error when leadership is lost (not renewed within the lease duration); releases the Lease
-/// on shutdown if held.
+/// Runs the election until `shutdown` turns true, publishing leadership on `leading` and in
+/// `leadership`. Returns [`LeaderError::Lost`] when the leader could not renew within the renew
+/// deadline, and [`LeaderError::Unusable`] when the first rounds find the Lease unusable;
+/// releases the Lease on shutdown if held.
 pub async fn run(
     api: Api<Lease>,
     cfg: Config,
+    leadership: Leadership,
     leading: watch::Sender<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), LeaderError> {
     let mut observer = Observer::default();
     let mut last_renewal: Option<Instant> = None;
+    // Until one round succeeds, a 403 or 404 ends the election: the namespace or the RBAC is
+    // wrong, and retrying forever would only hide it.
+    let mut answered = false;
     loop {
-        let held = match round(&api, &cfg, &mut observer).await {
-            Ok(held) => held,
-            Err(e) => {
+        let started = Instant::now();
+        let was_leading = *leading.borrow();
+        // Every round ends by the renew deadline (of the last renewal, while leading).
+        let limit = match last_renewal.filter(|_| was_leading) {
+            Some(t) => (t + cfg.renew_deadline).saturating_duration_since(started),
+            None => cfg.renew_deadline,
+        };
+        let held = match tokio::time::timeout(limit, round(&api, &cfg, &mut observer)).await {
+            Ok(Ok(held)) => {
+                answered = true;
+                held
+            }
+            Ok(Err(e)) if !answered && is_unusable(&e) => {
+                return Err(LeaderError::Unusable {
+                    namespace: cfg.namespace.clone(),
+                    name: cfg.name.clone(),
+                    reason: e.to_string(),
+                });
+            }
+            Ok(Err(e)) => {
                 tracing::warn!(error = %e, lease = %cfg.name, "leader election round failed");
                 false
             }
+            Err(_) => {
+                tracing::warn!(timeout = ?limit, lease = %cfg.name, "leader election round timed out");
+                false
+            }
         };
-        let was_leading = *leading.borrow();
         if held {
-            last_renewal = Some(Instant::now());
+            // Measured from when the round started: the API server may have written the
+            // renewal at any moment after that.
+            last_renewal = Some(started);
+            leadership.set_until(Some(started + cfg.renew_deadline));
             if !was_leading {
                 tracing::info!(identity = %cfg.identity, lease = %format!("{}/{}", cfg.namespace, cfg.name), "became the leader");
                 let _ = leading.send(true);
             }
         } else if was_leading {
             let elapsed = last_renewal.map(|t| t.elapsed()).unwrap_or_default();
-            if elapsed > cfg.lease_duration {
+            if elapsed >= cfg.renew_deadline || !leadership.is_leading() {
+                leadership.set_until(None);
                 let _ = leading.send(false);
                 return Err(LeaderError::Lost {
                     namespace: cfg.namespace.clone(),
                     name: cfg.name.clone(),
                     elapsed,
+                    deadline: cfg.renew_deadline,
                 });
             }
         }
+        // The next round: one retry period after this one started, but never past the renew
+        // deadline while leading.
+        let mut wait = cfg.retry_period.saturating_sub(started.elapsed());
+        if let Some(t) = last_renewal.filter(|_| *leading.borrow()) {
+            wait = wait.min((t + cfg.renew_deadline).saturating_duration_since(Instant::now()));
+        }
         let stop = tokio::select! {
-            _ = tokio::time::sleep(cfg.renew_period) => false,
+            _ = tokio::time::sleep(wait) => false,
             _ = shutdown.wait_for(|s| *s) => true,
         };
         if stop {
             let held = *leading.borrow();
             if held {
-                release(&api, &cfg).await;
+                let _ = tokio::time::timeout(cfg.renew_deadline, release(&api, &cfg)).await;
+                leadership.set_until(None);
                 let _ = leading.send(false);
             }
             return Ok(());
@@ -283,6 +438,32 @@ mod tests {
             decide(Some(&released), "a", Duration::ZERO),
             Decision::Acquire
         );
+    }
+
+    #[test]
+    fn leadership_ends_at_the_renew_deadline_without_the_election_running() {
+        let l = Leadership::elected();
+        let t0 = Instant::now();
+        assert!(!l.is_leading_at(t0), "no leadership before a renewal");
+        l.set_until(Some(t0 + Duration::from_secs(10)));
+        assert!(l.is_leading_at(t0 + Duration::from_secs(9)));
+        assert!(!l.is_leading_at(t0 + Duration::from_secs(10)));
+        assert!(Leadership::always().is_leading_at(t0 + Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn the_renew_deadline_lies_between_the_retry_period_and_the_lease_duration() {
+        let cfg = |lease, deadline, retry| Config {
+            name: "l".into(),
+            namespace: "n".into(),
+            identity: "i".into(),
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(deadline),
+            retry_period: Duration::from_secs(retry),
+        };
+        assert!(cfg(15, 10, 2).check().is_ok());
+        assert!(cfg(15, 15, 2).check().unwrap_err().contains("lease duration"));
+        assert!(cfg(15, 10, 10).check().unwrap_err().contains("retry period"));
     }
 
     #[test]

@@ -82,7 +82,9 @@ impl ControllerError {
     /// The process exit status: 2 for bad settings, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ControllerError::Settings(_) | ControllerError::CloudProvider(_) => 2,
+            ControllerError::Settings(_)
+            | ControllerError::CloudProvider(_)
+            | ControllerError::Leader(leader::LeaderError::Unusable { .. }) => 2,
             _ => 1,
         }
     }
@@ -265,6 +267,11 @@ where
     ));
 
     let (leading_tx, leading) = watch::channel(args.disable_leader_election);
+    let leadership = if args.disable_leader_election {
+        leader::Leadership::always()
+    } else {
+        leader::Leadership::elected()
+    };
     // The Lease is released only after the operator stopped and its calls in flight finished,
     // so a successor never acts while this replica still writes.
     let (release_tx, release) = watch::channel(false);
@@ -282,8 +289,15 @@ where
             namespace: namespace.clone(),
             identity: identity(args.leader_election_identity.as_deref()),
             lease_duration: args.lease_duration,
-            renew_period: args.lease_renew_period,
+            renew_deadline: args.lease_renew_deadline,
+            retry_period: args.lease_renew_period,
         };
+        cfg.check().map_err(|e| {
+            ControllerError::Settings(format!(
+                "LEADER_ELECTION_LEASE_DURATION, LEADER_ELECTION_RENEW_DEADLINE, \
+                 LEADER_ELECTION_RENEW_PERIOD: {e}"
+            ))
+        })?;
         tracing::info!(identity = %cfg.identity, lease = %format!("{namespace}/{}", cfg.name), "leader election started");
         // The Lease has a client of its own, outside the rate limiter (as controller-runtime's
         // leader election has its own): a backlog of other calls must not delay a renewal past
@@ -292,6 +306,7 @@ where
         Some(tokio::spawn(leader::run(
             Api::<Lease>::namespaced(lease_client, &namespace),
             cfg,
+            leadership.clone(),
             leading_tx,
             release.clone(),
         )))
@@ -302,6 +317,7 @@ where
         caches: caches.clone(),
         changes: changes_tx,
         leading: leading.clone(),
+        leadership: leadership.clone(),
         shutdown: shutdown.clone(),
     });
     let (in_flight, mut in_flight_done) = operate::InFlight::new();
@@ -312,6 +328,7 @@ where
             caches,
             metrics,
             settings: args.clone(),
+            leadership,
             in_flight,
         },
         changes,

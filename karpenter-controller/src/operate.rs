@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::cluster::{Caches, Change};
+use super::leader::Leadership;
 use super::metrics::{Metrics, ReconcileObserver};
 use super::settings::ControllerArgs;
 
@@ -42,6 +43,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// The settings.
     pub settings: ControllerArgs,
+    /// Whether this replica may act: checked before every write and cloud call.
+    pub leadership: Leadership,
     /// Held (a clone) by every API or cloud call that runs in a task of its own; shutdown
     /// waits until every clone is dropped (see [`InFlight`]).
     pub in_flight: InFlight,
@@ -414,6 +417,12 @@ async fn lead(
     let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
     loop {
         for action in actions.drain(..) {
+            // Leadership ends at the renew deadline, whatever the election task has had time
+            // to say: no action runs after it.
+            if !ctx.leadership.is_leading() {
+                tracing::warn!("leadership ended (renew deadline passed): stopping the operator loops");
+                return;
+            }
             execute(ctx, action, &results_tx).await;
         }
         let sleep = match op.next_wakeup() {
@@ -445,10 +454,14 @@ async fn lead(
             }
             _ = shutdown.wait_for(|s| *s) => return,
         };
-        let mut observer = ReconcileObserver::new(&ctx.metrics);
-        for input in inputs {
-            actions.extend(op.handle_observed(input, now(), &mut observer));
-        }
+        // A pass can take a while (a consolidation over a large cluster): it runs with this
+        // worker handed over to the other tasks, so the Lease renewal and the servers go on.
+        tokio::task::block_in_place(|| {
+            let mut observer = ReconcileObserver::new(&ctx.metrics);
+            for input in inputs {
+                actions.extend(op.handle_observed(input, now(), &mut observer));
+            }
+        });
     }
 }
 
@@ -534,8 +547,12 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             let client = ctx.client.clone();
             let results = results.clone();
             let guard = ctx.in_flight.clone();
+            let leadership = ctx.leadership.clone();
             tokio::spawn(async move {
                 let _guard = guard;
+                if !leadership.is_leading() {
+                    return;
+                }
                 let response = evict(client, &pod, &uid).await;
                 let _ = results.send(Input::EvictionResult { id, response });
             });
@@ -582,8 +599,14 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             let metrics = ctx.metrics.clone();
             let results = results.clone();
             let guard = ctx.in_flight.clone();
+            let leadership = ctx.leadership.clone();
             tokio::spawn(async move {
                 let _guard = guard;
+                // The task may start late: a call of a replica that no longer leads is not made.
+                if !leadership.is_leading() {
+                    tracing::warn!(call = ?cloud_method(&call), "not leading any more: cloud call dropped");
+                    return;
+                }
                 let method = cloud_method(&call);
                 let started = Instant::now();
                 let response = call.execute(provider.as_ref()).await;

@@ -10,13 +10,14 @@ use kube::Client;
 use tokio::sync::{mpsc, watch};
 
 use crate::cluster::{Caches, Change};
+use crate::leader::Leadership;
 
 /// The handles a provider's own loops get from [`crate::run`].
 ///
-/// A loop that writes to the cluster or the cloud does so only while [`leading`] holds `true`,
+/// A loop that writes to the cluster or the cloud does so only while [`leadership`] says so,
 /// and returns once [`shutdown`] turns `true`.
 ///
-/// [`leading`]: ProviderContext::leading
+/// [`leadership`]: ProviderContext::leadership
 /// [`shutdown`]: ProviderContext::shutdown
 #[derive(Clone)]
 #[non_exhaustive]
@@ -29,8 +30,12 @@ pub struct ProviderContext {
     /// consumer sends [`Change::Interruption`] here.
     pub changes: mpsc::UnboundedSender<Change>,
     /// `true` while this replica holds the leader Lease (always `true` without leader
-    /// election).
+    /// election); changes are announced here.
     pub leading: watch::Receiver<bool>,
+    /// Whether this replica may act right now: check it immediately before every write and
+    /// cloud call (it turns false at the renew deadline even when the election is slow to
+    /// say so).
+    pub leadership: Leadership,
     /// Turns `true` when the controller stops.
     pub shutdown: watch::Receiver<bool>,
 }

@@ -143,10 +143,16 @@ pub struct ControllerArgs {
     /// suffix.
     #[arg(long, env = "LEADER_ELECTION_IDENTITY")]
     pub leader_election_identity: Option<String>,
-    /// How long a Lease is valid without renewal.
+    /// How long a Lease is valid without renewal: how long followers wait before taking it
+    /// over (client-go's lease duration).
     #[arg(long, env = "LEADER_ELECTION_LEASE_DURATION", value_parser = parse_duration, default_value = "15s")]
     pub lease_duration: Duration,
-    /// How often the leader renews its Lease.
+    /// How long the leader goes on leading without a successful renewal (client-go's renew
+    /// deadline): it stops acting before the lease duration lets a follower take over.
+    #[arg(long, env = "LEADER_ELECTION_RENEW_DEADLINE", value_parser = parse_duration, default_value = "10s")]
+    pub lease_renew_deadline: Duration,
+    /// How often the leader renews its Lease and followers try to take it (client-go's retry
+    /// period).
     #[arg(long, env = "LEADER_ELECTION_RENEW_PERIOD", value_parser = parse_duration, default_value = "2s")]
     pub lease_renew_period: Duration,
 }

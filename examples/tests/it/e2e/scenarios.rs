@@ -226,6 +226,37 @@ fn the_aws_provider_refuses_to_start_with_a_clear_error() {
     assert!(stderr.contains(expected), "{stderr}");
 }
 
+/// A Lease that can never be taken (its namespace does not exist) stops the controller at
+/// start with an error that names the setting, as upstream's does, instead of retrying forever.
+#[test]
+fn a_missing_lease_namespace_is_a_clear_error_at_start() {
+    let Some(env) = env("a_missing_lease_namespace_is_a_clear_error_at_start") else {
+        return;
+    };
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_karpenter"))
+        .args(["controller", "--cloud-provider", "fake", "--kubeconfig"])
+        .arg(&env.controller)
+        .args(["--bind-address", "127.0.0.1"])
+        .args(["--metrics-port", &free_port().to_string()])
+        .args(["--health-probe-port", &free_port().to_string()])
+        .args(["--leader-election-namespace", "no-such-namespace"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("no-such-namespace") && stderr.contains("LEADER_ELECTION_NAMESPACE"),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "refused at start, not after retries: {:?}",
+        started.elapsed()
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // With the operator loops
 // ---------------------------------------------------------------------------------------------
