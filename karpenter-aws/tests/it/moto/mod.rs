@@ -11,4 +11,5 @@ mod env;
 mod housekeeping;
 mod inject;
 mod interruption;
+mod profiles;
 mod provider;
