@@ -206,7 +206,7 @@ impl NodeClassResolver {
                 status.amis,
                 profile,
                 format!("{:?}", class.spec.resolved_metadata_options()),
-                class.spec.block_device_mappings,
+                crate::launch::block_device_mappings(class),
                 tags,
             ])
         );

@@ -7,6 +7,7 @@
 //! credentials, a fixed loopback endpoint: nothing talks to AWS.
 
 mod conformance;
+mod devices;
 mod env;
 mod housekeeping;
 mod inject;
