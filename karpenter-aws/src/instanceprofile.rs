@@ -18,10 +18,22 @@ pub fn profile_path(region: &str, cluster: &str, nodeclass_uid: &str) -> String 
     format!("/karpenter/{region}/{cluster}/{nodeclass_uid}/")
 }
 
-/// The name of a managed profile: `{cluster}_{hash(region, class name, nonce)}` (the nonce
-/// makes a replacement profile's name differ from the one it replaces).
-pub fn profile_name(cluster: &str, region: &str, nodeclass: &str, nonce: &str) -> String {
-    let h = fnv1a64(format!("{region}\u{0}{nodeclass}\u{0}{nonce}").as_bytes());
+/// The name of a managed profile: `{cluster}_{hash(region, class name, class UID, role)}`.
+///
+/// Upstream names a new profile with a random suffix each time the role changes (and keeps a
+/// short-lived cache against recreating it when the status write fails); here the name is a
+/// function of its inputs, so a reconcile whose status was never written back finds the
+/// profile an earlier one created instead of creating another. A role change still gets a new
+/// profile (another name); changing back to an earlier role reuses that role's profile if it
+/// still exists.
+pub fn profile_name(
+    cluster: &str,
+    region: &str,
+    nodeclass: &str,
+    nodeclass_uid: &str,
+    role: &str,
+) -> String {
+    let h = fnv1a64(format!("{region}\u{0}{nodeclass}\u{0}{nodeclass_uid}\u{0}{role}").as_bytes());
     format!("{cluster}_{h}")
 }
 
@@ -52,67 +64,95 @@ pub struct ProfileInfo {
     pub roles: Vec<String>,
 }
 
+/// A managed profile to make sure of: found by name (GetInstanceProfile) or created
+/// (CreateInstanceProfile with path and tags; `EntityAlreadyExists` means a concurrent or
+/// earlier attempt created it), then given the role ([`role_steps`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagedProfile {
+    /// The name ([`profile_name`]).
+    pub name: String,
+    /// The IAM path ([`profile_path`]).
+    pub path: String,
+    /// The tags ([`profile_tags`]).
+    pub tags: BTreeMap<String, String>,
+    /// The role it must hold (without its IAM path).
+    pub role: String,
+}
+
 /// What the instance-profile step does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProfileAction {
-    /// Use this profile as is (`spec.instanceProfile`, or a managed profile with the right role).
+    /// Use this profile as is (`spec.instanceProfile`, or the status's managed profile, which
+    /// holds the role).
     Use(String),
-    /// Create a profile (CreateInstanceProfile with path and tags, then AddRoleToInstanceProfile).
-    Create {
-        /// The name.
-        name: String,
-        /// The IAM path.
-        path: String,
-        /// The tags.
-        tags: BTreeMap<String, String>,
-        /// The role to add.
-        role: String,
-    },
-    /// Swap the role of an existing managed profile (RemoveRoleFromInstanceProfile of `remove`,
-    /// then AddRoleToInstanceProfile of `add`).
-    ReplaceRole {
-        /// The profile.
-        name: String,
-        /// Roles to remove.
-        remove: Vec<String>,
-        /// The role to add.
-        add: String,
-    },
+    /// Find or create the managed profile for the class's role and make sure it holds it.
+    Ensure(ManagedProfile),
 }
 
-/// Decides the instance-profile step: `spec.instanceProfile` is used as is; with `spec.role`,
-/// the profile in `status.instanceProfile` is kept when IAM (`current`) shows it holds the
-/// role, gets the role when it is empty or holds another one, and a new profile is created
-/// when there is none (`nonce` names it).
+/// Decides the instance-profile step, as upstream: `spec.instanceProfile` is used as is; with
+/// `spec.role`, the profile in `status.instanceProfile` is kept when IAM (`current`) shows it
+/// holds the role; otherwise (no profile yet, the profile is gone, holds no role or another
+/// one) the profile named for the class and its role is ensured.
 pub fn decide_profile(
     class: &EC2NodeClass,
     current: Option<&ProfileInfo>,
     cluster: &str,
     region: &str,
-    nonce: &str,
 ) -> ProfileAction {
     if let Some(p) = &class.spec.instance_profile {
         return ProfileAction::Use(p.clone());
     }
-    let role = role_name(class.spec.role.as_deref().unwrap_or("")).to_string();
+    let spec_role = class.spec.role.as_deref().unwrap_or("");
+    let role = role_name(spec_role).to_string();
     match current {
         Some(p) if p.roles.len() == 1 && p.roles[0] == role => ProfileAction::Use(p.name.clone()),
-        Some(p) => ProfileAction::ReplaceRole {
-            name: p.name.clone(),
-            remove: p.roles.iter().filter(|r| **r != role).cloned().collect(),
-            add: role,
-        },
-        None => ProfileAction::Create {
-            name: profile_name(cluster, region, class.name(), nonce),
-            path: profile_path(
-                region,
-                cluster,
-                class.metadata.uid.as_deref().unwrap_or(class.name()),
-            ),
-            tags: profile_tags(class, cluster, region),
-            role,
-        },
+        _ => {
+            let uid = class.metadata.uid.as_deref().unwrap_or(class.name());
+            ProfileAction::Ensure(ManagedProfile {
+                name: profile_name(cluster, region, class.name(), uid, spec_role),
+                path: profile_path(region, cluster, uid),
+                tags: profile_tags(class, cluster, region),
+                role,
+            })
+        }
     }
+}
+
+/// What to change on a managed profile so that it holds exactly `role` (an instance profile
+/// holds at most one role).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RoleSteps {
+    /// Roles to remove (RemoveRoleFromInstanceProfile), before the add.
+    pub remove: Vec<String>,
+    /// Whether to add `role` (AddRoleToInstanceProfile).
+    pub add: bool,
+}
+
+/// The role changes `profile` needs to hold exactly `role`.
+pub fn role_steps(profile: &ProfileInfo, role: &str) -> RoleSteps {
+    let has = profile.roles.iter().any(|r| r == role);
+    RoleSteps {
+        remove: profile
+            .roles
+            .iter()
+            .filter(|r| *r != role)
+            .cloned()
+            .collect(),
+        add: !has,
+    }
+}
+
+/// The managed profiles of one EC2NodeClass among `listed`: those under its path (upstream's
+/// finalizer deletes them all), filtered here since not every IAM implementation honours
+/// `PathPrefix`.
+pub fn class_profiles<'a>(
+    listed: &'a [ProfileInfo],
+    region: &str,
+    cluster: &str,
+    nodeclass_uid: &str,
+) -> Vec<&'a ProfileInfo> {
+    let path = profile_path(region, cluster, nodeclass_uid);
+    listed.iter().filter(|p| p.path == path).collect()
 }
 
 /// Managed profiles to delete: under the cluster's path (filtered here, since not every IAM
@@ -236,61 +276,135 @@ mod tests {
     fn explicit_profiles_are_used_as_is() {
         let c = class(None, Some("MyProfile"));
         assert_eq!(
-            decide_profile(&c, None, "c1", "us-east-1", "n"),
+            decide_profile(&c, None, "c1", "us-east-1"),
             ProfileAction::Use("MyProfile".into())
         );
     }
 
-    #[test]
-    fn managed_profiles_are_created_kept_and_repaired() {
-        let c = class(Some("path/to/KarpenterNodeRole"), None);
-        let created = decide_profile(&c, None, "c1", "us-east-1", "n1");
-        let ProfileAction::Create {
-            name,
-            path,
-            tags,
-            role,
-        } = created
-        else {
-            panic!()
-        };
-        assert!(name.starts_with("c1_"));
-        assert_ne!(name, profile_name("c1", "us-east-1", "default", "n2"));
-        assert_eq!(path, "/karpenter/us-east-1/c1/uid-1/");
-        assert_eq!(role, "KarpenterNodeRole");
-        assert_eq!(tags["kubernetes.io/cluster/c1"], "owned");
-        assert_eq!(tags["topology.kubernetes.io/region"], "us-east-1");
-        assert_eq!(tags["karpenter.k8s.aws/ec2nodeclass"], "default");
-        assert_eq!(tags["team"], "a");
+    fn ensured(action: ProfileAction) -> ManagedProfile {
+        match action {
+            ProfileAction::Ensure(p) => p,
+            other => panic!("{other:?}"),
+        }
+    }
 
+    #[test]
+    fn managed_profiles_are_named_from_their_inputs() {
+        let c = class(Some("path/to/KarpenterNodeRole"), None);
+        let p = ensured(decide_profile(&c, None, "c1", "us-east-1"));
+        assert!(p.name.starts_with("c1_"));
+        assert_eq!(p.path, "/karpenter/us-east-1/c1/uid-1/");
+        assert_eq!(p.role, "KarpenterNodeRole");
+        assert_eq!(p.tags["kubernetes.io/cluster/c1"], "owned");
+        assert_eq!(p.tags["eks:eks-cluster-name"], "c1");
+        assert_eq!(p.tags["topology.kubernetes.io/region"], "us-east-1");
+        assert_eq!(p.tags["karpenter.k8s.aws/ec2nodeclass"], "default");
+        assert_eq!(p.tags["team"], "a");
+        // The same inputs, the same name: a retry whose status was never written finds it.
+        assert_eq!(ensured(decide_profile(&c, None, "c1", "us-east-1")), p);
+        // Every input changes it.
+        let other_role = class(Some("OtherRole"), None);
+        let mut other_uid = c.clone();
+        other_uid.metadata.uid = Some("uid-2".into());
+        let names = [
+            ensured(decide_profile(&other_role, None, "c1", "us-east-1")).name,
+            ensured(decide_profile(&other_uid, None, "c1", "us-east-1")).name,
+            ensured(decide_profile(&c, None, "c1", "eu-west-1")).name,
+            profile_name(
+                "c1",
+                "us-east-1",
+                "other",
+                "uid-1",
+                "path/to/KarpenterNodeRole",
+            ),
+        ];
+        for n in &names {
+            assert_ne!(*n, p.name);
+        }
+        assert!(
+            ensured(decide_profile(&c, None, "c2", "us-east-1"))
+                .name
+                .starts_with("c2_")
+        );
+        // IAM's limits: at most 128 characters of [\w+=,.@-].
+        assert!(p.name.len() <= 128);
+        assert!(
+            p.name
+                .chars()
+                .all(|ch| ch.is_ascii_alphanumeric() || "_+=,.@-".contains(ch))
+        );
+    }
+
+    #[test]
+    fn the_status_profile_is_kept_while_it_holds_the_role() {
+        let c = class(Some("path/to/KarpenterNodeRole"), None);
+        let want = ensured(decide_profile(&c, None, "c1", "us-east-1"));
         let good = ProfileInfo {
             name: "c1_1".into(),
-            path: path.clone(),
+            path: want.path.clone(),
             roles: vec!["KarpenterNodeRole".into()],
         };
         assert_eq!(
-            decide_profile(&c, Some(&good), "c1", "us-east-1", "n"),
+            decide_profile(&c, Some(&good), "c1", "us-east-1"),
             ProfileAction::Use("c1_1".into())
         );
-        let stale = ProfileInfo {
-            roles: vec!["OldRole".into()],
-            ..good.clone()
+        // Another role (spec.role changed) or none: the profile named for the role, as
+        // upstream creates a new profile rather than editing the one nodes use.
+        for roles in [vec!["OldRole".to_string()], vec![]] {
+            let stale = ProfileInfo {
+                roles,
+                ..good.clone()
+            };
+            assert_eq!(
+                decide_profile(&c, Some(&stale), "c1", "us-east-1"),
+                ProfileAction::Ensure(want.clone())
+            );
+        }
+    }
+
+    #[test]
+    fn role_steps_leave_exactly_the_role() {
+        let p = |roles: &[&str]| ProfileInfo {
+            name: "p".into(),
+            path: "/".into(),
+            roles: roles.iter().map(|r| r.to_string()).collect(),
         };
+        assert_eq!(role_steps(&p(&["R"]), "R"), RoleSteps::default());
         assert_eq!(
-            decide_profile(&c, Some(&stale), "c1", "us-east-1", "n"),
-            ProfileAction::ReplaceRole {
-                name: "c1_1".into(),
-                remove: vec!["OldRole".into()],
-                add: "KarpenterNodeRole".into()
+            role_steps(&p(&[]), "R"),
+            RoleSteps {
+                remove: vec![],
+                add: true
             }
         );
-        let empty = ProfileInfo {
-            roles: vec![],
-            ..good
-        };
-        assert!(
-            matches!(decide_profile(&c, Some(&empty), "c1", "us-east-1", "n"), ProfileAction::ReplaceRole { ref remove, .. } if remove.is_empty())
+        assert_eq!(
+            role_steps(&p(&["Old"]), "R"),
+            RoleSteps {
+                remove: vec!["Old".into()],
+                add: true
+            }
         );
+    }
+
+    #[test]
+    fn class_profiles_are_those_under_its_path() {
+        let p = |name: &str, path: &str| ProfileInfo {
+            name: name.into(),
+            path: path.into(),
+            roles: vec![],
+        };
+        let listed = vec![
+            p("a", "/karpenter/us-east-1/c1/u1/"),
+            p("b", "/karpenter/us-east-1/c1/u1/"),
+            p("c", "/karpenter/us-east-1/c1/u2/"),
+            p("d", "/karpenter/us-east-1/c2/u1/"),
+            p("e", "/"),
+        ];
+        let names: Vec<&str> = class_profiles(&listed, "us-east-1", "c1", "u1")
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
     }
 
     #[test]

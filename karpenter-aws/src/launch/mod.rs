@@ -1,5 +1,6 @@
 //! The launch path as data: launch tags, the provider ID, launch-template names from a hash of
-//! their content, the CreateFleet request, and what a CreateFleet result (or API error) means:
+//! their content, the block devices of a launch template (the AMI family's defaults unless the
+//! class lists its own), the CreateFleet request, and what a CreateFleet result (or API error) means:
 //! which offerings become unavailable for three minutes and what the NodeClaim's launch
 //! outcome is.
 //!
@@ -11,6 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::nodeclass::hash::{canonical, fnv1a64};
+
+mod devices;
+pub use devices::{
+    DEFAULT_VOLUME_TYPE, block_device_mappings, default_block_device_mappings, volume_size_gib,
+};
 
 /// `karpenter.sh/nodepool`.
 pub const NODEPOOL_TAG: &str = "karpenter.sh/nodepool";

@@ -206,7 +206,7 @@ impl NodeClassResolver {
                 status.amis,
                 profile,
                 format!("{:?}", class.spec.resolved_metadata_options()),
-                class.spec.block_device_mappings,
+                crate::launch::block_device_mappings(class),
                 tags,
             ])
         );
@@ -506,36 +506,50 @@ impl NodeClassResolver {
     }
 
     /// The instance profile nodes launch with: `spec.instanceProfile` as is, or the profile
-    /// managed for `spec.role` (created with upstream's name, path and tags, its role swapped
-    /// when the spec changes). `Err` carries the message of `InstanceProfileReady=False`.
+    /// managed for `spec.role`. The status's profile is kept while it holds the role;
+    /// otherwise the profile named for the class and role ([`instanceprofile::profile_name`])
+    /// is looked up with GetInstanceProfile, created when missing (upstream's path and tags;
+    /// `EntityAlreadyExists` counts as found) and given the role. The name is deterministic,
+    /// so a reconcile whose status was never written back finds the profile instead of
+    /// creating another, and a failed step is simply retried next time (upstream deletes the
+    /// half-made profile instead, as its names are random). The new profile and the one it
+    /// replaces are protected from garbage collection for [`PROFILE_PROTECTION`]. `Err` carries
+    /// the message of `InstanceProfileReady=False`.
     pub async fn instance_profile(&self, class: &EC2NodeClass) -> Result<String, String> {
+        let old = class.status.instance_profile.as_deref();
         if let Some(p) = &class.spec.instance_profile {
+            // Switching from spec.role: the managed profile nodes may still use is kept a while.
+            if let Some(old) = old.filter(|o| *o != p) {
+                self.protect(old);
+            }
             return Ok(p.clone());
         }
-        let current = match &class.status.instance_profile {
+        let current = match old {
             Some(name) => self.get_profile(name).await?,
             None => None,
         };
-        let nonce = jiff::Timestamp::now().as_nanosecond().to_string();
-        let iam = &self.clients.iam;
-        let iam_err = |call: &str, e: &(dyn std::error::Error + 'static)| {
-            format!("{call}: {}", error_text(e))
-        };
-        match instanceprofile::decide_profile(
+        let want = match instanceprofile::decide_profile(
             class,
             current.as_ref(),
             &self.cluster_name,
             &self.clients.region,
-            &nonce,
         ) {
-            ProfileAction::Use(name) => Ok(name),
-            ProfileAction::Create {
-                name,
-                path,
-                tags,
-                role,
-            } => {
-                let tags: Vec<aws_sdk_iam::types::Tag> = tags
+            ProfileAction::Use(name) => return Ok(name),
+            ProfileAction::Ensure(want) => want,
+        };
+        self.protect(&want.name);
+        if let Some(old) = old.filter(|o| *o != want.name) {
+            self.protect(old);
+        }
+        let iam = &self.clients.iam;
+        let iam_err = |call: &str, e: &(dyn std::error::Error + 'static)| {
+            format!("{call}: {}", error_text(e))
+        };
+        let profile = match self.get_profile(&want.name).await? {
+            Some(found) => found,
+            None => {
+                let tags: Vec<aws_sdk_iam::types::Tag> = want
+                    .tags
                     .iter()
                     .filter_map(|(k, v)| {
                         aws_sdk_iam::types::Tag::builder()
@@ -545,99 +559,91 @@ impl NodeClassResolver {
                             .ok()
                     })
                     .collect();
-                {
-                    let mut protected = self
-                        .protected
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    protected.insert(name.clone(), Instant::now());
-                    if let Some(old) = &class.status.instance_profile {
-                        protected.insert(old.clone(), Instant::now());
-                    }
-                }
-                iam.create_instance_profile()
-                    .instance_profile_name(&name)
-                    .path(&path)
+                let created = iam
+                    .create_instance_profile()
+                    .instance_profile_name(&want.name)
+                    .path(&want.path)
                     .set_tags(Some(tags))
                     .send()
-                    .await
-                    .map_err(|e| iam_err("CreateInstanceProfile", &e))?;
-                iam.add_role_to_instance_profile()
-                    .instance_profile_name(&name)
-                    .role_name(&role)
-                    .send()
-                    .await
-                    .map_err(|e| iam_err("AddRoleToInstanceProfile", &e))?;
-                Ok(name)
-            }
-            ProfileAction::ReplaceRole { name, remove, add } => {
-                for r in remove {
-                    iam.remove_role_from_instance_profile()
-                        .instance_profile_name(&name)
-                        .role_name(&r)
-                        .send()
-                        .await
-                        .map_err(|e| iam_err("RemoveRoleFromInstanceProfile", &e))?;
+                    .await;
+                match created {
+                    Ok(_) => ProfileInfo {
+                        name: want.name.clone(),
+                        path: want.path.clone(),
+                        roles: Vec::new(),
+                    },
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|s| s.is_entity_already_exists_exception()) =>
+                    {
+                        // Created since the look-up (another replica, or an earlier attempt IAM
+                        // had not made visible yet): use it.
+                        self.get_profile(&want.name).await?.unwrap_or(ProfileInfo {
+                            name: want.name.clone(),
+                            path: want.path.clone(),
+                            roles: Vec::new(),
+                        })
+                    }
+                    Err(e) => return Err(iam_err("CreateInstanceProfile", &e)),
                 }
-                iam.add_role_to_instance_profile()
-                    .instance_profile_name(&name)
-                    .role_name(&add)
-                    .send()
-                    .await
-                    .map_err(|e| iam_err("AddRoleToInstanceProfile", &e))?;
-                Ok(name)
             }
-        }
-    }
-
-    /// Deletes the instance profile managed for `class` (its roles removed first), as the
-    /// class's finalizer does. A profile given by `spec.instanceProfile` is the user's and is
-    /// left alone; a profile already gone is fine.
-    pub async fn delete_instance_profile(&self, class: &EC2NodeClass) -> Result<(), String> {
-        if class.spec.instance_profile.is_some() {
-            return Ok(());
-        }
-        let Some(name) = &class.status.instance_profile else {
-            return Ok(());
         };
-        let Some(profile) = self.get_profile(name).await? else {
-            return Ok(());
-        };
-        self.delete_profile(&profile).await
-    }
-
-    /// Removes the profile's roles and deletes it.
-    async fn delete_profile(&self, profile: &ProfileInfo) -> Result<(), String> {
-        let iam = &self.clients.iam;
-        let name = &profile.name;
-        for r in &profile.roles {
+        let steps = instanceprofile::role_steps(&profile, &want.role);
+        for r in &steps.remove {
             iam.remove_role_from_instance_profile()
-                .instance_profile_name(name)
+                .instance_profile_name(&want.name)
                 .role_name(r)
                 .send()
                 .await
-                .map_err(|e| format!("RemoveRoleFromInstanceProfile: {}", error_text(&e)))?;
+                .map_err(|e| iam_err("RemoveRoleFromInstanceProfile", &e))?;
         }
-        iam.delete_instance_profile()
-            .instance_profile_name(name)
-            .send()
-            .await
-            .map_err(|e| format!("DeleteInstanceProfile: {}", error_text(&e)))?;
+        if steps.add {
+            iam.add_role_to_instance_profile()
+                .instance_profile_name(&want.name)
+                .role_name(&want.role)
+                .send()
+                .await
+                .map_err(|e| iam_err("AddRoleToInstanceProfile", &e))?;
+        }
+        Ok(want.name)
+    }
+
+    /// Keeps `name` from garbage collection for the protection period, from now.
+    fn protect(&self, name: &str) {
+        self.protected
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name.to_string(), Instant::now());
+    }
+
+    /// Deletes the instance profiles managed for `class` (their roles removed first), as the
+    /// class's finalizer does: every profile under the class's IAM path (one per role it had),
+    /// and the one its status names. A profile given by `spec.instanceProfile` is the user's
+    /// and is left alone; a profile already gone is fine.
+    pub async fn delete_instance_profile(&self, class: &EC2NodeClass) -> Result<(), String> {
+        let uid = class.metadata.uid.as_deref().unwrap_or(class.name());
+        let path = instanceprofile::profile_path(&self.clients.region, &self.cluster_name, uid);
+        let listed = self.list_profiles(&path).await.map_err(|e| e.to_string())?;
+        let mut doomed: Vec<ProfileInfo> =
+            instanceprofile::class_profiles(&listed, &self.clients.region, &self.cluster_name, uid)
+                .into_iter()
+                .cloned()
+                .collect();
+        if class.spec.instance_profile.is_none()
+            && let Some(name) = &class.status.instance_profile
+            && !doomed.iter().any(|p| &p.name == name)
+            && let Some(profile) = self.get_profile(name).await?
+        {
+            doomed.push(profile);
+        }
+        for p in &doomed {
+            self.delete_profile(p).await?;
+        }
         Ok(())
     }
 
-    /// Garbage-collects the instance profiles the resolver manages for this cluster (IAM
-    /// ListInstanceProfiles under `/karpenter/{region}/{cluster}/`, the path checked here too):
-    /// a profile no class in `classes` lists in its status, not created or replaced within
-    /// the protection period ([`PROFILE_PROTECTION`]) and not named by a live NodeClaim (`in_use`, the
-    /// `karpenter.k8s.aws/instance-profile-name` annotations) is deleted, as upstream. Run it
-    /// every [`PROFILE_GC_INTERVAL`]; returns the deleted names.
-    pub async fn garbage_collect_instance_profiles(
-        &self,
-        classes: &[EC2NodeClass],
-        in_use: &BTreeSet<String>,
-    ) -> Result<Vec<String>, ResolveError> {
-        let prefix = instanceprofile::cluster_path(&self.clients.region, &self.cluster_name);
+    /// The instance profiles under `prefix` (ListInstanceProfiles, every page).
+    async fn list_profiles(&self, prefix: &str) -> Result<Vec<ProfileInfo>, ResolveError> {
         let mut listed = Vec::new();
         let mut marker = None;
         loop {
@@ -645,7 +651,7 @@ impl NodeClassResolver {
                 .clients
                 .iam
                 .list_instance_profiles()
-                .path_prefix(&prefix)
+                .path_prefix(prefix)
                 .set_marker(marker)
                 .send()
                 .await
@@ -672,6 +678,51 @@ impl NodeClassResolver {
                 break;
             }
         }
+        Ok(listed)
+    }
+
+    /// Removes the profile's roles and deletes it (already gone: done, as upstream).
+    async fn delete_profile(&self, profile: &ProfileInfo) -> Result<(), String> {
+        let iam = &self.clients.iam;
+        let name = &profile.name;
+        for r in &profile.roles {
+            iam.remove_role_from_instance_profile()
+                .instance_profile_name(name)
+                .role_name(r)
+                .send()
+                .await
+                .map_err(|e| format!("RemoveRoleFromInstanceProfile: {}", error_text(&e)))?;
+        }
+        match iam
+            .delete_instance_profile()
+            .instance_profile_name(name)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_no_such_entity_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(format!("DeleteInstanceProfile: {}", error_text(&e))),
+        }
+    }
+
+    /// Garbage-collects the instance profiles the resolver manages for this cluster (IAM
+    /// ListInstanceProfiles under `/karpenter/{region}/{cluster}/`, the path checked here too):
+    /// a profile no class in `classes` lists in its status, not created or replaced within
+    /// the protection period ([`PROFILE_PROTECTION`]) and not named by a live NodeClaim (`in_use`, the
+    /// `karpenter.k8s.aws/instance-profile-name` annotations) is deleted, as upstream. Run it
+    /// every [`PROFILE_GC_INTERVAL`]; returns the deleted names.
+    pub async fn garbage_collect_instance_profiles(
+        &self,
+        classes: &[EC2NodeClass],
+        in_use: &BTreeSet<String>,
+    ) -> Result<Vec<String>, ResolveError> {
+        let prefix = instanceprofile::cluster_path(&self.clients.region, &self.cluster_name);
+        let listed = self.list_profiles(&prefix).await?;
         let referenced: BTreeSet<String> = classes
             .iter()
             .filter_map(|c| c.status.instance_profile.clone())

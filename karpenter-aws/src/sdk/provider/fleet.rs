@@ -53,7 +53,7 @@ impl AwsCloudProvider {
             "instanceProfile": profile,
             "metadata": [metadata.http_endpoint, metadata.http_protocol_ipv6,
                 metadata.http_put_response_hop_limit, metadata.http_tokens],
-            "blockDeviceMappings": serde_json::to_value(&class.spec.block_device_mappings).unwrap_or_default(),
+            "blockDeviceMappings": serde_json::to_value(launch::block_device_mappings(class)).unwrap_or_default(),
             "associatePublicIpAddress": class.spec.associate_public_ip_address,
             "detailedMonitoring": class.spec.detailed_monitoring,
             "tags": tags,
@@ -248,7 +248,8 @@ impl TemplateInputs {
 
 /// The launch-template data of `class` for `image_id`: user data (base64), metadata options,
 /// monitoring, one network interface with the status security groups, the status instance
-/// profile, block devices, tags on the network interface. Launches and the dry-run permission
+/// profile, block devices ([`launch::block_device_mappings`]: the class's, else its AMI
+/// family's defaults), tags on the network interface. Launches and the dry-run permission
 /// check of `ValidationSucceeded` build it the same way.
 pub(crate) fn launch_template_data(
     class: &EC2NodeClass,
@@ -306,15 +307,11 @@ pub(crate) fn launch_template_data(
                 .build(),
         );
     }
-    for m in &class.spec.block_device_mappings {
+    for m in launch::block_device_mappings(class) {
         let mut b = ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
             .set_device_name(m.device_name.clone());
         if let Some(e) = &m.ebs {
-            let size = e
-                .volume_size
-                .as_deref()
-                .and_then(|s| karpenter_core::resources::Quantity::parse(s).ok())
-                .map(|q| i32::try_from((q.value() + (1 << 30) - 1) >> 30).unwrap_or(i32::MAX));
+            let size = e.volume_size.as_deref().and_then(launch::volume_size_gib);
             b = b.ebs(
                 ec2::LaunchTemplateEbsBlockDeviceRequest::builder()
                     .set_delete_on_termination(e.delete_on_termination)

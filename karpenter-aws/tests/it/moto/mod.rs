@@ -7,8 +7,10 @@
 //! credentials, a fixed loopback endpoint: nothing talks to AWS.
 
 mod conformance;
+mod devices;
 mod env;
 mod housekeeping;
 mod inject;
 mod interruption;
+mod profiles;
 mod provider;
