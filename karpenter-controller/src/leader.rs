@@ -462,8 +462,18 @@ mod tests {
             retry_period: Duration::from_secs(retry),
         };
         assert!(cfg(15, 10, 2).check().is_ok());
-        assert!(cfg(15, 15, 2).check().unwrap_err().contains("lease duration"));
-        assert!(cfg(15, 10, 10).check().unwrap_err().contains("retry period"));
+        assert!(
+            cfg(15, 15, 2)
+                .check()
+                .unwrap_err()
+                .contains("lease duration")
+        );
+        assert!(
+            cfg(15, 10, 10)
+                .check()
+                .unwrap_err()
+                .contains("retry period")
+        );
     }
 
     #[test]

@@ -420,7 +420,9 @@ async fn lead(
             // Leadership ends at the renew deadline, whatever the election task has had time
             // to say: no action runs after it.
             if !ctx.leadership.is_leading() {
-                tracing::warn!("leadership ended (renew deadline passed): stopping the operator loops");
+                tracing::warn!(
+                    "leadership ended (renew deadline passed): stopping the operator loops"
+                );
                 return;
             }
             execute(ctx, action, &results_tx).await;
