@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # down.sh — stop what up.sh started, by PID from $KCP_RUN/pids (each file holds "PID EXE"; a PID
-# is signalled only while /proc/PID/exe still is that binary), in reverse order: kwok and
-# kube-scheduler, then kube-apiserver, then etcd. Removes $KCP_RUN unless KCP_KEEP=1.
+# is signalled only while /proc/PID/exe still is that binary), in reverse order: kwok,
+# kube-scheduler and kube-controller-manager, then kube-apiserver, then etcd. Removes $KCP_RUN
+# unless KCP_KEEP=1.
 set -uo pipefail
 KCP_RUN="${KCP_RUN:-${TMPDIR:-/tmp}/karpenter-rs-cp}"
 [ -d "$KCP_RUN/pids" ] || { echo "[down] nothing to stop in $KCP_RUN" >&2; exit 0; }
@@ -26,7 +27,7 @@ stop_group() { # names...
     echo "[down] stopped $name ($pid)" >&2
   done
 }
-stop_group kwok kube-scheduler
+stop_group kwok kube-scheduler kube-controller-manager
 stop_group kube-apiserver
 stop_group etcd
 if [ "${KCP_KEEP:-0}" != 1 ]; then rm -rf "$KCP_RUN"; else echo "[down] kept $KCP_RUN (logs in $KCP_RUN/logs)" >&2; fi

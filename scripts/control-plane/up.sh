@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # up.sh — build (once, cached) and start a loopback-only Kubernetes control plane for the e2e
-# tests: etcd + kube-apiserver + kube-scheduler + kwok (the kubelet of fake Nodes).
-# No kube-controller-manager, no kubelet, no containers; everything listens on 127.0.0.1.
+# tests: etcd + kube-apiserver + kube-scheduler + kube-controller-manager + kwok (the kubelet of
+# fake Nodes). No kubelet, no containers; everything listens on 127.0.0.1.
 #
 #   KC=$(bash scripts/control-plane/up.sh)      # kubeconfig path is the last line of stdout
 #   source "$KCP_RUN/env"                        # KUBECONFIG, KCP_API_URL, KCP_ADMIN_TOKEN, ...
 #   bash scripts/control-plane/down.sh
 #
-# Binaries: kube-apiserver and kube-scheduler are built from the k8s.io/kubernetes Go module
-# through the pinned wrapper module in kube-bin/ (go.mod + go.sum; the Kubernetes version is the
-# one that go.mod requires), kwok with `go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION`, and
+# Binaries: kube-apiserver, kube-scheduler and kube-controller-manager are built from the
+# k8s.io/kubernetes Go module (one `go build` cache for the three) through the pinned wrapper
+# module in kube-bin/ (go.mod + go.sum; the Kubernetes version is the one that go.mod
+# requires), kwok with `go install sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION`, and
 # etcd is the upstream release binary shipped in the crates.io package
 # etcd-bin-vendored-linux-amd64. They are cached under $KCP_HOME in a directory keyed by the
-# wrapper's go.sum hash and the kwok/etcd versions, so only the first run builds (15-25 min on a
-# busy 2-core machine); later runs start in about 6 s.
+# wrapper's go.sum hash and the kwok/etcd versions, so only the first run builds (15-30 min on a
+# busy 2-core machine; kube-controller-manager adds about 3 min); later runs start in about 8 s
+# (4 s without kube-controller-manager).
 #
 # Knobs (environment):
 #   KCP_HOME      binary cache             (default: ${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-rs/control-plane)
@@ -23,6 +25,19 @@
 #   KCP_BUILD_KUBECTL=1  also build kubectl from the same module graph (about 1.5 min warm)
 #   KCP_NICE      prefix for the heavy builds (default: "nice -n 19")
 #   KCP_READY_TIMEOUT    seconds to wait for the apiserver's /readyz (default: 180)
+#   KCP_CONTROLLER_MANAGER=0   neither build nor start kube-controller-manager (default: 1)
+#   KCP_KCM_CONTROLLERS  its --controllers list (default: $KCM_CONTROLLERS_DEFAULT below)
+#
+# kube-controller-manager runs as system:kube-controller-manager (a static token; the
+# apiserver's bootstrap RBAC covers that user) with --use-service-account-credentials, so each
+# controller acts as its own kube-system ServiceAccount under the bootstrap controller roles, as
+# in a kubeadm cluster. With it, the ServiceAccount and TaintNodesByCondition admission plugins
+# are on (as in any cluster): up.sh waits for the default ServiceAccount of namespace default,
+# and a new Node carries node.kubernetes.io/not-ready:NoSchedule until kwok reports it Ready and
+# the node-lifecycle controller lifts the taint (within a second). kwok renews each Node's Lease
+# every 10 s, so node-lifecycle (grace period 50 s) leaves kwok Nodes Ready; a Node that no kwok
+# plays (not annotated kwok.x-k8s.io/node=fake) turns Unknown after 60 s (the startup grace
+# period) and is tainted node.kubernetes.io/unreachable, and its pods never finish terminating.
 #
 # To move to another Kubernetes version, regenerate kube-bin/ (see kube-bin/README.md).
 set -euo pipefail
@@ -35,6 +50,20 @@ KCP_HOME="${KCP_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-rs/control-plane
 KCP_RUN="${KCP_RUN:-${TMPDIR:-/tmp}/karpenter-rs-cp}"
 KCP_NICE="${KCP_NICE:-nice -n 19}"
 KCP_READY_TIMEOUT="${KCP_READY_TIMEOUT:-180}"
+KCP_CONTROLLER_MANAGER="${KCP_CONTROLLER_MANAGER:-1}"
+# Everything a workload e2e suite touches, nothing that needs a cloud, a CSR signer, node CIDR
+# allocation or a metrics API (node-ipam, csr signing/approving, HPA, attach-detach, ...).
+KCM_CONTROLLERS_DEFAULT="serviceaccount-token-controller,serviceaccount-controller,\
+root-ca-certificate-publisher-controller,garbage-collector-controller,namespace-controller,\
+deployment-controller,replicaset-controller,replicationcontroller-controller,\
+statefulset-controller,daemonset-controller,job-controller,cronjob-controller,\
+ttl-after-finished-controller,disruption-controller,endpoints-controller,\
+endpointslice-controller,endpointslice-mirroring-controller,node-lifecycle-controller,\
+taint-eviction-controller,pod-garbage-collector-controller,resourcequota-controller,\
+persistentvolume-binder-controller,persistentvolume-protection-controller,\
+persistentvolumeclaim-protection-controller,ephemeral-volume-controller,\
+clusterrole-aggregation-controller"
+KCP_KCM_CONTROLLERS="${KCP_KCM_CONTROLLERS:-$KCM_CONTROLLERS_DEFAULT}"
 
 log() { printf '[up %s] %s\n' "$(date -u +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -50,10 +79,11 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" CGO_ENABLED=0
 # ---------------------------------------------------------------- build (cached)
 build_kube() {
   local cmds="kube-apiserver kube-scheduler" c need=0
+  [ "$KCP_CONTROLLER_MANAGER" = 1 ] && cmds="$cmds kube-controller-manager"
   [ "${KCP_BUILD_KUBECTL:-0}" = 1 ] && cmds="$cmds kubectl"
   for c in $cmds; do [ -x "$BIN/$c" ] || need=1; done
   [ "$need" = 1 ] || return 0
-  command -v go >/dev/null || die "go not found (needed once to build kube-apiserver and kube-scheduler)"
+  command -v go >/dev/null || die "go not found (needed once to build $cmds)"
   # Build in a copy of the wrapper so the clone is never written to (-mod=readonly anyway).
   local wrap="$KCP_HOME/wrap-$SUM_HASH" minor t0
   minor="$(echo "$K8S_VERSION" | cut -d. -f2)"
@@ -136,7 +166,7 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 ETCD_PORT="$(free_port)"; ETCD_PEER_PORT="$(free_port)"
-API_PORT="$(free_port)"; SCHED_PORT="$(free_port)"; KWOK_PORT="$(free_port)"
+API_PORT="$(free_port)"; SCHED_PORT="$(free_port)"; KCM_PORT="$(free_port)"; KWOK_PORT="$(free_port)"
 
 # PKI: CA, serving cert (SAN 127.0.0.1), service-account key pair, static tokens.
 P="$R/pki"
@@ -149,12 +179,13 @@ openssl x509 -req -in "$P/apiserver.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAc
   -extfile "$P/ext" -out "$P/apiserver.crt" 2>/dev/null
 openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
 openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
-ADMIN_TOKEN="$(openssl rand -hex 24)"; CTRL_TOKEN="$(openssl rand -hex 24)"
+ADMIN_TOKEN="$(openssl rand -hex 24)"; CTRL_TOKEN="$(openssl rand -hex 24)"; KCM_TOKEN="$(openssl rand -hex 24)"
 # The controller's token is the karpenter ServiceAccount's identity: it can do only what the
 # RBAC manifests grant (the e2e tests apply them), exactly as in a cluster.
 cat > "$P/tokens.csv" <<CSV
 $ADMIN_TOKEN,e2e-admin,e2e-admin-uid,"system:masters"
 $CTRL_TOKEN,system:serviceaccount:karpenter:karpenter,karpenter-uid,"system:serviceaccounts,system:serviceaccounts:karpenter"
+$KCM_TOKEN,system:kube-controller-manager,kube-controller-manager-uid
 CSV
 chmod 600 "$P"/*.key "$P/tokens.csv"
 
@@ -180,6 +211,7 @@ KC
 }
 write_kubeconfig "$R/admin.kubeconfig" "$ADMIN_TOKEN" admin
 write_kubeconfig "$R/karpenter.kubeconfig" "$CTRL_TOKEN" karpenter
+write_kubeconfig "$R/kube-controller-manager.kubeconfig" "$KCM_TOKEN" kube-controller-manager
 
 start() { # name cmd... ; logs to $R/logs/name.log, pid file $R/pids/name holds "PID EXE"
   local name="$1"; shift
@@ -207,8 +239,10 @@ start etcd "$BIN/etcd" --name=karpenter-rs-e2e --data-dir="$R/etcd" \
 wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_PORT/health"
 T_ETCD=$(now_ms)
 
-# No kube-controller-manager runs, so: TaintNodesByCondition stays off (nothing would remove
-# node.kubernetes.io/not-ready), ServiceAccount admission stays off (no default ServiceAccounts).
+# Without kube-controller-manager, TaintNodesByCondition stays off (nothing would remove
+# node.kubernetes.io/not-ready) and so does ServiceAccount admission (no default ServiceAccounts).
+ADMISSION_OFF=""
+[ "$KCP_CONTROLLER_MANAGER" = 1 ] || ADMISSION_OFF="--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"
 start kube-apiserver "$BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -221,7 +255,7 @@ start kube-apiserver "$BIN/kube-apiserver" \
   --service-cluster-ip-range=10.96.0.0/16 \
   --endpoint-reconciler-type=none \
   --allow-privileged=true \
-  --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
+  ${ADMISSION_OFF:+"$ADMISSION_OFF"} \
   --enable-priority-and-fairness=false --profiling=false --v=1
 wait_for kube-apiserver "$KCP_READY_TIMEOUT" \
   curl -sf --cacert "$P/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" "https://127.0.0.1:$API_PORT/readyz"
@@ -230,8 +264,25 @@ T_API=$(now_ms)
 start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$R/admin.kubeconfig" \
   --authentication-kubeconfig="$R/admin.kubeconfig" --authorization-kubeconfig="$R/admin.kubeconfig" \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port="$SCHED_PORT" --v=1
+if [ "$KCP_CONTROLLER_MANAGER" = 1 ]; then
+  KCM_KC="$R/kube-controller-manager.kubeconfig"
+  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$KCM_KC" \
+    --authentication-kubeconfig="$KCM_KC" --authorization-kubeconfig="$KCM_KC" \
+    --leader-elect=false --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" \
+    --controllers="$KCP_KCM_CONTROLLERS" --profiling=false --v=1
+fi
 wait_for kube-scheduler 60 curl -sfk "https://127.0.0.1:$SCHED_PORT/readyz"
 T_SCHED=$(now_ms)
+T_KCM=$T_SCHED
+if [ "$KCP_CONTROLLER_MANAGER" = 1 ]; then
+  wait_for kube-controller-manager 60 curl -sfk "https://127.0.0.1:$KCM_PORT/healthz"
+  # Pods need their namespace's default ServiceAccount (ServiceAccount admission is on).
+  wait_for kube-controller-manager 60 curl -sf --cacert "$P/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+    "https://127.0.0.1:$API_PORT/api/v1/namespaces/default/serviceaccounts/default"
+  T_KCM=$(now_ms)
+fi
 
 # kwok only manages Nodes annotated kwok.x-k8s.io/node=fake (what the fake provider creates).
 # HOME points into the run dir so a ~/.kwok/kwok.yaml on the machine cannot change its stages.
@@ -249,8 +300,10 @@ export KCP_BIN=$BIN
 export KCP_API_URL=https://127.0.0.1:$API_PORT
 export KCP_ADMIN_TOKEN=$ADMIN_TOKEN
 export KCP_KARPENTER_KUBECONFIG=$R/karpenter.kubeconfig
+export KCP_CONTROLLER_MANAGER=$KCP_CONTROLLER_MANAGER
 ENV
 log "etcd ready in $(( T_ETCD-T0 )) ms; kube-apiserver /readyz in $(( T_API-T_ETCD )) ms;" \
-    "kube-scheduler in $(( T_SCHED-T_API )) ms; kwok in $(( T_KWOK-T_SCHED )) ms; total $(( T_KWOK-T0 )) ms"
+    "kube-scheduler in $(( T_SCHED-T_API )) ms; kube-controller-manager $(( T_KCM-T_SCHED )) ms later;" \
+    "kwok in $(( T_KWOK-T_KCM )) ms; total $(( T_KWOK-T0 )) ms"
 log "apiserver https://127.0.0.1:$API_PORT  (source $R/env; stop with down.sh)"
 echo "$R/admin.kubeconfig"

@@ -1,5 +1,5 @@
-//! End-to-end tests against a real control plane: etcd, kube-apiserver, kube-scheduler and kwok
-//! on loopback, started by `scripts/control-plane/up.sh` (`scripts/test` does it and exports
+//! End-to-end tests against a real control plane: etcd, kube-apiserver, kube-scheduler,
+//! kube-controller-manager and kwok on loopback, started by `scripts/control-plane/up.sh` (`scripts/test` does it and exports
 //! the variables below). The controller runs as the `karpenter` binary under the RBAC of
 //! `deploy/rbac.yaml` (the token of `system:serviceaccount:karpenter:karpenter`).
 //!
@@ -8,9 +8,9 @@
 //!
 //! Without them the tests skip, except when `CI=true`: then they fail, so CI never passes
 //! without running them. They share one cluster, so they take a lock and run one at a time,
-//! and each cleans up its objects (not namespaces: no kube-controller-manager runs, so nothing
-//! would finish deleting a namespace; nor are there Deployment or ReplicaSet controllers, so the
-//! tests create pods directly).
+//! and each cleans up its objects. They were written for a control plane without
+//! kube-controller-manager, so they keep to namespace `default` and create pods directly (no
+//! Deployments), which works either way (`KCP_CONTROLLER_MANAGER=0` in up.sh).
 
 mod harness;
 mod memory;
