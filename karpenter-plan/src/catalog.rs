@@ -16,15 +16,15 @@ use karpenter_aws::catalog::{
     AwsCatalogOptions, CatalogSources, DEFAULT_SPOT_PRICE_FACTOR, EMBEDDED_REGION, build_catalog,
     labels as aws_labels,
 };
-use karpenter_aws::nodeclass::EC2NodeClass;
-use karpenter_core::api::ValidationErrors;
 use karpenter_core::catalog::CatalogFile;
 use karpenter_core::labels::LabelPolicy;
 use karpenter_core::model::InstanceType;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::manifests::{Located, ManifestError, NodeClass};
+/// EC2NodeClass documents decoded and validated (moved to [`crate::manifests`]).
+pub use crate::manifests::typed_nodeclass;
+use crate::manifests::{Located, ManifestError, NodeClass, nodeclass_error};
 
 /// What `--catalog` accepts, for messages.
 pub const CATALOG_NAMES: &str = "--catalog takes aws (the embedded us-east-1 catalog), fake:N \
@@ -273,50 +273,6 @@ pub fn aws_options(
     class
         .catalog_options(&AwsCatalogOptions::default())
         .map_err(|errs| nodeclass_error(origin, object, errs))
-}
-
-/// Decodes an EC2NodeClass document as the typed class and validates it with upstream's CRD
-/// rules ([`EC2NodeClass::validate`]); errors name the first offending field and list every
-/// violation.
-pub fn typed_nodeclass(
-    origin: &str,
-    object: &str,
-    value: &Value,
-) -> Result<EC2NodeClass, ManifestError> {
-    let class = EC2NodeClass::from_json_value(value.clone()).map_err(|e| {
-        ManifestError::invalid(
-            origin,
-            object,
-            e.path,
-            format!("Invalid value: {}", e.message),
-        )
-    })?;
-    class
-        .validate()
-        .map_err(|errs| nodeclass_error(origin, object, errs))?;
-    Ok(class)
-}
-
-fn nodeclass_error(origin: &str, object: &str, errs: ValidationErrors) -> ManifestError {
-    let first = errs
-        .errors()
-        .first()
-        .map(|e| e.path.clone())
-        .unwrap_or_default();
-    let message = errs
-        .errors()
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let text = e.to_string();
-            match (i, text.strip_prefix(&format!("{}: ", e.path))) {
-                (0, Some(rest)) => rest.to_string(),
-                _ => text,
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
-    ManifestError::invalid(origin, object, first, message)
 }
 
 #[cfg(test)]

@@ -22,11 +22,10 @@ use karpenter_core::model::ClusterNode;
 use karpenter_core::model::{DaemonSet, InstanceType, PodDisruptionBudget, Timestamp};
 use karpenter_core::scheduling::{ExistingNodeInput, NodePoolInput, SchedulerOptions};
 use karpenter_core::state::{ClusterSnapshot, NodePoolState, StateNode};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::output::ClaimOutput;
+use crate::output::{claim_output, launch_of};
 
 /// Everything the disruption planner reads.
 #[derive(Debug, Clone)]
@@ -55,41 +54,7 @@ pub struct DisruptionInput<'a> {
     pub cloud_drift: &'a BTreeMap<String, String>,
 }
 
-/// The contract's `disruption` object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DisruptionPlan {
-    /// What the planner would do, in order.
-    pub commands: Vec<DisruptionCommand>,
-    /// Nodes that could not be disrupted, with the reason.
-    pub blocked: Vec<BlockedNode>,
-}
-
-/// One disruption command.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DisruptionCommand {
-    /// `Empty`, `Underutilized`, `Drifted` or `Expired`.
-    pub reason: String,
-    /// `emptiness`, `drift`, `expiration`, `single-node` or `multi-node`.
-    pub method: String,
-    /// The nodes to remove.
-    pub candidates: Vec<String>,
-    /// The NodeClaims to launch first.
-    pub replacements: Vec<ClaimOutput>,
-    /// Price of the candidates minus price of the replacements.
-    pub savings_per_hour: f64,
-}
-
-/// A node the planner may not disrupt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BlockedNode {
-    /// The node.
-    pub node: String,
-    /// Why (`pod default/db-0 has karpenter.sh/do-not-disrupt`).
-    pub reason: String,
-}
+pub use crate::output::{BlockedNode, DisruptionCommand, DisruptionPlan};
 
 /// Plans disruption over the input (see the module documentation).
 pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
@@ -135,8 +100,8 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
                 .replacements
                 .iter()
                 .map(|r| {
-                    let launch = crate::plan::launch_of(&r.instance_types, &r.requirements, policy);
-                    crate::plan::claim_output(r, launch, None)
+                    let launch = launch_of(&r.instance_types, &r.requirements, policy);
+                    claim_output(r, launch, None)
                 })
                 .collect(),
             savings_per_hour: round6(c.savings_per_hour),

@@ -11,8 +11,11 @@ use karpenter_core::resources::ResourceList;
 use karpenter_core::scheduling::{NodePoolInput, SchedulerOptions, SchedulingInput, solve};
 use karpenter_core::taints;
 
+use crate::error::PlanError;
 use crate::output::PoolExplanation;
-use crate::plan::{PlanError, pod_terms, template_requirements, with_prefer_no_schedule};
+use karpenter_core::scheduling::bound::{
+    pod_terms, template_requirements, with_prefer_no_schedule,
+};
 
 /// A scheduler reason without its empty parts (`daemonset overhead={}`), and with the absence
 /// of any usable NodePool said plainly.

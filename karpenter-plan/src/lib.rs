@@ -5,6 +5,7 @@
 //! - [`catalog`]: `--catalog aws|fake:N|PATH`;
 //! - [`plan`]: the catalog's instance types per NodePool, the world
 //!   ([`karpenter_core::world`]), the solve, pricing;
+//! - [`error`]: why no plan was made, and its exit status;
 //! - [`explain`]: why pods were left out (`--explain`);
 //! - [`lowerbound`]: the proven cost lower bound (karpenter-core's `scheduling::bound`);
 //! - [`warnings`]: operator advice with stable rule ids;
@@ -19,6 +20,7 @@
 
 pub mod catalog;
 pub mod disruption;
+pub mod error;
 pub mod explain;
 #[cfg(feature = "live")]
 pub mod live;

@@ -13,7 +13,8 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use karpenter_core::api::{self, ApiError, NodeClaim, NodePool};
+use karpenter_aws::nodeclass::EC2NodeClass;
+use karpenter_core::api::{self, ApiError, NodeClaim, NodePool, ValidationErrors};
 use karpenter_core::world::WorldError;
 pub use karpenter_core::world::{Located, Workload};
 use serde::de::DeserializeOwned;
@@ -557,11 +558,56 @@ impl From<WorldError> for ManifestError {
 /// The EC2NodeClass checks of the v1 CRD: the document is decoded as `karpenter-aws`'s typed
 /// EC2NodeClass and validated with upstream's CRD rules; the first offending field is named.
 fn validate_nodeclass(doc: &Document, name: &str) -> Result<NodeClass, ManifestError> {
-    let class = crate::catalog::typed_nodeclass(&doc.origin.to_string(), name, &doc.value)?;
+    let class = typed_nodeclass(&doc.origin.to_string(), name, &doc.value)?;
     Ok(NodeClass {
         name: class.name().to_string(),
         value: doc.value.clone(),
     })
+}
+
+/// Decodes an EC2NodeClass document as the typed class and validates it with upstream's CRD
+/// rules ([`EC2NodeClass::validate`]); errors name the first offending field and list every
+/// violation.
+pub fn typed_nodeclass(
+    origin: &str,
+    object: &str,
+    value: &Value,
+) -> Result<EC2NodeClass, ManifestError> {
+    let class = EC2NodeClass::from_json_value(value.clone()).map_err(|e| {
+        ManifestError::invalid(
+            origin,
+            object,
+            e.path,
+            format!("Invalid value: {}", e.message),
+        )
+    })?;
+    class
+        .validate()
+        .map_err(|errs| nodeclass_error(origin, object, errs))?;
+    Ok(class)
+}
+
+/// A ManifestError naming the first field of `errs` and listing every violation.
+pub(crate) fn nodeclass_error(origin: &str, object: &str, errs: ValidationErrors) -> ManifestError {
+    let first = errs
+        .errors()
+        .first()
+        .map(|e| e.path.clone())
+        .unwrap_or_default();
+    let message = errs
+        .errors()
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let text = e.to_string();
+            match (i, text.strip_prefix(&format!("{}: ", e.path))) {
+                (0, Some(rest)) => rest.to_string(),
+                _ => text,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    ManifestError::invalid(origin, object, first, message)
 }
 
 #[cfg(test)]

@@ -1,15 +1,19 @@
 //! The plan as the contract prints it: JSON and YAML with the contract's key names, and a table
 //! for people. Output is deterministic: the same plan gives the same bytes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use comfy_table::{Cell, CellAlignment, ContentArrangement, Table, presets};
-use karpenter_core::requirements::NodeSelectorRequirement;
+use karpenter_core::labels::{self, LabelPolicy};
+use karpenter_core::model::InstanceType;
+use karpenter_core::requirements::{NodeSelectorRequirement, Requirements};
 use karpenter_core::resources::ResourceList;
+use karpenter_core::scheduling::NewNodeClaim;
 use serde::Serialize;
 
 use crate::catalog::CatalogInfo;
-use crate::disruption::DisruptionPlan;
 use crate::warnings::Warning;
 
 /// Hours in a month, for `costPerMonth` (365 × 24 / 12).
@@ -458,6 +462,125 @@ fn abbreviate(names: &[String]) -> String {
         let _ = write!(s, ", ... (+{})", names.len() - SHOWN);
     }
     s
+}
+
+/// The contract's `disruption` object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionPlan {
+    /// What the planner would do, in order.
+    pub commands: Vec<DisruptionCommand>,
+    /// Nodes that could not be disrupted, with the reason.
+    pub blocked: Vec<BlockedNode>,
+}
+
+/// One disruption command.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DisruptionCommand {
+    /// `Empty`, `Underutilized`, `Drifted` or `Expired`.
+    pub reason: String,
+    /// `emptiness`, `drift`, `expiration`, `single-node` or `multi-node`.
+    pub method: String,
+    /// The nodes to remove.
+    pub candidates: Vec<String>,
+    /// The NodeClaims to launch first.
+    pub replacements: Vec<ClaimOutput>,
+    /// Price of the candidates minus price of the replacements.
+    pub savings_per_hour: f64,
+}
+
+/// A node the planner may not disrupt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedNode {
+    /// The node.
+    pub node: String,
+    /// Why (`pod default/db-0 has karpenter.sh/do-not-disrupt`).
+    pub reason: String,
+}
+
+/// The cheapest available offering compatible with the claim among its instance types (the
+/// first, in the claim's order, on a tie).
+pub(crate) fn launch_of(
+    instance_types: &[Arc<InstanceType>],
+    requirements: &Requirements,
+    policy: &LabelPolicy,
+) -> Option<Launch> {
+    let mut best: Option<Launch> = None;
+    for it in instance_types {
+        if let Some(o) = it.cheapest_offering(requirements, policy)
+            && best.as_ref().is_none_or(|b| o.price < b.price_per_hour)
+        {
+            best = Some(Launch {
+                instance_type: it.name().to_string(),
+                zone: o.zone().to_string(),
+                capacity_type: o.capacity_type().to_string(),
+                price_per_hour: o.price,
+            });
+        }
+    }
+    best
+}
+
+/// Every zone a claim may launch in: the zones of its instance types' available offerings that
+/// its requirements allow, sorted. Offerings repeat a few (zone, capacity type, reservation)
+/// combinations across hundreds of instance types: each is checked against the requirements
+/// once, and the scan stops once every zone of `universe` (when known) is found.
+fn launch_zones(claim: &NewNodeClaim, universe: Option<&BTreeSet<&str>>) -> Vec<String> {
+    let reachable = universe.map(|u| {
+        u.iter()
+            .filter(|z| {
+                claim
+                    .requirements
+                    .get(labels::ZONE)
+                    .is_none_or(|r| r.has(z))
+            })
+            .count()
+    });
+    let mut checked: BTreeMap<(&str, &str, Option<&str>), bool> = BTreeMap::new();
+    let mut zones: BTreeSet<&str> = BTreeSet::new();
+    'types: for it in &claim.instance_types {
+        for o in it.available_offerings() {
+            if reachable.is_some_and(|n| zones.len() >= n) {
+                break 'types;
+            }
+            if zones.contains(o.zone()) {
+                continue;
+            }
+            let key = (o.zone(), o.capacity_type(), o.reservation_id());
+            let allowed = *checked
+                .entry(key)
+                .or_insert_with(|| claim.requirements.intersects(o.requirements()).is_ok());
+            if allowed {
+                zones.insert(o.zone());
+            }
+        }
+    }
+    zones.into_iter().map(str::to_string).collect()
+}
+
+/// The contract's view of a NodeClaim the scheduler decided to create.
+/// `universe`, when known, holds every zone of the instance types' available offerings (a
+/// shortcut for [`launch_zones`]).
+pub(crate) fn claim_output(
+    claim: &NewNodeClaim,
+    launch: Option<Launch>,
+    universe: Option<&BTreeSet<&str>>,
+) -> ClaimOutput {
+    ClaimOutput {
+        node_pool: claim.node_pool.clone(),
+        instance_types: claim
+            .instance_types
+            .iter()
+            .map(|it| it.name().to_string())
+            .collect(),
+        launch,
+        zones: launch_zones(claim, universe),
+        requirements: claim.requirements.to_node_selector_requirements(),
+        pods: claim.pods.clone(),
+        requests: claim.requests.clone(),
+    }
 }
 
 #[cfg(test)]

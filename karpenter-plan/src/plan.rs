@@ -13,24 +13,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use karpenter_core::labels::{self, LabelPolicy};
 use karpenter_core::model::{InstanceType, Pod, Timestamp};
-use karpenter_core::requirements::Requirements;
 use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
-use karpenter_core::scheduling::{NewNodeClaim, Results, SchedulerOptions, SchedulingInput};
-use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World, WorldError};
+use karpenter_core::scheduling::{Results, SchedulerOptions, SchedulingInput};
+use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World};
 
-use crate::catalog::{Catalog, CatalogLoadError, CatalogSpec};
+use crate::catalog::{Catalog, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
 use crate::explain::{explain, tidy_reason};
 use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, classify};
 use crate::output::{
-    ClaimOutput, ExistingNodeOutput, Launch, PlanOutput, Summary, UnschedulableOutput,
+    ExistingNodeOutput, PlanOutput, Summary, UnschedulableOutput, claim_output, launch_of,
 };
 use crate::warnings::{self, PoolContext, RULES, Warning};
-pub(crate) use karpenter_core::scheduling::bound::{
-    pod_terms, template_requirements, with_prefer_no_schedule,
-};
 
 /// What `karpenter plan` was asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,47 +62,7 @@ impl PlanOptions {
     }
 }
 
-/// Why no plan was made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    /// Invalid input: exit status 2.
-    #[error("{0}")]
-    Input(String),
-    /// A bug or broken embedded data: exit status 1.
-    #[error("internal error: {0}")]
-    Internal(String),
-}
-
-impl PlanError {
-    /// The process exit status for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            PlanError::Input(_) => 2,
-            PlanError::Internal(_) => 1,
-        }
-    }
-}
-
-impl From<ManifestError> for PlanError {
-    fn from(e: ManifestError) -> Self {
-        PlanError::Input(e.to_string())
-    }
-}
-
-impl From<WorldError> for PlanError {
-    fn from(e: WorldError) -> Self {
-        PlanError::Input(e.to_string())
-    }
-}
-
-impl From<CatalogLoadError> for PlanError {
-    fn from(e: CatalogLoadError) -> Self {
-        match e {
-            CatalogLoadError::Input(m) => PlanError::Input(m),
-            CatalogLoadError::Internal(m) => PlanError::Internal(m),
-        }
-    }
-}
+pub use crate::error::PlanError;
 
 /// A plan and what to tell the user on standard error.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,29 +71,6 @@ pub struct PlanResult {
     pub output: PlanOutput,
     /// Notices for standard error (skipped documents, ignored fields, unwired features).
     pub notices: Vec<String>,
-}
-
-/// The cheapest available offering compatible with the claim among its instance types (the
-/// first, in the claim's order, on a tie).
-pub(crate) fn launch_of(
-    instance_types: &[Arc<InstanceType>],
-    requirements: &Requirements,
-    policy: &LabelPolicy,
-) -> Option<Launch> {
-    let mut best: Option<Launch> = None;
-    for it in instance_types {
-        if let Some(o) = it.cheapest_offering(requirements, policy)
-            && best.as_ref().is_none_or(|b| o.price < b.price_per_hour)
-        {
-            best = Some(Launch {
-                instance_type: it.name().to_string(),
-                zone: o.zone().to_string(),
-                capacity_type: o.capacity_type().to_string(),
-                price_per_hour: o.price,
-            });
-        }
-    }
-    best
 }
 
 /// The world of the manifests: EC2NodeClasses matched to NodePools (AWS catalog), each usable
@@ -481,64 +413,4 @@ pub fn plan(
         },
         notices,
     })
-}
-
-/// Every zone a claim may launch in: the zones of its instance types' available offerings that
-/// its requirements allow, sorted. Offerings repeat a few (zone, capacity type, reservation)
-/// combinations across hundreds of instance types: each is checked against the requirements
-/// once, and the scan stops once every zone of `universe` (when known) is found.
-fn launch_zones(claim: &NewNodeClaim, universe: Option<&BTreeSet<&str>>) -> Vec<String> {
-    let reachable = universe.map(|u| {
-        u.iter()
-            .filter(|z| {
-                claim
-                    .requirements
-                    .get(labels::ZONE)
-                    .is_none_or(|r| r.has(z))
-            })
-            .count()
-    });
-    let mut checked: BTreeMap<(&str, &str, Option<&str>), bool> = BTreeMap::new();
-    let mut zones: BTreeSet<&str> = BTreeSet::new();
-    'types: for it in &claim.instance_types {
-        for o in it.available_offerings() {
-            if reachable.is_some_and(|n| zones.len() >= n) {
-                break 'types;
-            }
-            if zones.contains(o.zone()) {
-                continue;
-            }
-            let key = (o.zone(), o.capacity_type(), o.reservation_id());
-            let allowed = *checked
-                .entry(key)
-                .or_insert_with(|| claim.requirements.intersects(o.requirements()).is_ok());
-            if allowed {
-                zones.insert(o.zone());
-            }
-        }
-    }
-    zones.into_iter().map(str::to_string).collect()
-}
-
-/// The contract's view of a NodeClaim the scheduler decided to create.
-/// `universe`, when known, holds every zone of the instance types' available offerings (a
-/// shortcut for [`launch_zones`]).
-pub(crate) fn claim_output(
-    claim: &NewNodeClaim,
-    launch: Option<Launch>,
-    universe: Option<&BTreeSet<&str>>,
-) -> ClaimOutput {
-    ClaimOutput {
-        node_pool: claim.node_pool.clone(),
-        instance_types: claim
-            .instance_types
-            .iter()
-            .map(|it| it.name().to_string())
-            .collect(),
-        launch,
-        zones: launch_zones(claim, universe),
-        requirements: claim.requirements.to_node_selector_requirements(),
-        pods: claim.pods.clone(),
-        requests: claim.requests.clone(),
-    }
 }

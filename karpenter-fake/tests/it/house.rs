@@ -15,3 +15,24 @@ fn modules_have_no_import_cycle_at_any_depth() {
     let cycles = graph.cycles();
     assert!(cycles.is_empty(), "import circles:\n{}", cycles.join("\n"));
 }
+
+/// The same rule for the crates above this one in the workspace, which have no house test of
+/// their own: the controller, the planner and the binary's wiring.
+#[test]
+fn the_controller_and_planner_crates_have_no_import_cycle_at_any_depth() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (krate, module) in [
+        ("karpenter-controller", "operate"),
+        ("karpenter-plan", "simulate::workload"),
+        ("examples", "cli"),
+    ] {
+        let graph = ModuleGraph::of_dir(&root.join(krate).join("src"));
+        assert!(graph.has_module(module), "{krate}: {module} not found");
+        let cycles = graph.cycles();
+        assert!(
+            cycles.is_empty(),
+            "{krate}: import circles:\n{}",
+            cycles.join("\n")
+        );
+    }
+}
