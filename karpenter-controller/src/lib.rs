@@ -90,6 +90,10 @@ impl ControllerError {
     }
 }
 
+/// The read timeout of the controller's API connections (kube's recommendation for clients with
+/// watches).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(295);
+
 /// Installs the JSON log subscriber at `level` (once per process; later calls are ignored).
 pub fn init_logging(level: settings::LogLevel) {
     let filter = tracing_subscriber::EnvFilter::new(format!(
@@ -144,6 +148,12 @@ async fn client_config(kubeconfig: Option<&str>) -> Result<Config, ControllerErr
             ))
         })?,
     };
+    let mut config = config;
+    // A connection that stops answering fails instead of hanging: the watches' requests end
+    // within 290 s on the server's side (and carry bookmarks meanwhile), so a read idle for
+    // longer is a dead connection. Writes are also bounded per call by the operator shell.
+    // (kube retries 429, 503 and 504 with back-off by default.)
+    config.read_timeout.get_or_insert(READ_TIMEOUT);
     Ok(config)
 }
 

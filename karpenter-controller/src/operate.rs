@@ -11,15 +11,14 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use karpenter_core::api::{ConditionStatus, NodeClaim, OwnerReference};
+use karpenter_core::api::NodeClaim;
 use karpenter_core::cloud::CloudProvider;
 use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
 use karpenter_core::lifecycle::termination::EvictionResponse;
-use karpenter_core::lifecycle::{self, EventType, NodeCondition, NodeUpdate, ObjectKind};
+use karpenter_core::lifecycle::{self, EventType, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
 use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
 use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy, SchedulerOptions};
-use karpenter_core::taints::Taint;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
@@ -67,6 +66,23 @@ impl InFlight {
 
 /// How long a shutdown waits for calls in flight (evictions, cloud calls, events).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// The longest any API call of the shell may take: a request that has no answer by then fails
+/// (and its object is retried through the operator), so one hung request cannot stall the loops.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `call`, failed with a [`kube::Error::Service`] when it has no answer within
+/// [`REQUEST_TIMEOUT`].
+pub async fn bounded<T>(
+    call: impl std::future::Future<Output = kube::Result<T>>,
+) -> kube::Result<T> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, call).await {
+        Ok(result) => result,
+        Err(_) => Err(kube::Error::Service(
+            format!("no answer within {REQUEST_TIMEOUT:?}").into(),
+        )),
+    }
+}
 
 /// The operator's configuration from the settings, with the provider's repair policies (read
 /// only when the `NodeRepair` feature gate is on).
@@ -122,83 +138,6 @@ fn key(meta: &ObjectMeta) -> String {
     )
 }
 
-/// A `core/v1` Node as the lifecycle loops read it.
-pub fn lifecycle_node(node: &core::Node) -> lifecycle::Node {
-    let meta = &node.metadata;
-    let mut out = lifecycle::Node::new(
-        meta.name.clone().unwrap_or_default(),
-        node.spec
-            .as_ref()
-            .and_then(|s| s.provider_id.clone())
-            .unwrap_or_default(),
-    );
-    out.labels = meta.labels.clone().unwrap_or_default();
-    out.annotations = meta.annotations.clone().unwrap_or_default();
-    out.finalizers = meta.finalizers.clone().unwrap_or_default();
-    out.deletion_timestamp = meta.deletion_timestamp.as_ref().map(|t| t.0);
-    if let Some(t) = &meta.creation_timestamp {
-        out.creation_timestamp = t.0;
-    }
-    out.owner_references = meta
-        .owner_references
-        .as_ref()
-        .and_then(|o| serde_json::to_value(o).ok())
-        .and_then(|v| serde_json::from_value::<Vec<OwnerReference>>(v).ok())
-        .unwrap_or_default();
-    out.taints = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .and_then(|t| serde_json::to_value(t).ok())
-        .and_then(|v| serde_json::from_value::<Vec<Taint>>(v).ok())
-        .unwrap_or_default();
-    if let Some(status) = &node.status {
-        out.capacity = status
-            .capacity
-            .iter()
-            .flatten()
-            .filter_map(|(k, q)| {
-                karpenter_core::resources::Quantity::parse(&q.0)
-                    .ok()
-                    .map(|q| (k.clone(), q))
-            })
-            .collect();
-        out.allocatable = status
-            .allocatable
-            .iter()
-            .flatten()
-            .filter_map(|(k, q)| {
-                karpenter_core::resources::Quantity::parse(&q.0)
-                    .ok()
-                    .map(|q| (k.clone(), q))
-            })
-            .collect();
-        out.conditions = status
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| {
-                let status = match c.status.as_str() {
-                    "True" => ConditionStatus::True,
-                    "False" => ConditionStatus::False,
-                    _ => ConditionStatus::Unknown,
-                };
-                let since = c
-                    .last_transition_time
-                    .as_ref()
-                    .or(c.last_heartbeat_time.as_ref())
-                    .map(|t| t.0)
-                    .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-                let mut cond = NodeCondition::new(c.type_.clone(), status, since);
-                cond.reason = c.reason.clone();
-                cond.message = c.message.clone();
-                cond
-            })
-            .collect();
-    }
-    out
-}
-
 /// The operator input for a watch change (`None` for changes the operator does not read, and
 /// for objects that cannot be converted, which are logged). A DaemonSet is converted on its own
 /// here; [`Feeder`] converts it with one of its pods when one runs.
@@ -224,7 +163,13 @@ pub fn input_for(change: Change) -> Option<Input> {
         Change::NodeClaimDeleted(c) => Some(Input::NodeClaimDeleted(
             c.metadata.name.clone().unwrap_or_default(),
         )),
-        Change::Node(n) => Some(Input::NodeApplied(Box::new(lifecycle_node(&n)))),
+        Change::Node(n) => match karpenter_core::convert::lifecycle_node_from_k8s(&n) {
+            Ok(node) => Some(Input::NodeApplied(Box::new(node))),
+            Err(e) => {
+                tracing::warn!(error = %e, "Node not understood");
+                None
+            }
+        },
         Change::NodeDeleted(n) => Some(Input::NodeDeleted(
             n.metadata.name.clone().unwrap_or_default(),
         )),
@@ -518,8 +463,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             let result = match KubeNodeClaim::from_nodeclaim(&claim) {
                 Ok(mut k) => {
                     k.status = None;
-                    claims
-                        .create(&PostParams::default(), &k)
+                    bounded(claims.create(&PostParams::default(), &k))
                         .await
                         .map(|_| ())
                         .map_err(|e| e.to_string())
@@ -533,18 +477,20 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
         }
         Action::UpdateNodeClaim(claim) => update_nodeclaim(ctx, &claims, &claim, results).await,
         Action::DeleteNodeClaim { name } => {
-            match claims.delete(&name, &DeleteParams::default()).await {
+            match bounded(claims.delete(&name, &DeleteParams::default())).await {
                 Ok(_) => tracing::info!(nodeclaim = %name, "deleting nodeclaim"),
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => write_failed(results, ObjectKind::NodeClaim, &name, e),
             }
         }
         Action::PatchNode(update) => patch_node(ctx, &nodes, &update, results).await,
-        Action::DeleteNode { name } => match nodes.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => tracing::info!(node = %name, "deleting node"),
-            Err(e) if is_not_found(&e) => {}
-            Err(e) => write_failed(results, ObjectKind::Node, &name, e),
-        },
+        Action::DeleteNode { name } => {
+            match bounded(nodes.delete(&name, &DeleteParams::default())).await {
+                Ok(_) => tracing::info!(node = %name, "deleting node"),
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => write_failed(results, ObjectKind::Node, &name, e),
+            }
+        }
         Action::EvictPod { id, pod, uid } => {
             let client = ctx.client.clone();
             let results = results.clone();
@@ -569,7 +515,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
                 grace_period_seconds: u32::try_from(grace_period_seconds.max(0)).ok(),
                 ..DeleteParams::default()
             };
-            if let Err(e) = api.delete(name, &params).await
+            if let Err(e) = bounded(api.delete(name, &params)).await
                 && !is_not_found(&e)
             {
                 write_failed(results, ObjectKind::Pod, &pod, e);
@@ -580,7 +526,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
         }
         Action::AnnotateNodePool { name, annotations } => {
             let patch = json!({"metadata": {"annotations": annotations}});
-            if let Err(e) = pools.patch(&name, &merge, &Patch::Merge(&patch)).await
+            if let Err(e) = bounded(pools.patch(&name, &merge, &Patch::Merge(&patch))).await
                 && !is_not_found(&e)
             {
                 write_failed(results, ObjectKind::NodePool, &name, e);
@@ -588,9 +534,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
         }
         Action::UpdateNodePoolStatus { name, status } => {
             let patch = json!({"status": status});
-            if let Err(e) = pools
-                .patch_status(&name, &merge, &Patch::Merge(&patch))
-                .await
+            if let Err(e) = bounded(pools.patch_status(&name, &merge, &Patch::Merge(&patch))).await
                 && !is_not_found(&e)
             {
                 write_failed(results, ObjectKind::NodePool, &name, e);
@@ -657,21 +601,28 @@ async fn update_nodeclaim(
     let name = claim.name().to_string();
     let cached = ctx.caches.nodeclaims.get(&ObjectRef::new(&name));
     let old = cached.as_ref().map(|c| &c.metadata);
-    let meta_patch = json!({"metadata": {
+    // The resourceVersion the operator decided on makes the patch a compare-and-swap: when
+    // another writer changed the NodeClaim since (a finalizer, a label), the API server answers
+    // 409, nothing of theirs is overwritten, and the operator decides again on the new object.
+    let mut meta = json!({
         "labels": map_patch(old.and_then(|m| m.labels.as_ref()), &claim.metadata.labels),
         "annotations": map_patch(old.and_then(|m| m.annotations.as_ref()), &claim.metadata.annotations),
         "finalizers": claim.metadata.finalizers,
-    }});
-    let params = PatchParams::default();
-    if let Err(e) = claims
-        .patch(&name, &params, &Patch::Merge(&meta_patch))
-        .await
-    {
-        if !is_not_found(&e) {
-            write_failed(results, ObjectKind::NodeClaim, &name, e);
-        }
-        return;
+    });
+    if let Some(rv) = &claim.metadata.resource_version {
+        meta["resourceVersion"] = json!(rv);
     }
+    let meta_patch = json!({ "metadata": meta });
+    let params = PatchParams::default();
+    let patched = match bounded(claims.patch(&name, &params, &Patch::Merge(&meta_patch))).await {
+        Ok(patched) => patched,
+        Err(e) => {
+            if !is_not_found(&e) {
+                write_failed(results, ObjectKind::NodeClaim, &name, e);
+            }
+            return;
+        }
+    };
     let status = match KubeNodeClaim::from_nodeclaim(claim) {
         Ok(k) => serde_json::to_value(&k.status).unwrap_or(Value::Null),
         Err(e) => {
@@ -682,10 +633,12 @@ async fn update_nodeclaim(
     if status.is_null() {
         return;
     }
-    let status_patch = json!({ "status": status });
-    if let Err(e) = claims
-        .patch_status(&name, &params, &Patch::Merge(&status_patch))
-        .await
+    // Compare-and-swap again, against the version the metadata patch just wrote.
+    let status_patch = json!({
+        "metadata": {"resourceVersion": patched.metadata.resource_version},
+        "status": status,
+    });
+    if let Err(e) = bounded(claims.patch_status(&name, &params, &Patch::Merge(&status_patch))).await
         && !is_not_found(&e)
     {
         write_failed(results, ObjectKind::NodeClaim, &name, e);
@@ -728,9 +681,7 @@ async fn patch_node(
         patch.insert("spec".into(), json!({ "taints": t }));
     }
     let patch = Value::Object(patch);
-    if let Err(e) = nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
+    if let Err(e) = bounded(nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch))).await
         && !is_not_found(&e)
     {
         write_failed(results, ObjectKind::Node, name, e);
@@ -750,7 +701,7 @@ async fn evict(client: Client, pod: &str, uid: &str) -> EvictionResponse {
         }),
         ..EvictParams::default()
     };
-    match api.evict(name, &params).await {
+    match bounded(api.evict(name, &params)).await {
         Ok(_) => EvictionResponse::Evicted,
         Err(kube::Error::Api(s)) => match s.code {
             404 => EvictionResponse::NotFound,
@@ -827,7 +778,7 @@ fn record_event(ctx: &Context, event: lifecycle::Event) {
     let guard = ctx.in_flight.clone();
     tokio::spawn(async move {
         let _guard = guard;
-        if let Err(e) = api.create(&PostParams::default(), &k8s_event).await {
+        if let Err(e) = bounded(api.create(&PostParams::default(), &k8s_event)).await {
             tracing::debug!(error = %e, "recording an event failed");
         }
     });
@@ -935,7 +886,9 @@ mod tests {
                                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
         }))
         .unwrap();
-        let n = lifecycle_node(&node);
+        let Some(Input::NodeApplied(n)) = input_for(Change::Node(Arc::new(node))) else {
+            panic!("a Node input");
+        };
         assert_eq!(n.name, "n1");
         assert_eq!(n.provider_id, "kwok://n1");
         assert!(n.is_ready());

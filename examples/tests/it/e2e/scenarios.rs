@@ -133,7 +133,14 @@ fn two_replicas_elect_one_leader_and_serve_probes_and_metrics() {
         let admin = client(&env.admin).await;
         install(&admin).await;
         cleanup(&admin, "leader").await;
-        let lease_args = ["--lease-duration", "6s", "--lease-renew-period", "1s"];
+        let lease_args = [
+            "--lease-duration",
+            "6s",
+            "--lease-renew-deadline",
+            "4s",
+            "--lease-renew-period",
+            "1s",
+        ];
         let mut a = Controller::start(&env, "replica-a", &lease_args);
         let mut b = Controller::start(&env, "replica-b", &lease_args);
         let leases: Api<Lease> = Api::namespaced(admin.clone(), "karpenter");
