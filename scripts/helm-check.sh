@@ -75,6 +75,8 @@ expect_failure "settings.clusterName is required"
   | grep -q '^kind: ServiceMonitor' || die "serviceMonitor.enabled=true renders no ServiceMonitor"
 "$HELM" template karpenter "$CHART" --set settings.cloudProvider=fake \
   | grep -q 'name: karpenter-fake-provider' || die "cloudProvider=fake renders no fake-provider RBAC"
+"$HELM" template karpenter "$CHART" --set settings.cloudProvider=kwok \
+  | grep -q 'name: karpenter-fake-provider' || die "cloudProvider=kwok renders no fake-provider RBAC"
 "$HELM" template karpenter "$CHART" "${base[@]}" \
   | grep -q '^kind: ServiceMonitor' && die "a ServiceMonitor renders by default"
 

@@ -39,9 +39,18 @@ pub enum Command {
     Simulate(SimulateArgs),
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
     /// YAML.
-    Crds,
+    Crds(CrdsArgs),
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).
     Controller(Box<ControllerArgs>),
+}
+
+/// `karpenter crds` arguments.
+#[derive(Debug, Args)]
+pub struct CrdsArgs {
+    /// Also print the KWOKNodeClass CRD (karpenter.kwok.sh), the node class of
+    /// `karpenter controller --cloud-provider kwok`.
+    #[arg(long)]
+    pub kwok: bool,
 }
 
 /// Output formats.
@@ -284,7 +293,7 @@ pub fn run(
     match cli.command {
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
         Command::Simulate(args) => run_simulate(&args, stdin, stdout, stderr, progress_on_tty),
-        Command::Crds => run_crds(stdout, stderr),
+        Command::Crds(args) => run_crds(&args, stdout, stderr),
         Command::Controller(args) => match crate::controller::run_blocking(*args) {
             Ok(()) => 0,
             Err(e) => {
@@ -295,8 +304,10 @@ pub fn run(
     }
 }
 
-fn run_crds(stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    match karpenter_controller::crds::to_yaml(&karpenter_controller::crds::all()) {
+fn run_crds(args: &CrdsArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let text = karpenter_controller::crds::with_kwok(args.kwok)
+        .and_then(|crds| karpenter_controller::crds::to_yaml(&crds));
+    match text {
         Ok(text) => match stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())

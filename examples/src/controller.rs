@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
+use karpenter_controller::kwok_upstream::UpstreamKwokCloudProvider;
 use karpenter_controller::settings::CloudProviderKind;
 use karpenter_controller::{ControllerArgs, ControllerError, PlainProvider, Provider};
 use karpenter_plan::catalog::{Catalog, CatalogSpec};
@@ -54,6 +55,14 @@ async fn provider(
                 types,
                 catalog.policy.clone(),
             );
+            Ok(Box::new(PlainProvider::new(Arc::new(cloud))))
+        }
+        CloudProviderKind::Kwok => {
+            tracing::info!(
+                instance_types = karpenter_fake::kwok::INSTANCE_TYPE_COUNT,
+                "kwok cloud provider: upstream's kwok provider (KWOKNodeClass, kwok catalog)"
+            );
+            let cloud = UpstreamKwokCloudProvider::new(client);
             Ok(Box::new(PlainProvider::new(Arc::new(cloud))))
         }
     }

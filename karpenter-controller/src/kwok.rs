@@ -1,4 +1,7 @@
-//! The fake provider in controller mode: a [`CloudProvider`] whose instances are Node objects.
+//! The fake provider in controller mode (`karpenter controller --cloud-provider fake`): a
+//! [`CloudProvider`] whose instances are Node objects, with any catalog. Upstream's own kwok
+//! provider contract (its catalog, `KWOKNodeClass` and Node shape) is
+//! [`kwok_upstream`](crate::kwok_upstream) (`--cloud-provider kwok`).
 //!
 //! As upstream's kwok provider does, launching a NodeClaim creates a Node (named after the
 //! NodeClaim, so a launch retried after a crash finds the Node it already made instead of making
@@ -64,13 +67,13 @@ impl KwokCloudProvider {
     }
 }
 
-fn quantities(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
+pub(crate) fn quantities(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
     list.iter()
         .map(|(k, q)| (k.to_string(), K8sQuantity(q.to_string())))
         .collect()
 }
 
-fn k8s_taint(t: &Taint) -> core::Taint {
+pub(crate) fn k8s_taint(t: &Taint) -> core::Taint {
     core::Taint {
         key: t.key.clone(),
         value: (!t.value.is_empty()).then(|| t.value.clone()),

@@ -23,8 +23,10 @@
 //! - [`settings`]: flags and environment (upstream's names and defaults);
 //! - [`cluster`]: reflectors for every kind the operator reads, and their changes;
 //! - [`provider`]: the [`Provider`] trait and [`PlainProvider`];
-//! - [`kwok`]: a provider whose instances are kwok Nodes (`karpenter controller
-//!   --cloud-provider fake`);
+//! - [`kwok`]: a provider whose instances are kwok Nodes, with any catalog (`karpenter
+//!   controller --cloud-provider fake`);
+//! - [`kwok_upstream`]: upstream's kwok provider (its catalog, `KWOKNodeClass` and Node shape),
+//!   which upstream's end-to-end suites drive (`karpenter controller --cloud-provider kwok`);
 //! - `aws` (feature `aws`): the AWS provider's controller parts;
 //! - [`leader`]: leader election on a `coordination.k8s.io` Lease;
 //! - [`metrics`]: Prometheus metrics with upstream's names and labels;
@@ -38,6 +40,7 @@ pub mod aws;
 pub mod cluster;
 pub mod crds;
 pub mod kwok;
+pub mod kwok_upstream;
 pub mod leader;
 pub mod metrics;
 pub mod operate;

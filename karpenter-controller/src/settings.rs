@@ -14,6 +14,10 @@ pub enum CloudProviderKind {
     /// The in-memory fake provider: every launched NodeClaim gets a Node object annotated
     /// `kwok.x-k8s.io/node: fake`, so kwok (or nothing) plays its kubelet.
     Fake,
+    /// Upstream's kwok provider: the kwok catalog (`c-4x-amd64-linux`, ...), NodePools
+    /// referencing `KWOKNodeClass`es, Nodes of upstream's shape played by kwok: what upstream's
+    /// end-to-end suites run against.
+    Kwok,
 }
 
 /// Log levels (`LOG_LEVEL`).
@@ -46,11 +50,12 @@ impl LogLevel {
 #[derive(Debug, Clone, Args)]
 #[command(after_help = CONTROLLER_AFTER_HELP)]
 pub struct ControllerArgs {
-    /// Which CloudProvider launches instances: aws or fake.
+    /// Which CloudProvider launches instances: aws, fake (kwok Nodes of --catalog's types) or
+    /// kwok (upstream's kwok provider: its catalog, KWOKNodeClass and Node shape).
     #[arg(long, env = "CLOUD_PROVIDER", value_enum, default_value = "aws")]
     pub cloud_provider: CloudProviderKind,
     /// Instance types of the fake provider: aws (the embedded us-east-1 catalog), fake:N, or a
-    /// catalog file (as `karpenter plan --catalog`).
+    /// catalog file (as `karpenter plan --catalog`). Not read by kwok, whose catalog is fixed.
     #[arg(long, env = "CATALOG", value_name = "SPEC", default_value = "aws")]
     pub catalog: String,
     /// A kubeconfig file. Default: as kubectl (KUBECONFIG, ~/.kube/config, then the in-cluster
@@ -194,6 +199,8 @@ Deploying:
 
 Without a cloud account: --cloud-provider fake launches no instances; it creates a Node object
 per NodeClaim annotated kwok.x-k8s.io/node=fake, which kwok turns into a Ready node.
+--cloud-provider kwok is upstream's kwok provider (NodePools reference a KWOKNodeClass; install
+its CRD with `karpenter crds --kwok`), the one upstream's end-to-end suites run against.
 
 The controller finds its cluster as kubectl does (--kubeconfig, KUBECONFIG, ~/.kube/config, then
 the in-cluster service account), elects one leader on a coordination.k8s.io Lease, serves

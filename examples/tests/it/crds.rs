@@ -29,6 +29,32 @@ fn crds_prints_the_nodepool_nodeclaim_and_ec2nodeclass_crds_as_multi_document_ya
 }
 
 #[test]
+fn crds_kwok_adds_the_kwoknodeclass_crd_last() {
+    let run = karpenter(&["crds", "--kwok"], "");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&run.stdout).expect("valid multi-document YAML");
+    let names: Vec<&str> = docs
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nodepools.karpenter.sh",
+            "nodeclaims.karpenter.sh",
+            "ec2nodeclasses.karpenter.k8s.aws",
+            "kwoknodeclasses.karpenter.kwok.sh"
+        ]
+    );
+    let kwok = &docs[3];
+    assert_eq!(kwok["spec"]["group"], "karpenter.kwok.sh");
+    assert_eq!(kwok["spec"]["scope"], "Cluster");
+    assert_eq!(kwok["spec"]["versions"][0]["name"], "v1alpha1");
+    assert_eq!(kwok["spec"]["names"]["kind"], "KWOKNodeClass");
+}
+
+#[test]
 fn controller_help_tells_how_to_deploy_and_lists_upstream_settings() {
     let run = karpenter(&["controller", "--help"], "");
     assert_eq!(run.code, 0, "{}", run.stderr);

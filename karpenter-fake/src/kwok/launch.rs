@@ -216,7 +216,10 @@ pub fn choose_offering(
 /// A kwok Node has no owner reference when created: Karpenter's registration adds the one to
 /// its NodeClaim (with the termination finalizer, the claim's taints, labels and annotations)
 /// once the Node exists, as for every provider.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// A caller that reads a Node back from the API server (for `get` and `list`) fills a
+/// [`KwokNode::default`] with what it read and passes it to [`node_claim_from_node`].
+#[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct KwokNode {
     /// `metadata.name` ([`node_name`]).

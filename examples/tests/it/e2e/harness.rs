@@ -184,6 +184,7 @@ fn api_resource(gvk: &GroupVersionKind) -> ApiResource {
         "NodePool" => "nodepools",
         "NodeClaim" => "nodeclaims",
         "EC2NodeClass" => "ec2nodeclasses",
+        "KWOKNodeClass" => "kwoknodeclasses",
         "Namespace" => "namespaces",
         "ServiceAccount" => "serviceaccounts",
         "ClusterRole" => "clusterroles",
@@ -232,10 +233,11 @@ pub async fn apply_value(client: &Client, doc: Value) -> DynamicObject {
     }
 }
 
-/// Installs what the controller needs: the CRDs (`karpenter crds`, waited for Established) and
-/// the RBAC and namespace of `deploy/`.
+/// Installs what the controller needs: the CRDs (`karpenter crds --kwok`, waited for
+/// Established) and the RBAC and namespace of `deploy/`.
 pub async fn install(client: &Client) {
-    let crds = karpenter_controller::crds::to_yaml(&karpenter_controller::crds::all())
+    let crds = karpenter_controller::crds::with_kwok(true)
+        .and_then(|crds| karpenter_controller::crds::to_yaml(&crds))
         .expect("CRDs render");
     apply_yaml(client, &crds).await;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -243,6 +245,7 @@ pub async fn install(client: &Client) {
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
+        "kwoknodeclasses.karpenter.kwok.sh",
     ] {
         wait_for(
             &format!("CRD {name} Established"),
@@ -291,6 +294,18 @@ impl Controller {
     /// Starts `karpenter controller --cloud-provider fake` as the karpenter service account.
     pub fn start(env: &Env, identity: &str, extra: &[&str]) -> Controller {
         Controller::start_bin(env, &karpenter_bin(), identity, extra)
+    }
+
+    /// Starts `karpenter controller --cloud-provider kwok` (upstream's kwok provider) as the
+    /// karpenter service account.
+    pub fn start_kwok(env: &Env, identity: &str, extra: &[&str]) -> Controller {
+        Controller::start_command(
+            env,
+            &karpenter_bin(),
+            &["controller", "--cloud-provider", "kwok"],
+            identity,
+            extra,
+        )
     }
 
     /// Starts `bin controller --cloud-provider fake` as the karpenter service account.
@@ -521,8 +536,8 @@ pub async fn all_e2e_pods(client: &Client) -> Vec<Pod> {
 /// Deletes everything the e2e tests made: the pods of *every* test (a test that failed, or a
 /// run that was interrupted, leaves its pods behind; pending, they would make the next test's
 /// controller provision for them), every NodeClaim and kwok Node (finalizers removed, since the
-/// controller may be gone), every NodePool, and the Lease. Tests call it first and last, so a
-/// failed test's leftovers are gone before the next test starts.
+/// controller may be gone), every NodePool and KWOKNodeClass, and the Lease. Tests call it
+/// first and last, so a failed test's leftovers are gone before the next test starts.
 pub async fn cleanup(client: &Client, test: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let lp = ListParams::default().labels(E2E_LABEL);
@@ -548,6 +563,13 @@ pub async fn cleanup(client: &Client, test: &str) {
     }
     let pools: Api<KubeNodePool> = Api::all(client.clone());
     let _ = pools
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let classes: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &karpenter_controller::kwok_upstream::nodeclass_resource(),
+    );
+    let _ = classes
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
     let leases: Api<Lease> = Api::namespaced(client.clone(), "karpenter");

@@ -467,6 +467,235 @@ fn a_custom_provider_runs_as_a_full_controller() {
     });
 }
 
+/// `--cloud-provider kwok` is upstream's kwok provider: a NodePool referencing a
+/// `KWOKNodeClass` gets NodeClaims and Nodes of upstream's shape (kwok catalog types, `kwok://`
+/// provider ids, the contract's names and labels), the pods are bound, a NodeClaim whose class
+/// does not exist fails with insufficient capacity, and once the pods are gone consolidation
+/// removes every Node and NodeClaim.
+#[test]
+fn the_kwok_mode_launches_upstreams_kwok_nodes_and_consolidates_them() {
+    let test = "kwokmode";
+    let Some(env) = env(test) else { return };
+    env.rt.block_on(async {
+        let admin = ready_cluster(&env, test).await;
+        apply_value(
+            &admin,
+            json!({
+                "apiVersion": "karpenter.kwok.sh/v1alpha1",
+                "kind": "KWOKNodeClass",
+                "metadata": {"name": "e2e-kwok"},
+                "spec": {"nodeRegistrationDelay": "2s"}
+            }),
+        )
+        .await;
+        apply_value(
+            &admin,
+            json!({
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodePool",
+                "metadata": {"name": "e2e-kwok"},
+                "spec": {
+                    "template": {
+                        "metadata": {"labels": {"e2e": test}},
+                        "spec": {
+                            "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "e2e-kwok"},
+                            "requirements": [
+                                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                                {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]},
+                                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
+                                {"key": "karpenter.kwok.sh/instance-size", "operator": "Lt", "values": ["32"]}
+                            ],
+                            "expireAfter": "Never"
+                        }
+                    },
+                    "disruption": {
+                        "consolidationPolicy": "WhenEmpty", "consolidateAfter": "5s",
+                        "budgets": [{"nodes": "100%"}]
+                    }
+                }
+            }),
+        )
+        .await;
+        let mut ctl = Controller::start_kwok(&env, test, &[]);
+        // One pod per node: three nodes, each the cheapest kwok type that holds 1 CPU.
+        let mut pods = Vec::new();
+        for i in 0..3 {
+            let mut p = pod(test, &format!("kwokmode-{i}"), "1", "1Gi", BTreeMap::new());
+            p.spec.as_mut().unwrap().affinity = Some(
+                serde_json::from_value(json!({
+                    "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": {"app": test}}
+                    }]}
+                }))
+                .unwrap(),
+            );
+            pods.push(p);
+        }
+        let started = Instant::now();
+        create_pods(&admin, &pods).await;
+        all_running(&admin, test, 3, Duration::from_secs(120)).await;
+        eprintln!(
+            "kwokmode: 3 pods bound and Running on kwok-mode nodes after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(claims_match_nodes(&admin).await, (3, 3));
+        let claims = nodeclaims(&admin).await;
+        let nodes = kwok_nodes(&admin).await;
+        for claim in &claims {
+            let claim_name = claim.metadata.name.clone().unwrap_or_default();
+            let status = claim.status.clone().unwrap_or_default();
+            let node_name = status.node_name.clone().unwrap_or_default();
+            let node = nodes
+                .iter()
+                .find(|n| n.metadata.name.as_deref() == Some(node_name.as_str()))
+                .unwrap_or_else(|| panic!("claim {claim_name}: no node {node_name:?}"));
+            // The contract's names: kwok-<claim>-<random words>-<n>-<10 characters>-<number>.
+            assert!(
+                node_name.starts_with(&format!("kwok-{claim_name}-")),
+                "{node_name} is not named after {claim_name}"
+            );
+            let provider_id = format!("kwok://{node_name}");
+            assert_eq!(status.provider_id.as_deref(), Some(provider_id.as_str()));
+            assert_eq!(
+                node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+                Some(provider_id.as_str())
+            );
+            let labels = node.metadata.labels.clone().unwrap_or_default();
+            let label = |k: &str| labels.get(k).map(String::as_str);
+            for (key, value) in [
+                ("node.kubernetes.io/instance-type", "c-2x-amd64-linux"),
+                ("karpenter.kwok.sh/instance-family", "c"),
+                ("karpenter.kwok.sh/instance-cpu", "2"),
+                ("karpenter.kwok.sh/instance-size", "2"),
+                ("karpenter.kwok.sh/instance-memory", "4Gi"),
+                ("karpenter.sh/capacity-type", "on-demand"),
+                ("kubernetes.io/arch", "amd64"),
+                ("kubernetes.io/os", "linux"),
+                ("eks-node-viewer/instance-price", "0.054295"),
+                ("kwok-partition", "a"),
+                ("kwok.x-k8s.io/node", "fake"),
+                ("kubernetes.io/hostname", claim_name.as_str()),
+                ("karpenter.sh/nodepool", "e2e-kwok"),
+                ("karpenter.sh/registered", "true"),
+                ("e2e", test),
+            ] {
+                assert_eq!(label(key), Some(value), "node {node_name}: label {key}");
+            }
+            assert!(
+                label("topology.kubernetes.io/zone").is_some_and(|z| z.starts_with("test-zone-")),
+                "{labels:?}"
+            );
+            let annotations = node.metadata.annotations.clone().unwrap_or_default();
+            assert_eq!(
+                annotations.get("kwok.x-k8s.io/node").map(String::as_str),
+                Some("fake")
+            );
+            let taints = node.spec.clone().and_then(|s| s.taints).unwrap_or_default();
+            assert!(
+                taints.iter().all(|t| t.key != "karpenter.sh/unregistered"),
+                "registration removed the unregistered taint"
+            );
+        }
+
+        // A NodeClaim whose KWOKNodeClass does not exist: insufficient capacity, so the claim
+        // is deleted with an InsufficientCapacityError event, and no Node is made for it.
+        let missing = format!(
+            "e2e-kwok-missing-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() % 1_000_000)
+                .unwrap_or_default()
+        );
+        apply_value(
+            &admin,
+            json!({
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {"name": missing, "labels": {"karpenter.sh/nodepool": "e2e-kwok"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "e2e-kwok-missing"},
+                    "requirements": [
+                        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["c-1x-amd64-linux"]}
+                    ]
+                }
+            }),
+        )
+        .await;
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(admin.clone(), "default");
+        let message = wait_for(
+            "the NodeClaim of a missing class deleted with an InsufficientCapacityError event",
+            Duration::from_secs(60),
+            || async {
+                let gone = !nodeclaims(&admin)
+                    .await
+                    .iter()
+                    .any(|c| c.metadata.name.as_deref() == Some(missing.as_str()));
+                let lp = kube::api::ListParams::default()
+                    .fields(&format!("involvedObject.name={missing}"));
+                let event = events.list(&lp).await.ok()?.items.into_iter().find(|e| {
+                    e.reason.as_deref() == Some("InsufficientCapacityError")
+                })?;
+                gone.then(|| event.message.unwrap_or_default())
+            },
+        )
+        .await;
+        assert!(
+            message.contains("kwoknodeclasses.karpenter.kwok.sh \"e2e-kwok-missing\" not found"),
+            "{message}"
+        );
+        assert!(
+            !kwok_nodes(&admin).await.iter().any(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("kubernetes.io/hostname"))
+                    == Some(&missing)
+            }),
+            "no node was made for the claim of a missing class"
+        );
+        assert_eq!(claims_match_nodes(&admin).await, (3, 3));
+
+        // Without pods the nodes are empty: consolidation deletes them, the termination
+        // deletes the Nodes and (upstream's delete answering not found) the NodeClaims.
+        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), "default");
+        for i in 0..3 {
+            api.delete(
+                &format!("kwokmode-{i}"),
+                &kube::api::DeleteParams::default().grace_period(0),
+            )
+            .await
+            .expect("delete pod");
+        }
+        let started = Instant::now();
+        wait_for(
+            "every kwok Node and NodeClaim gone",
+            Duration::from_secs(180),
+            || async {
+                (kwok_nodes(&admin).await.is_empty() && nodeclaims(&admin).await.is_empty())
+                    .then_some(())
+            },
+        )
+        .await;
+        eprintln!(
+            "kwokmode: 3 empty nodes consolidated away (Nodes and NodeClaims gone) in {:?}",
+            started.elapsed()
+        );
+        let log = ctl.log_text();
+        assert!(
+            !log.contains("failed creating node from nodeclaim"),
+            "a Node creation failed: {log}"
+        );
+        assert!(
+            log.contains("\"provider\":\"kwok\"") || log.contains("kwok cloud provider"),
+            "{log}"
+        );
+        assert_eq!(ctl.terminate(), Some(0), "{}", ctl.log_text());
+        cleanup(&admin, test).await;
+    });
+}
+
 #[test]
 fn scale_down_consolidates_within_the_budget() {
     let test = "scaledown";
