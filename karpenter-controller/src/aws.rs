@@ -1,13 +1,13 @@
 //! `karpenter controller --cloud-provider aws` (feature `aws`): the AWS provider on EC2, the
 //! EC2NodeClass status loop, and the interruption-queue consumer.
 //!
-//! - [`provider`] builds the SDK clients from the standard AWS chain (environment, IRSA / Pod
+//! - [`AwsProvider::new`] builds the SDK clients from the standard AWS chain (environment, IRSA / Pod
 //!   Identity, IMDS), checks EC2 connectivity (DescribeInstanceTypes dry run) and returns
 //!   `karpenter_aws::sdk::provider::AwsCloudProvider`.
-//! - [`spawn`] starts the node-class loop (every EC2NodeClass resolved through EC2, SSM and IAM
+//! - [`AwsProvider`]'s [`Provider::start`] starts, all on the leader only, the node-class loop (every EC2NodeClass resolved through EC2, SSM and IAM
 //!   every minute, with the dry-run permission checks unless `DISABLE_DRY_RUN=true`; the status
-//!   written while this replica leads; the provider reads the resolved classes; a deleted
-//!   class's launch templates deleted), the housekeeping while this replica leads (this
+//!   written; the provider reads the resolved classes; a deleted
+//!   class's launch templates deleted), the housekeeping (this
 //!   cluster's launch templates found at start, unused ones deleted every minute, managed
 //!   instance profiles of gone classes garbage-collected every 30 minutes), the price refresh
 //!   (on-demand from the Price List API unless `ISOLATED_VPC=true` or in a `us-gov` region,

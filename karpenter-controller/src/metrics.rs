@@ -41,6 +41,10 @@ type CounterF = Counter<f64, AtomicU64>;
 /// The counters the operator loops update through `Action::Metric`, by full name, with help.
 pub const COUNTERS: &[(&str, &str)] = &[
     (
+        "karpenter_pods_unreadable_total",
+        "Number of bound pods the controller could not read; each protects its node from disruption (karpenter-rs).",
+    ),
+    (
         "karpenter_nodeclaims_created_total",
         "Number of nodeclaims created in total by Karpenter.",
     ),

@@ -173,13 +173,7 @@ pub fn input_for(change: Change) -> Option<Input> {
         Change::NodeDeleted(n) => Some(Input::NodeDeleted(
             n.metadata.name.clone().unwrap_or_default(),
         )),
-        Change::Pod(p) => match karpenter_core::convert::pod_from_k8s(&p) {
-            Ok(pod) => Some(Input::PodApplied(Box::new(pod))),
-            Err(e) => {
-                tracing::debug!(error = %e, pod = %key(&p.metadata), "pod not understood; ignored");
-                None
-            }
-        },
+        Change::Pod(p) => pod_input(&p).0,
         Change::PodDeleted(p) => Some(Input::PodDeleted(key(&p.metadata))),
         Change::DaemonSet(d) => daemonset_input(&d, None),
         Change::DaemonSetDeleted(d) => Some(Input::DaemonSetDeleted(key(&d.metadata))),
@@ -194,6 +188,59 @@ pub fn input_for(change: Change) -> Option<Input> {
         Change::Interruption(e) => Some(Input::Interruption(e)),
         Change::Other(_) | Change::Synced(_) => None,
     }
+}
+
+/// The input for a Pod, and the conversion error when the input is the stand-in of an
+/// unreadable bound pod ([`unreadable_bound_pod`]).
+fn pod_input(p: &core::Pod) -> (Option<Input>, Option<String>) {
+    match karpenter_core::convert::pod_from_k8s(p) {
+        Ok(pod) => (Some(Input::PodApplied(Box::new(pod))), None),
+        // Fail closed: a bound pod that cannot be read still occupies and protects its node.
+        Err(e) => match unreadable_bound_pod(p) {
+            Some(pod) => (Some(Input::PodApplied(Box::new(pod))), Some(e.to_string())),
+            None => {
+                tracing::debug!(error = %e, pod = %key(&p.metadata), "pending pod not understood; not provisioned for");
+                (None, None)
+            }
+        },
+    }
+}
+
+/// The stand-in for a pod bound to a node that could not be converted (`None` for a pod that
+/// is not bound, or has finished): the pod as far as it can be known, on its node, annotated
+/// `karpenter.sh/do-not-disrupt`. Dropping it would make its node look emptier than it is, so
+/// that consolidation and drain would pass over the pod, its PodDisruptionBudget and its own
+/// annotations; the stand-in keeps the node from voluntary disruption instead (failing closed).
+pub fn unreadable_bound_pod(pod: &core::Pod) -> Option<karpenter_core::model::Pod> {
+    use karpenter_core::model::PodPhase;
+    let node = pod.spec.as_ref()?.node_name.clone()?;
+    let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded" | "Failed") => return None,
+        Some("Running") => PodPhase::Running,
+        Some("Pending") => PodPhase::Pending,
+        _ => PodPhase::Unknown,
+    };
+    let meta = &pod.metadata;
+    let mut out = karpenter_core::model::Pod::new(
+        meta.namespace.as_deref().unwrap_or("default"),
+        meta.name.as_deref().unwrap_or_default(),
+    );
+    if let Some(uid) = &meta.uid {
+        out.uid = uid.clone();
+    }
+    out.labels = meta.labels.clone().unwrap_or_default();
+    out.annotations = meta.annotations.clone().unwrap_or_default();
+    out.annotations.insert(
+        karpenter_core::labels::DO_NOT_DISRUPT_ANNOTATION.to_string(),
+        "true".to_string(),
+    );
+    if let Some(t) = &meta.creation_timestamp {
+        out.creation_timestamp = t.0;
+    }
+    out.deletion_timestamp = meta.deletion_timestamp.as_ref().map(|t| t.0);
+    out.node_name = Some(node);
+    out.phase = phase;
+    Some(out)
 }
 
 fn daemonset_input(d: &DaemonSet, pod: Option<&core::Pod>) -> Option<Input> {
@@ -225,6 +272,10 @@ pub struct Feeder {
     daemonsets: BTreeMap<String, Arc<DaemonSet>>,
     daemonset_pods: BTreeMap<String, Arc<core::Pod>>,
     synced: BTreeSet<&'static str>,
+    /// Bound pods that could not be converted, by key, already reported.
+    unreadable: BTreeSet<String>,
+    /// Newly found unreadable bound pods (key, error), for the shell to report once.
+    unreadable_new: Vec<(String, String)>,
 }
 
 impl Feeder {
@@ -244,8 +295,21 @@ impl Feeder {
                         out.extend(daemonset_input(d, Some(p)));
                     }
                 }
+                let (input, unreadable) = pod_input(p);
+                match unreadable {
+                    Some(e) if self.unreadable.insert(key(&p.metadata)) => {
+                        self.unreadable_new.push((key(&p.metadata), e));
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.unreadable.remove(&key(&p.metadata));
+                    }
+                }
+                out.extend(input);
+                return out;
             }
             Change::PodDeleted(p) => {
+                self.unreadable.remove(&key(&p.metadata));
                 let uid = self.daemonset_pods.iter().find_map(|(uid, kept)| {
                     (kept.metadata.name == p.metadata.name
                         && kept.metadata.namespace == p.metadata.namespace)
@@ -271,6 +335,12 @@ impl Feeder {
         }
         out.extend(input_for(change));
         out
+    }
+
+    /// The bound pods found unreadable since the last call (`namespace/name`, the error), each
+    /// reported once while it exists.
+    pub fn take_unreadable(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.unreadable_new)
     }
 
     /// Whether every watched kind's initial list has been fed.
@@ -327,6 +397,30 @@ pub async fn run(
         &mut refresh,
     )
     .await;
+}
+
+/// The metric counting bound pods the controller could not read (each protects its node).
+pub const UNREADABLE_PODS: &str = "karpenter_pods_unreadable_total";
+
+/// Reports each newly found unreadable bound pod once: a warning event on the pod and
+/// [`UNREADABLE_PODS`].
+fn report_unreadable(ctx: &Context, feeder: &mut Feeder) {
+    for (pod, error) in feeder.take_unreadable() {
+        tracing::warn!(pod = %pod, error = %error, "bound pod not understood: its node is protected from disruption");
+        ctx.metrics
+            .apply(&lifecycle::Metric::add(UNREADABLE_PODS, 1.0, []));
+        record_event(
+            ctx,
+            lifecycle::Event::warning(
+                ObjectKind::Pod,
+                pod,
+                "FailedToRead",
+                format!(
+                    "Karpenter could not read this pod ({error}); its node is protected from disruption until it can"
+                ),
+            ),
+        );
+    }
 }
 
 fn refresh_metrics(ctx: &Context, op: &Operator, reply: RefreshRequest) {
@@ -401,6 +495,7 @@ async fn lead(
             }
             _ = shutdown.wait_for(|s| *s) => return,
         };
+        report_unreadable(ctx, &mut feeder);
         // A pass can take a while (a consolidation over a large cluster): it runs with this
         // worker handed over to the other tasks, so the Lease renewal and the servers go on.
         tokio::task::block_in_place(|| {
@@ -786,189 +881,4 @@ fn record_event(ctx: &Context, event: lifecycle::Event) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn map_patches_null_removed_keys() {
-        let old = BTreeMap::from([
-            ("a".to_string(), "1".to_string()),
-            ("b".to_string(), "2".to_string()),
-        ]);
-        let new = BTreeMap::from([
-            ("b".to_string(), "3".to_string()),
-            ("c".to_string(), "4".to_string()),
-        ]);
-        assert_eq!(
-            map_patch(Some(&old), &new),
-            json!({"a": null, "b": "3", "c": "4"})
-        );
-        assert_eq!(map_patch(None, &new), json!({"b": "3", "c": "4"}));
-    }
-
-    #[test]
-    fn the_node_repair_gate_brings_the_providers_repair_policies() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: ControllerArgs,
-        }
-        let provider = karpenter_fake::FakeCloudProvider::new();
-        let off = Cli::parse_from(["karpenter", "--cloud-provider", "fake"]).args;
-        let config = operator_config(&off, &provider);
-        assert!(!config.node_repair && config.repair_policies.is_empty());
-        let on = Cli::parse_from([
-            "karpenter",
-            "--cloud-provider",
-            "fake",
-            "--feature-gates",
-            "NodeRepair=true",
-        ])
-        .args;
-        let config = operator_config(&on, &provider);
-        assert!(config.node_repair);
-        assert_eq!(config.repair_policies, provider.repair_policies());
-        assert!(!config.repair_policies.is_empty());
-    }
-
-    /// The scheduler reads the provider's well-known labels (a pod selecting one schedules)
-    /// and the preference and minValues policies of the settings.
-    #[test]
-    fn the_operator_schedules_with_the_providers_labels_and_the_policies() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            args: ControllerArgs,
-        }
-        let policy =
-            karpenter_core::labels::LabelPolicy::core().with_well_known(["example.com/family"]);
-        let provider = karpenter_fake::FakeCloudProvider::new().with_label_policy(policy);
-        let defaults = Cli::parse_from(["karpenter"]).args;
-        let config = operator_config(&defaults, &provider);
-        assert!(
-            config
-                .scheduler
-                .label_policy
-                .is_well_known("example.com/family")
-        );
-        assert_eq!(
-            config.scheduler.preference_policy,
-            PreferencePolicy::Respect
-        );
-        assert_eq!(config.scheduler.min_values_policy, MinValuesPolicy::Strict);
-        let set = Cli::parse_from([
-            "karpenter",
-            "--preference-policy",
-            "Ignore",
-            "--min-values-policy",
-            "BestEffort",
-        ])
-        .args;
-        let config = operator_config(&set, &provider);
-        assert_eq!(config.scheduler.preference_policy, PreferencePolicy::Ignore);
-        assert_eq!(
-            config.scheduler.min_values_policy,
-            MinValuesPolicy::BestEffort
-        );
-    }
-
-    #[test]
-    fn a_kwok_node_converts_with_taints_conditions_and_allocatable() {
-        let node: core::Node = serde_json::from_value(json!({
-            "metadata": {"name": "n1", "labels": {"karpenter.sh/nodepool": "default"},
-                         "finalizers": ["karpenter.sh/termination"]},
-            "spec": {"providerID": "kwok://n1",
-                     "taints": [{"key": "karpenter.sh/unregistered", "effect": "NoExecute"}]},
-            "status": {"allocatable": {"cpu": "4", "memory": "16Gi"},
-                       "conditions": [{"type": "Ready", "status": "True",
-                                       "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
-        }))
-        .unwrap();
-        let Some(Input::NodeApplied(n)) = input_for(Change::Node(Arc::new(node))) else {
-            panic!("a Node input");
-        };
-        assert_eq!(n.name, "n1");
-        assert_eq!(n.provider_id, "kwok://n1");
-        assert!(n.is_ready());
-        assert_eq!(n.taints.len(), 1);
-        assert_eq!(n.taints[0].key, "karpenter.sh/unregistered");
-        assert_eq!(n.finalizers, ["karpenter.sh/termination"]);
-        assert_eq!(
-            n.allocatable.get("cpu").map(|q| q.milli_value()),
-            Some(4000)
-        );
-    }
-
-    /// Pods are not kept by the shell, but a DaemonSet is converted again with its first pod,
-    /// whose resolved requests describe it best; the feeder is synced once every kind listed.
-    #[test]
-    fn the_feeder_converts_a_daemonset_with_its_first_pod_and_counts_the_lists() {
-        let ds: DaemonSet = serde_json::from_value(json!({
-            "metadata": {"name": "agent", "namespace": "kube-system", "uid": "ds-uid"},
-            "spec": {"selector": {"matchLabels": {"app": "agent"}},
-                     "template": {"metadata": {"labels": {"app": "agent"}},
-                                  "spec": {"containers": [{"name": "a", "image": "a",
-                                           "resources": {"requests": {"cpu": "100m"}}}]}}}
-        }))
-        .unwrap();
-        let pod: core::Pod = serde_json::from_value(json!({
-            "metadata": {"name": "agent-x", "namespace": "kube-system", "uid": "p1",
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
-                                              "name": "agent", "uid": "ds-uid", "controller": true}]},
-            "spec": {"nodeName": "n1",
-                     "containers": [{"name": "a", "image": "a",
-                                     "resources": {"requests": {"cpu": "300m"}}}]}
-        }))
-        .unwrap();
-        let cpu = |inputs: &[Input]| -> Vec<i64> {
-            inputs
-                .iter()
-                .filter_map(|i| match i {
-                    Input::DaemonSetApplied(d) => Some(
-                        d.pod
-                            .requests
-                            .get("cpu")
-                            .map(|q| q.milli_value())
-                            .unwrap_or_default(),
-                    ),
-                    _ => None,
-                })
-                .collect()
-        };
-        let mut feeder = Feeder::default();
-        let first = feeder.inputs(Change::DaemonSet(Arc::new(ds.clone())));
-        assert_eq!(cpu(&first), [100], "from the template while no pod runs");
-        let with_pod = feeder.inputs(Change::Pod(Arc::new(pod.clone())));
-        assert_eq!(cpu(&with_pod), [300], "again, from the pod");
-        assert!(matches!(with_pod.last(), Some(Input::PodApplied(_))));
-        let again = feeder.inputs(Change::Pod(Arc::new(pod.clone())));
-        assert!(
-            cpu(&again).is_empty(),
-            "only the first pod converts it again"
-        );
-        assert_eq!(
-            cpu(&feeder.inputs(Change::DaemonSet(Arc::new(ds)))),
-            [300],
-            "a changed DaemonSet keeps its pod's requests"
-        );
-        assert!(!feeder.synced());
-        for kind in [
-            "Pod",
-            "Node",
-            "NodeClaim",
-            "NodePool",
-            "DaemonSet",
-            "PodDisruptionBudget",
-            "PersistentVolumeClaim",
-            "PersistentVolume",
-            "StorageClass",
-        ] {
-            assert!(feeder.inputs(Change::Synced(kind)).is_empty());
-        }
-        assert!(!feeder.synced(), "one kind has not listed yet");
-        feeder.inputs(Change::Synced("CSINode"));
-        assert!(feeder.synced());
-    }
-}
+mod tests;

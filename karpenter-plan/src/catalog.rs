@@ -259,8 +259,8 @@ impl Catalog {
 }
 
 /// Catalog options from an EC2NodeClass, through the typed class of `karpenter-aws`: the
-/// document is decoded as an [`EC2NodeClass`], checked with upstream's CRD rules
-/// ([`EC2NodeClass::validate`]) and turned into options ([`EC2NodeClass::catalog_options`]:
+/// document is decoded as an [`EC2NodeClass`](karpenter_aws::nodeclass::EC2NodeClass), checked with upstream's CRD rules
+/// ([`EC2NodeClass::validate`](karpenter_aws::nodeclass::EC2NodeClass::validate)) and turned into options ([`EC2NodeClass::catalog_options`](karpenter_aws::nodeclass::EC2NodeClass::catalog_options):
 /// AMI family, ephemeral storage from the block devices, `instanceStorePolicy`, kubelet
 /// `maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`). Errors name the
 /// first offending field; the message lists every violation.
