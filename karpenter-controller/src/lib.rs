@@ -233,11 +233,9 @@ where
             args.batch_idle_duration, args.batch_max_duration
         )));
     }
-    for (gate, on) in &args.feature_gates.0 {
-        if !KNOWN_GATES.contains(&gate.as_str()) {
-            tracing::warn!(gate = %gate, enabled = on, "unknown feature gate ignored");
-        }
-    }
+    args.feature_gates
+        .check()
+        .map_err(|e| ControllerError::Settings(format!("FEATURE_GATES (--feature-gates): {e}")))?;
     let client = rate_limited_client(
         args.kubeconfig.as_deref(),
         args.kube_client_qps,
@@ -397,11 +395,4 @@ where
 }
 
 /// Feature gates this build knows (upstream's names).
-pub const KNOWN_GATES: &[&str] = &[
-    "NodeRepair",
-    "ReservedCapacity",
-    "SpotToSpotConsolidation",
-    "NodeOverlay",
-    "StaticCapacity",
-    "CapacityBuffer",
-];
+pub const KNOWN_GATES: &[&str] = settings::KNOWN_GATES;

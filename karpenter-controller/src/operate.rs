@@ -97,6 +97,10 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     config.batch_idle_duration = to_signed(settings.batch_idle_duration);
     config.batch_max_duration = to_signed(settings.batch_max_duration);
     config.node_repair = settings.feature_gates.enabled("NodeRepair");
+    config.disruption = config
+        .disruption
+        .clone()
+        .with_spot_to_spot_consolidation(settings.feature_gates.enabled("SpotToSpotConsolidation"));
     config.name_seed = seed;
     config.repair_policies = if config.node_repair {
         provider.repair_policies()

@@ -207,8 +207,22 @@ the in-cluster service account), elects one leader on a coordination.k8s.io Leas
 Prometheus metrics on :METRICS_PORT/metrics and probes on :HEALTH_PROBE_PORT/healthz and /readyz,
 logs JSON to standard output, and stops cleanly on SIGTERM.";
 
-/// Feature gates (`FEATURE_GATES`), by name. Unknown names are kept (and logged by the
-/// controller), as a newer chart may pass gates this build does not know.
+/// Upstream's feature gates (v1.14), all of which this build knows.
+pub const KNOWN_GATES: &[&str] = &[
+    "NodeRepair",
+    "ReservedCapacity",
+    "SpotToSpotConsolidation",
+    "NodeOverlay",
+    "StaticCapacity",
+    "CapacityBuffer",
+];
+
+/// The gates this build accepts but cannot turn on yet: the feature behind each is not
+/// implemented, and a gate that is on and does nothing would be worse than a refusal.
+pub const UNSUPPORTED_GATES: &[&str] = &["NodeOverlay", "StaticCapacity", "CapacityBuffer"];
+
+/// Feature gates (`FEATURE_GATES`), by name, as parsed; [`FeatureGates::check`] refuses the
+/// unknown ones and those this build cannot honour.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FeatureGates(pub BTreeMap<String, bool>);
 
@@ -216,6 +230,33 @@ impl FeatureGates {
     /// Whether gate `name` is on (`false` when unset).
     pub fn enabled(&self, name: &str) -> bool {
         self.0.get(name).copied().unwrap_or(false)
+    }
+
+    /// Refuses a gate upstream does not have (as upstream refuses it at start), a gate turned
+    /// on whose feature this build does not implement ([`UNSUPPORTED_GATES`]), and
+    /// `ReservedCapacity=false`, which this build cannot turn off.
+    pub fn check(&self) -> Result<(), String> {
+        for (gate, on) in &self.0 {
+            if !KNOWN_GATES.contains(&gate.as_str()) {
+                return Err(format!(
+                    "unknown feature gate {gate:?} (known: {})",
+                    KNOWN_GATES.join(", ")
+                ));
+            }
+            if *on && UNSUPPORTED_GATES.contains(&gate.as_str()) {
+                return Err(format!(
+                    "{gate}=true: this build does not implement {gate} yet; leave it false"
+                ));
+            }
+            if !*on && gate == "ReservedCapacity" {
+                return Err(
+                    "ReservedCapacity=false: this build always schedules reserved offerings as \
+                     upstream's default does; leave it true"
+                        .to_string(),
+                );
+            }
+        }
+        Ok(())
     }
 }
 
@@ -354,5 +395,34 @@ mod tests {
         assert!(parse_feature_gates("NodeRepair").is_err());
         assert!(parse_feature_gates("NodeRepair=yes").is_err());
         assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
+    }
+
+    #[test]
+    fn unknown_and_unimplemented_gates_are_refused() {
+        let defaults = ControllerArgs::try_parse_from(["karpenter"])
+            .unwrap()
+            .feature_gates;
+        assert_eq!(defaults.check(), Ok(()), "upstream's defaults pass");
+        assert!(defaults.enabled("ReservedCapacity"));
+        let e = parse_feature_gates("NodeRepiar=true")
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(e.contains("unknown feature gate \"NodeRepiar\""), "{e}");
+        let e = parse_feature_gates("NodeOverlay=true")
+            .unwrap()
+            .check()
+            .unwrap_err();
+        assert!(e.contains("NodeOverlay=true"), "{e}");
+        assert_eq!(
+            parse_feature_gates("NodeOverlay=false").unwrap().check(),
+            Ok(())
+        );
+        assert_eq!(
+            parse_feature_gates("SpotToSpotConsolidation=true,NodeRepair=true")
+                .unwrap()
+                .check(),
+            Ok(())
+        );
     }
 }
