@@ -127,18 +127,18 @@ pub fn karpenter_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_karpenter")))
 }
 
-/// The `custom_provider` example of karpenter-controller, which `cargo test --workspace`
+/// The `custom_controller` example of karpenter-controller, which `cargo test --workspace`
 /// builds beside the `karpenter` binary (`target/debug/examples/`).
-pub fn custom_provider_example() -> PathBuf {
+pub fn custom_controller_example() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_karpenter"));
     let path = bin
         .parent()
         .expect("the binary has a directory")
         .join("examples")
-        .join("custom_provider");
+        .join("custom_controller");
     assert!(
         path.exists(),
-        "{} is missing: build it with `cargo build -p karpenter-controller --example custom_provider`",
+        "{} is missing: build it with `cargo build -p karpenter-controller --example custom_controller`",
         path.display()
     );
     path

@@ -407,7 +407,7 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
     });
 }
 
-/// karpenter-controller's `custom_provider` example, a CloudProvider written outside the
+/// karpenter-controller's `custom_controller` example, a CloudProvider written outside the
 /// project's providers, runs as a full controller: its NodePool's pods get NodeClaims and kwok
 /// Nodes of its own instance types, and are bound.
 #[test]
@@ -441,7 +441,7 @@ fn a_custom_provider_runs_as_a_full_controller() {
         )
         .await;
         let mut ctl =
-            Controller::start_command(&env, &custom_provider_example(), &[], "custom", &[]);
+            Controller::start_command(&env, &custom_controller_example(), &[], "custom", &[]);
         let pods: Vec<_> = (0..3)
             .map(|i| pod(test, &format!("custom-{i}"), "1500m", "1Gi", BTreeMap::new()))
             .collect();

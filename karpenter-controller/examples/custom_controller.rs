@@ -2,7 +2,7 @@
 //! by creating a Node object annotated for kwok, which plays the kubelet: replace the bodies of
 //! `create`, `delete`, `get` and `list` with your cloud's API calls. Run it against a cluster
 //! with the CRDs installed (`karpenter crds | kubectl apply --server-side -f -`):
-//! `cargo run -p karpenter-controller --example custom_provider -- --kubeconfig PATH`.
+//! `cargo run -p karpenter-controller --example custom_controller -- --kubeconfig PATH`.
 use std::sync::Arc;
 
 use async_trait::async_trait;
