@@ -62,19 +62,19 @@ usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2;
 # report JSON: the markdown table of a ginkgo JSON report on stdout.
 report() {
   python3 - "$1" <<'PY'
-import json, sys
+import json, re, sys
 
 def esc(s):
     return s.replace("|", "\\|").replace("\n", " ").strip()
 
-def first_line(msg):
-    # The first non-empty line of a gomega message, then the "Expected ... to ..." gist.
+def one_line(msg):
+    # A gomega message on one line, cut at 300 characters.
+    # Paths into the Go module cache are shortened to the module-relative path.
+    msg = re.sub(r"\S*/sigs\.k8s\.io/karpenter@[^/\s]+/", "", msg)
     lines = [l.strip() for l in msg.splitlines() if l.strip()]
     if not lines:
         return ""
-    out = lines[0]
-    if len(lines) > 1 and len(out) < 60:
-        out += " " + " ".join(lines[1:4])
+    out = " ".join(lines)
     return out[:300] + ("…" if len(out) > 300 else "")
 
 with open(sys.argv[1]) as f:
@@ -106,7 +106,7 @@ for suite in suites:
                 where = f" ({fn}:{loc.get('LineNumber')})"
             node = failure.get("FailureNodeType", "")
             node = f"[{node}] " if node and node != "It" else ""
-            why = esc(node + first_line(msg) + where)
+            why = esc(node + one_line(msg) + where)
         rows.append((name, state, secs, why))
 
 total_run = sum(counts.values())
@@ -185,20 +185,38 @@ OUT="$(cd "$OUT" && pwd)"
 export KCP_RUN="$OUT/cp"
 
 CTRL_PID="" SUITE_PID="" CP_STARTED=0
-stop_pid() { # pid name: SIGTERM, up to 25 s, then SIGKILL
-  local pid="$1" name="$2"
+stop_pid() { # pid name seconds: SIGTERM, up to that long, then SIGKILL
+  local pid="$1" name="$2" secs="$3"
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 125); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  if kill -0 "$pid" 2>/dev/null; then log "$name ($pid) alive after 25 s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
+  for _ in $(seq 1 $((secs * 5))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name ($pid) alive after $secs s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
   wait "$pid" 2>/dev/null || true
   log "stopped $name ($pid)"
 }
+# The table of the JSON report (also of an interrupted run: ginkgo writes the report after
+# the interrupted spec's clean-up).
+write_report() {
+  [ -f "$OUT/report.json" ] || return 1
+  {
+    echo "# upstream $UPSTREAM_MODULE@$UPSTREAM_VERSION, suite $SUITE, against karpenter --cloud-provider kwok"
+    echo
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ); focus: \`${FOCUS:-all}\`; skip: \`${SKIP:-none}\`; FEATURE_GATES=$UPSTREAM_E2E_FEATURE_GATES."
+    echo
+    report "$OUT/report.json"
+  } > "$OUT/report.md"
+  REPORTED=1
+}
+REPORTED=0
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  stop_pid "$SUITE_PID" "the suite"
-  stop_pid "$CTRL_PID" "the controller"
+  # The suite gets ginkgo's grace period to clean its spec up and write its report.
+  stop_pid "$SUITE_PID" "the suite" 330
+  if [ "$REPORTED" = 0 ] && [ -n "${OUT:-}" ] && write_report; then
+    log "report of the interrupted run: $OUT/report.md"
+  fi
+  stop_pid "$CTRL_PID" "the controller" 25
   if [ "$CP_STARTED" = 1 ]; then bash "$REPO/scripts/control-plane/down.sh" || true; fi
   exit "$rc"
 }
@@ -261,14 +279,7 @@ SUITE_PID=""
 kill -0 "$CTRL_PID" 2>/dev/null || log "WARNING: the controller exited during the run; see $OUT/controller.log"
 
 # ---------------------------------------------------------------- 4. the table
-[ -f "$OUT/report.json" ] || die "no JSON report (suite exit status $SUITE_RC); see $OUT/suite.log"
-{
-  echo "# upstream $UPSTREAM_MODULE@$UPSTREAM_VERSION, suite $SUITE, against karpenter --cloud-provider kwok"
-  echo
-  echo "Run $(date -u +%Y-%m-%dT%H:%MZ); focus: \`${FOCUS:-all}\`; skip: \`${SKIP:-none}\`; FEATURE_GATES=$UPSTREAM_E2E_FEATURE_GATES."
-  echo
-  report "$OUT/report.json"
-} > "$OUT/report.md"
+write_report || die "no JSON report (suite exit status $SUITE_RC); see $OUT/suite.log"
 cat "$OUT/report.md"
 log "report: $OUT/report.md (suite exit status $SUITE_RC)"
 exit "$SUITE_RC"
