@@ -8,7 +8,8 @@
 //!   `1..=100`, `minValues` `1..=50`, at most 100 requirements and 50 budgets, the operator,
 //!   taint-effect, consolidation-policy and reason enums, label-key and label-value patterns,
 //!   quantity patterns, the CRD defaults (`expireAfter: 720h`, `consolidateAfter: 0s`, budgets
-//!   `[{nodes: 10%}]`, ...) and upstream's CEL rules on requirements, budgets and
+//!   `[{nodes: 10%}]`, ...) and upstream's CEL rules on requirements, requirement keys and
+//!   template labels (the restricted `karpenter.sh` domain and labels), budgets and
 //!   `nodeClassRef`.
 //! - [`api::NodePool`] and [`api::NodeClaim`] implement
 //!   [`CustomResourceExt`](kube::core::CustomResourceExt).
@@ -404,9 +405,38 @@ fn requirement_rules() -> Value {
     ])
 }
 
+/// Upstream's rule on a label key: the `karpenter.sh` domain is restricted but for the
+/// capacity type and NodePool labels (`var` names the key in the CEL expression).
+fn restricted_domain_rule(var: &str) -> String {
+    format!(
+        "{var} in [\"karpenter.sh/capacity-type\", \"karpenter.sh/nodepool\"] || !{var}.find(\"^([^/]+)\").endsWith(\"karpenter.sh\")"
+    )
+}
+
+/// The CEL rules upstream puts on a requirement's `key`: the restricted `karpenter.sh` domain,
+/// `karpenter.sh/nodepool` in a NodePool's template only (a NodeClaim's requirements carry it),
+/// and `kubernetes.io/hostname`.
+fn requirement_key_rules(nodepool: bool) -> Value {
+    let mut rules = vec![cel(
+        &restricted_domain_rule("self"),
+        "label domain \"karpenter.sh\" is restricted",
+    )];
+    if nodepool {
+        rules.push(cel(
+            "self != \"karpenter.sh/nodepool\"",
+            "label \"karpenter.sh/nodepool\" is restricted",
+        ));
+    }
+    rules.push(cel(
+        "self != \"kubernetes.io/hostname\"",
+        "label \"kubernetes.io/hostname\" is restricted",
+    ));
+    Value::Array(rules)
+}
+
 /// The patches shared by a NodePool template's spec and a NodeClaim's spec (`base` is the
-/// path of the spec).
-fn patch_claim_spec(schema: &mut Value, base: &str, missing: &mut Vec<String>) {
+/// path of the spec; `nodepool` when it is a NodePool's template).
+fn patch_claim_spec(schema: &mut Value, base: &str, nodepool: bool, missing: &mut Vec<String>) {
     patch(
         schema,
         base,
@@ -433,6 +463,12 @@ fn patch_claim_spec(schema: &mut Value, base: &str, missing: &mut Vec<String>) {
         schema,
         &format!("{base}.nodeClassRef"),
         json!({"required": ["group", "kind", "name"]}),
+        missing,
+    );
+    patch(
+        schema,
+        &format!("{base}.requirements[].key"),
+        json!({"x-kubernetes-validations": requirement_key_rules(nodepool)}),
         missing,
     );
     for (field, extra) in [
@@ -614,13 +650,17 @@ fn nodepool_schema_value() -> (Value, Vec<String>) {
             "maxProperties": api::MAX_TEMPLATE_LABELS,
             "additionalProperties": {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE_PATTERN},
             "x-kubernetes-validations": [
+                cel(
+                    &format!("self.all(x, {})", restricted_domain_rule("x")),
+                    "label domain \"karpenter.sh\" is restricted",
+                ),
                 cel("self.all(x, x != \"karpenter.sh/nodepool\")", "label \"karpenter.sh/nodepool\" is restricted"),
                 cel("self.all(x, x != \"kubernetes.io/hostname\")", "label \"kubernetes.io/hostname\" is restricted"),
             ]
         }),
         m,
     );
-    patch_claim_spec(&mut schema, "spec.template.spec", m);
+    patch_claim_spec(&mut schema, "spec.template.spec", true, m);
     patch_conditions(&mut schema, "status", m);
     patch(
         &mut schema,
@@ -645,7 +685,7 @@ fn nodeclaim_schema_value() -> (Value, Vec<String>) {
         schema_value::<NodeClaimStatus>(),
     );
     let mut missing = Vec::new();
-    patch_claim_spec(&mut schema, "spec", &mut missing);
+    patch_claim_spec(&mut schema, "spec", false, &mut missing);
     patch_conditions(&mut schema, "status", &mut missing);
     patch(
         &mut schema,

@@ -393,6 +393,46 @@ fn schemas_carry_upstream_validation() {
         json!(["nodeClassRef", "requirements"])
     );
     assert_eq!(get(&mut nc, "spec.requirements", "maxItems"), 100);
+    // Upstream's rules on requirement keys and template labels: the karpenter.sh domain (but
+    // for the capacity type and NodePool labels), the NodePool label in a NodePool only, the
+    // hostname label.
+    let messages = |rules: Value| -> Vec<String> {
+        rules
+            .as_array()
+            .map(|r| {
+                r.iter()
+                    .map(|r| r["message"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let domain = "label domain \"karpenter.sh\" is restricted";
+    let nodepool = "label \"karpenter.sh/nodepool\" is restricted";
+    let hostname = "label \"kubernetes.io/hostname\" is restricted";
+    assert_eq!(
+        messages(get(
+            &mut np,
+            "spec.template.spec.requirements[].key",
+            "x-kubernetes-validations"
+        )),
+        [domain, nodepool, hostname]
+    );
+    assert_eq!(
+        messages(get(
+            &mut np,
+            "spec.template.metadata.labels",
+            "x-kubernetes-validations"
+        )),
+        [domain, nodepool, hostname]
+    );
+    assert_eq!(
+        messages(get(
+            &mut nc,
+            "spec.requirements[].key",
+            "x-kubernetes-validations"
+        )),
+        [domain, hostname]
+    );
     assert_eq!(
         get(&mut nc, "spec.resources.requests", "additionalProperties")["pattern"],
         QUANTITY_PATTERN
