@@ -345,10 +345,12 @@ pub fn drain_plan(
 ///    (terminating: deletion timestamp after `T`; otherwise `now > T − terminationGracePeriod`,
 ///    30 s when unset) is force-deleted with grace max(whole seconds left until `T`, 1),
 ///    whatever its tier, PDBs or do-not-disrupt.
-/// 3. The other non-terminating pods are split into tiers — non-critical non-DaemonSet,
-///    non-critical DaemonSet, critical non-DaemonSet, critical DaemonSet — and only the first
-///    non-empty tier is evicted; pods under do-not-disrupt count towards the tier but are not
-///    evicted (they block the drain until they go or the termination time forces them).
+/// 3. The other pods are split into tiers — non-critical non-DaemonSet, non-critical
+///    DaemonSet, critical non-DaemonSet, critical DaemonSet — and only the first non-empty tier
+///    is evicted (its pods that are not terminating yet). Terminating pods count towards their
+///    tier, so a tier waits until the one before it is gone, as upstream's terminator groups
+///    the pods still waiting for eviction; pods under do-not-disrupt count towards the tier but
+///    are not evicted (they block the drain until they go or the termination time forces them).
 ///
 /// Output lists are sorted by pod key (`namespace/name`).
 pub fn drain_plan_with(
@@ -386,9 +388,6 @@ pub fn drain_plan_with(
                 continue;
             }
         }
-        if pod.is_terminating() {
-            continue;
-        }
         let tier = match (is_critical(pod), pod.is_daemonset_pod()) {
             (false, false) => 0,
             (false, true) => 1,
@@ -400,7 +399,7 @@ pub fn drain_plan_with(
     if let Some(tier) = tiers.iter().find(|t| !t.is_empty()) {
         plan.evict = tier
             .iter()
-            .filter(|p| !is_do_not_disrupt(p))
+            .filter(|p| !p.is_terminating() && !is_do_not_disrupt(p))
             .map(|p| p.key())
             .collect();
     }

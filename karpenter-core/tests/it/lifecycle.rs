@@ -721,6 +721,22 @@ fn drain_evicts_one_tier_at_a_time() {
     );
 }
 
+/// A tier waits until the pods of the tier before it are gone, not only evicted: a pod that is
+/// terminating (a slow preStop hook) holds back the next tier (upstream's terminator groups the
+/// pods still waiting for eviction, terminating ones included; upstream e2e "should drain pods
+/// on a node in order").
+#[test]
+fn drain_waits_for_a_terminating_tier_before_the_next() {
+    let mut app = pod("app");
+    app.deletion_timestamp = Some(t0() - secs(5));
+    let pods = vec![app, daemon(pod("ds")), critical(pod("crit"))];
+    let plan = drain_plan("n1", &pods, None, t0());
+    assert!(plan.evict.is_empty(), "{:?}", plan.evict);
+    assert!(!plan.complete);
+    let plan = drain_plan("n1", &pods[1..], None, t0());
+    assert_eq!(plan.evict, ["default/ds"]);
+}
+
 #[test]
 fn drain_skips_pods_it_does_not_wait_for() {
     let mut tolerating = pod("tolerating");
