@@ -63,10 +63,13 @@ async fn unused_launch_templates_are_deleted_and_a_deleted_class_takes_its_own()
     };
     let cluster = Cluster::create(&cluster_name("ltclean"), clients).await;
     let class = cluster.resolved(cluster.node_class("default")).await;
-    let provider = provider_with(&cluster, class.clone(), Duration::from_millis(500));
+    // The TTL is long enough that a loaded machine's slow calls between the launch and the
+    // first cleanup stay inside it (CI once took over 500 ms there).
+    let ttl = Duration::from_secs(5);
+    let provider = provider_with(&cluster, class.clone(), ttl);
     provider.create(&claim("a")).await.unwrap();
     // The template the launch made, found through the cluster tag by a fresh provider.
-    let fresh = provider_with(&cluster, class.clone(), Duration::from_millis(500));
+    let fresh = provider_with(&cluster, class.clone(), ttl);
     assert_eq!(fresh.hydrate_launch_templates().await.unwrap(), 1);
     // Used just now: kept.
     assert!(
@@ -76,7 +79,7 @@ async fn unused_launch_templates_are_deleted_and_a_deleted_class_takes_its_own()
             .unwrap()
             .is_empty()
     );
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(ttl + Duration::from_millis(100)).await;
     let deleted = provider.cleanup_launch_templates().await.unwrap();
     assert_eq!(deleted.len(), 1, "{deleted:?}");
     assert!(deleted[0].starts_with("karpenter.k8s.aws/"), "{deleted:?}");
