@@ -5,8 +5,14 @@
 # markdown table of its specs.
 #
 #   scripts/upstream-e2e.sh [--focus REGEX] [--skip REGEX] [--suite regression|performance]
-#                           [--out DIR] [--timeout DURATION] [--build-only]
+#                           [--out DIR] [--timeout DURATION] [--build-only] [--no-skip-list]
 #   scripts/upstream-e2e.sh --report REPORT.json     # only print the table of a ginkgo JSON report
+#   scripts/upstream-e2e.sh --doc REPORT.json...     # print docs/conformance.md's section
+#   scripts/upstream-e2e.sh --write-doc REPORT.json...  # rewrite that section in place
+#
+# The documented skip list (below: specs comparing Go's NodePool hash, specs of feature gates
+# not implemented yet) is always skipped unless --no-skip-list. --doc / --write-doc merge the
+# reports in order (a full run, then focused re-runs): a spec's result is its last run's.
 #
 # What it does:
 #  1. Builds the suite's test binary with `go test -c` from the Go module proxy, in a throwaway
@@ -34,8 +40,10 @@
 #   UPSTREAM_E2E_HOME   cache of the wrapper module and binaries
 #                       (default: ${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-rs/upstream-e2e)
 #   UPSTREAM_E2E_NICE   prefix of the builds (default: "nice -n 19")
-#   UPSTREAM_E2E_FEATURE_GATES  the controller's FEATURE_GATES (default below: the gates whose
-#                       specs the suite has — NodeRepair, StaticCapacity, CapacityBuffer — on)
+#   UPSTREAM_E2E_FEATURE_GATES  the controller's FEATURE_GATES (default below: NodeRepair on,
+#                       whose specs the suite has; StaticCapacity and CapacityBuffer off, as our
+#                       controller refuses them on until they are implemented: their specs are
+#                       in the skip list)
 #   UPSTREAM_E2E_LOG_LEVEL      the controller's log level (default: debug)
 #   KARPENTER_BIN       a prebuilt `karpenter` binary (skips cargo)
 #   UPSTREAM_E2E_RELEASE=1      build `karpenter` with --release
@@ -51,76 +59,51 @@ REPO="$(cd "$HERE/.." && pwd)"
 UPSTREAM_E2E_HOME="${UPSTREAM_E2E_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/karpenter-rs/upstream-e2e}"
 UPSTREAM_E2E_NICE="${UPSTREAM_E2E_NICE:-nice -n 19}"
 FEATURE_GATES_DEFAULT="NodeRepair=true,ReservedCapacity=true,SpotToSpotConsolidation=false,\
-NodeOverlay=false,StaticCapacity=true,CapacityBuffer=true"
+NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
 UPSTREAM_E2E_FEATURE_GATES="${UPSTREAM_E2E_FEATURE_GATES:-$FEATURE_GATES_DEFAULT}"
 
 log() { printf '[upstream-e2e %s] %s\n' "$(date -u +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-# ---------------------------------------------------------------- the report (python3)
-# report JSON: the markdown table of a ginkgo JSON report on stdout.
-report() {
-  python3 - "$1" <<'PY'
-import json, re, sys
-
-def esc(s):
-    return s.replace("|", "\\|").replace("\n", " ").strip()
-
-def one_line(msg):
-    # A gomega message on one line, cut at 300 characters.
-    # Paths into the Go module cache are shortened to the module-relative path.
-    msg = re.sub(r"\S*/sigs\.k8s\.io/karpenter@[^/\s]+/", "", msg)
-    lines = [l.strip() for l in msg.splitlines() if l.strip()]
-    if not lines:
-        return ""
-    out = " ".join(lines)
-    return out[:300] + ("…" if len(out) > 300 else "")
-
-with open(sys.argv[1]) as f:
-    suites = json.load(f)
-rows, counts, unselected = [], {}, 0
-for suite in suites:
-    for spec in suite.get("SpecReports") or []:
-        kind = spec.get("LeafNodeType", "")
-        state = spec.get("State", "")
-        name = " ".join(spec.get("ContainerHierarchyTexts") or [])
-        leaf = spec.get("LeafNodeText", "")
-        name = (name + " " + leaf).strip() if kind == "It" else f"[{kind}] {name} {leaf}".strip()
-        failure = spec.get("Failure") or {}
-        msg = failure.get("Message", "")
-        if kind != "It" and state == "passed":
-            continue  # suite-level set-up nodes that worked are not specs
-        if state == "skipped" and not msg:
-            unselected += 1  # not selected by --focus / --skip
-            continue
-        counts[state] = counts.get(state, 0) + 1
-        secs = (spec.get("RunTime") or 0) / 1e9
-        why = ""
-        if state != "passed":
-            loc = failure.get("Location") or {}
-            where = ""
-            if loc.get("FileName"):
-                fn = loc["FileName"]
-                fn = fn[fn.find("test/"):] if "test/" in fn else fn.rsplit("/", 1)[-1]
-                where = f" ({fn}:{loc.get('LineNumber')})"
-            node = failure.get("FailureNodeType", "")
-            node = f"[{node}] " if node and node != "It" else ""
-            why = esc(node + one_line(msg) + where)
-        rows.append((name, state, secs, why))
-
-total_run = sum(counts.values())
-summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-print(f"{total_run} specs ran: {summary or 'none'}; {unselected} not selected.\n")
-print("| spec | result | time (s) | first failure |")
-print("| --- | --- | ---: | --- |")
-for name, state, secs, why in rows:
-    print(f"| {esc(name)} | {state} | {secs:.1f} | {why} |")
-PY
-}
+# ---------------------------------------------------------------- the documented lists
+# The documented skip list: `skip REGEX REASON`. Each REGEX is passed to ginkgo as one
+# -ginkgo.skip (matched against the spec's full text: its containers' texts and its own,
+# joined by spaces); the tables list those specs as skipped, with the reason, and
+# docs/conformance.md prints the list. --no-skip-list runs them anyway.
+SKIP_LIST=""
+skip() { SKIP_LIST+="$1"$'\t'"$2"$'\n'; }
+skip 'CRD Hash should have NodePool hash' \
+  "compares the NodePool's karpenter.sh/nodepool-hash annotation with the value Go's hashstructure computes; our hash is our own (FNV-1a, version v3-rs1; see Deliberate differences)"
+skip "should update the nodepool-hash annotation on the nodepool and nodeclaim when the nodepool's nodepool-hash-version" \
+  "compares the re-stamped hash with the value Go's hashstructure computes, as above"
+skip 'StaticCapacity ' \
+  'needs the StaticCapacity feature gate (static NodePools, spec.replicas): not implemented yet, our controller refuses StaticCapacity=true'
+skip 'CapacityBuffer ' \
+  'needs the CapacityBuffer feature gate (autoscaling.x-k8s.io CapacityBuffers): not implemented yet, our controller refuses CapacityBuffer=true'
+# v1.14.1's regression suite has no spec that needs DRA or the NodeOverlay gate; a later
+# version's would be listed here.
+#
+# Failures we know and keep (a bug left open, or a deliberate difference): `known REGEX REASON`;
+# the doc's table prints the reason next to the spec's first failing assertion.
+KNOWN_FAILURES=""
+known() { KNOWN_FAILURES+="$1"$'\t'"$2"$'\n'; }
+export UPSTREAM_E2E_SKIP_LIST="$SKIP_LIST" UPSTREAM_E2E_KNOWN_FAILURES="$KNOWN_FAILURES"
+REPORT_PY="$HERE/upstream-e2e-report.py"
+DOC="$REPO/docs/conformance.md"
+report() { python3 "$REPORT_PY" table "$1"; }
 
 # ---------------------------------------------------------------- arguments
-SUITE=regression FOCUS="" SKIP="" OUT="" TIMEOUT=3h BUILD_ONLY=0
+SUITE=regression FOCUS="" SKIP="" OUT="" TIMEOUT=3h BUILD_ONLY=0 USE_SKIP_LIST=1
+# The command line, quoted for a shell (meta.json and the doc show it).
+quote() {
+  local a out=""
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./=:,-]+$ ]]; then out+=" $a"; else out+=" '${a//\'/\'\\\'\'}'"; fi
+  done
+  printf '%s' "${out# }"
+}
+ARGS="$(quote "$@")"
 while [ $# -gt 0 ]; do
   case "$1" in
     --focus) FOCUS="${2:?--focus needs a regex}"; shift 2 ;;
@@ -129,7 +112,12 @@ while [ $# -gt 0 ]; do
     --out) OUT="${2:?--out needs a directory}"; shift 2 ;;
     --timeout) TIMEOUT="${2:?--timeout needs a duration}"; shift 2 ;;
     --build-only) BUILD_ONLY=1; shift ;;
+    --no-skip-list) USE_SKIP_LIST=0; shift ;;
     --report) report "${2:?--report needs a JSON report}"; exit 0 ;;
+    --doc) shift; [ $# -gt 0 ] || die "--doc needs JSON reports"
+      exec python3 "$REPORT_PY" doc "$@" ;;
+    --write-doc) shift; [ $# -gt 0 ] || die "--write-doc needs JSON reports"
+      python3 "$REPORT_PY" write-doc "$DOC" "$@"; log "wrote $DOC"; exit 0 ;;
     -h|--help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
@@ -268,6 +256,18 @@ ginkgo=(-test.v -test.timeout "$TIMEOUT" -ginkgo.timeout "$TIMEOUT" -ginkgo.grac
         -ginkgo.no-color -ginkgo.json-report "$OUT/report.json")
 [ -n "$FOCUS" ] && ginkgo+=(-ginkgo.focus "$FOCUS")
 [ -n "$SKIP" ] && ginkgo+=(-ginkgo.skip "$SKIP")
+if [ "$USE_SKIP_LIST" = 1 ]; then
+  while IFS=$'\t' read -r regex _; do
+    [ -n "$regex" ] && ginkgo+=(-ginkgo.skip "$regex")
+  done <<< "$SKIP_LIST"
+fi
+python3 - "$OUT/meta.json" "$UPSTREAM_VERSION" "$SUITE" "$UPSTREAM_E2E_FEATURE_GATES" \
+    "scripts/upstream-e2e.sh${ARGS:+ $ARGS}" <<'PY'
+import json, sys
+path, version, suite, gates, command = sys.argv[1:]
+with open(path, "w") as f:
+    json.dump({"version": version, "suite": suite, "feature_gates": gates, "command": command}, f)
+PY
 ( cd "$OUT/output" && exec env KUBECONFIG="$ADMIN_KC" OUTPUT_DIR="$OUT/output" \
     "$TEST_BIN" "${ginkgo[@]}" ) > "$OUT/suite.log" 2>&1 &
 SUITE_PID=$!
