@@ -102,6 +102,8 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
         .clone()
         .with_spot_to_spot_consolidation(settings.feature_gates.enabled("SpotToSpotConsolidation"));
     config.name_seed = seed;
+    // Standalone NodeClaims (no NodePool) of the provider's node classes are managed.
+    config.node_classes = provider.supported_node_classes();
     config.repair_policies = if config.node_repair {
         provider.repair_policies()
     } else {

@@ -31,6 +31,17 @@ pub const LAUNCH_CACHE_TTL: SignedDuration = SignedDuration::from_hours(1);
 pub const NODES_TERMINATED_TOTAL: &str = "karpenter_nodes_terminated_total";
 
 impl Operator {
+    /// Whether `claim` is Karpenter's: it belongs to a NodePool, or its `nodeClassRef` names a
+    /// node class kind of the provider ([`OperatorConfig::node_classes`](super::OperatorConfig::node_classes)).
+    pub(super) fn is_managed(&self, claim: &NodeClaim) -> bool {
+        claim.metadata.labels.contains_key(labels::NODEPOOL)
+            || self
+                .config
+                .node_classes
+                .iter()
+                .any(|k| k.matches(&claim.spec.node_class_ref))
+    }
+
     /// One reconcile of a NodeClaim: finalization when it is being deleted, else expiration,
     /// the lifecycle steps, and the disruption conditions.
     pub(super) fn reconcile_claim(&mut self, name: &str, now: Timestamp, out: &mut Vec<Action>) {
@@ -45,9 +56,12 @@ impl Operator {
             self.finalize(&claim, now, out);
             return;
         }
-        let Some(pool_name) = claim.metadata.labels.get(labels::NODEPOOL).cloned() else {
-            return; // not managed by Karpenter
-        };
+        // A standalone NodeClaim (no NodePool) of the provider's node class is managed too; it
+        // has no registration health nor disruption conditions, which are the NodePool's.
+        let pool_name = claim.metadata.labels.get(labels::NODEPOOL).cloned();
+        if !self.is_managed(&claim) {
+            return;
+        }
         if let Some((_, CreateOutcome::Created(_))) = self.launch_cache.get(name)
             && conditions::is_true(&claim.status.conditions, LAUNCHED)
         {
@@ -109,7 +123,7 @@ impl Operator {
         }
         out.extend(step.events.into_iter().map(Action::RecordEvent));
         out.extend(step.metrics.into_iter().map(Action::Metric));
-        if let Some(health) = &step.health {
+        if let (Some(health), Some(pool_name)) = (&step.health, &pool_name) {
             let condition = self
                 .registration_health
                 .entry(pool_name.clone())
@@ -118,7 +132,7 @@ impl Operator {
             if let Some(c) = condition {
                 self.health_conditions.insert(pool_name.clone(), c);
             }
-            self.pools.mark(&pool_name);
+            self.pools.mark(pool_name);
         }
         if step.delete.is_some() {
             out.push(Action::DeleteNodeClaim {
@@ -132,7 +146,9 @@ impl Operator {
         {
             next.status.last_pod_event_time = Some(t);
         }
-        self.disruption_conditions(&mut next, &pool_name, now, out);
+        if let Some(pool_name) = &pool_name {
+            self.disruption_conditions(&mut next, pool_name, now, out);
+        }
         if next != claim {
             self.write_claim(next);
         }

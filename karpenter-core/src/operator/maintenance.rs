@@ -188,7 +188,7 @@ impl Operator {
             self.view
                 .node_claims()
                 .values()
-                .filter(|c| c.metadata.labels.contains_key(labels::NODEPOOL)),
+                .filter(|c| self.is_managed(c)),
             &listed,
             self.view.nodes().values(),
         );

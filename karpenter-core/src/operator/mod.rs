@@ -213,6 +213,14 @@ pub struct OperatorConfig {
     /// Seed of generated NodeClaim names (`<nodepool>-<5 characters>`): give each operator
     /// instance its own (the controller: random; the simulator: per run).
     pub name_seed: u64,
+    /// The provider's node class kinds ([`CloudProvider::supported_node_classes`]). A
+    /// NodeClaim is managed when it carries `karpenter.sh/nodepool` or when its `nodeClassRef`
+    /// names one of these kinds (upstream's `IsManaged`): a standalone NodeClaim, created by a
+    /// user without a NodePool, launches, registers and terminates like any other. Empty (the
+    /// default): only NodePool-owned NodeClaims are managed.
+    ///
+    /// [`CloudProvider::supported_node_classes`]: crate::cloud::CloudProvider::supported_node_classes
+    pub node_classes: Vec<crate::cloud::NodeClassKind>,
 }
 
 impl Default for OperatorConfig {
@@ -237,6 +245,7 @@ impl Default for OperatorConfig {
             node_repair: false,
             repair_policies: Vec::new(),
             name_seed: 0,
+            node_classes: Vec::new(),
         }
     }
 }

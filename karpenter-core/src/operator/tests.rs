@@ -720,3 +720,50 @@ fn a_pod_still_pending_after_a_round_gets_another_round_ten_seconds_later() {
         "{later:?}"
     );
 }
+
+/// Upstream's e2e spec "NodeClaim StandaloneNodeClaim should create a standard NodeClaim": a
+/// NodeClaim a user creates without a NodePool launches when its `nodeClassRef` is the
+/// provider's node class kind, and is left alone when it is not.
+#[test]
+fn a_standalone_nodeclaim_of_the_providers_node_class_launches() {
+    let kind = crate::cloud::NodeClassKind::new("karpenter.test.sh", "TestNodeClass");
+    let config = OperatorConfig {
+        node_classes: vec![kind],
+        ..OperatorConfig::default()
+    };
+    let mut op = Operator::new(config);
+    op.handle(Input::Synced, t(0));
+    let standalone = |name: &str, kind: &str| {
+        let class = NodeClassReference::new("karpenter.test.sh", kind, "default");
+        let mut c = NodeClaim::new(name, crate::api::NodeClaimSpec::new(class));
+        c.metadata.resource_version = Some("1".into());
+        c
+    };
+    let launches = |actions: &[Action]| -> Vec<String> {
+        cloud_calls(actions)
+            .into_iter()
+            .filter_map(|(_, c)| match c {
+                CloudCall::Create(claim) => claim.metadata.name.clone(),
+                _ => None,
+            })
+            .collect()
+    };
+    let actions = op.handle(
+        Input::NodeClaimApplied(Box::new(standalone("mine", "TestNodeClass"))),
+        t(1),
+    );
+    assert_eq!(launches(&actions), vec!["mine".to_string()]);
+    let actions = op.handle(
+        Input::NodeClaimApplied(Box::new(standalone("theirs", "OtherNodeClass"))),
+        t(2),
+    );
+    assert!(launches(&actions).is_empty(), "{actions:?}");
+    // Without the provider's kinds (the default), only NodePool-owned claims are managed.
+    let mut op = Operator::new(OperatorConfig::default());
+    op.handle(Input::Synced, t(0));
+    let actions = op.handle(
+        Input::NodeClaimApplied(Box::new(standalone("mine", "TestNodeClass"))),
+        t(1),
+    );
+    assert!(launches(&actions).is_empty(), "{actions:?}");
+}
