@@ -25,7 +25,9 @@ use super::{ConvertError, Ctx, namespace_of, node_selector_term, non_empty, time
 /// - The owner is the owner reference marked `controller: true`, if any; the others are kept
 ///   as [`Pod::other_owners`](model::Pod::other_owners).
 /// - Node affinity: required terms (ORed) and preferred terms. `matchFields` in a required
-///   term is an error ([`ConvertError::MatchFields`]); in a preferred term it is ignored.
+///   term is an error ([`ConvertError::MatchFields`]); in a preferred term it is ignored. A
+///   DaemonSet's pod is the exception: the DaemonSet controller's pin (`matchFields` on
+///   `metadata.name`) is left out, with the required terms it leaves empty.
 /// - Pod (anti-)affinity terms keep their label selector, namespaces and namespace selector.
 ///   Their `matchLabelKeys` / `mismatchLabelKeys` are merged into the label selector as
 ///   `key In [value]` / `key NotIn [value]` for the pod's own label values, as the API server
@@ -82,7 +84,10 @@ pub fn pod_from_k8s(pod: &core::Pod) -> Result<model::Pod, ConvertError> {
         out.node_affinity = affinity
             .node_affinity
             .as_ref()
-            .map(|a| node_affinity(&ctx, a, &format!("{base}.nodeAffinity")))
+            .map(|a| {
+                let pinned = out.owner.as_ref().is_some_and(|o| o.kind == "DaemonSet");
+                node_affinity(&ctx, a, &format!("{base}.nodeAffinity"), pinned)
+            })
             .transpose()?;
         out.pod_affinity = affinity
             .pod_affinity
@@ -212,26 +217,36 @@ fn has_resource_claims(spec: &core::PodSpec) -> bool {
             .any(|c| claims(c.resources.as_ref()))
 }
 
+/// `daemonset_pinned`: the pod is a DaemonSet's, whose controller pins each pod to its node
+/// with a required `matchFields` term on `metadata.name`; that pin is left out (with the terms
+/// it leaves empty), as no scheduler of ours places a DaemonSet's pods (their overhead comes
+/// from the DaemonSet), so that its bound pods stay readable.
 fn node_affinity(
     ctx: &Ctx<'_>,
     a: &core::NodeAffinity,
     base: &str,
+    daemonset_pinned: bool,
 ) -> Result<model::NodeAffinity, ConvertError> {
     let required_base = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution");
-    let required = a
+    let mut required = Vec::new();
+    let terms = a
         .required_during_scheduling_ignored_during_execution
         .iter()
         .flat_map(|s| s.node_selector_terms.iter())
-        .enumerate()
-        .map(|(i, t)| {
-            node_selector_term(
-                ctx,
-                t,
-                &format!("{required_base}.nodeSelectorTerms[{i}]"),
-                true,
-            )
-        })
-        .collect::<Result<_, _>>()?;
+        .enumerate();
+    for (i, t) in terms {
+        let field = format!("{required_base}.nodeSelectorTerms[{i}]");
+        let fields = t.match_fields.iter().flatten();
+        let pin_only = fields.clone().all(|f| f.key == "metadata.name");
+        if daemonset_pinned && pin_only && fields.clone().next().is_some() {
+            let term = node_selector_term(ctx, t, &field, false)?;
+            if !term.match_expressions.is_empty() {
+                required.push(term);
+            }
+        } else {
+            required.push(node_selector_term(ctx, t, &field, true)?);
+        }
+    }
     let preferred = preferred_terms(
         a.preferred_during_scheduling_ignored_during_execution
             .iter()

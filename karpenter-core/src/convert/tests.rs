@@ -461,6 +461,48 @@ fn required_match_fields_are_rejected_naming_the_field() {
     assert!(err.to_string().contains("nodeSelectorTerms[1].matchFields"));
 }
 
+/// Upstream's e2e spec "Termination should drain pods on a node in order": every pod of a
+/// DaemonSet carries the DaemonSet controller's pin to its node (a required `matchFields` term
+/// on `metadata.name`); it must convert, keep its DaemonSet owner (its drain tier) and not
+/// become an unreadable pod that protects its node. Other `matchFields` stay an error.
+#[test]
+fn a_daemonset_pods_node_pin_is_left_out() {
+    let ds_pod = |fields: Value, expressions: Value| {
+        pod(json!({
+            "metadata": {"name": "ds-abc", "namespace": "ns", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u",
+                 "controller": true},
+            ]},
+            "spec": {"nodeName": "node-1", "containers": [], "affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": fields, "matchExpressions": expressions},
+                ]},
+            }}},
+        }))
+    };
+    let pin = json!([{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]);
+    let m = pod_from_k8s(&ds_pod(pin.clone(), json!([]))).unwrap();
+    assert!(m.is_daemonset_pod());
+    assert!(m.node_affinity.unwrap().required.is_empty());
+    // The template's own expressions in the pinned term are kept.
+    let arch = json!([{"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}]);
+    let m = pod_from_k8s(&ds_pod(pin, arch)).unwrap();
+    let required = m.node_affinity.unwrap().required;
+    assert_eq!(required.len(), 1);
+    assert_eq!(
+        required[0].match_expressions,
+        vec![NodeSelectorRequirement::new(
+            "kubernetes.io/arch",
+            Operator::In,
+            ["arm64"]
+        )]
+    );
+    // Another field is not the DaemonSet controller's pin.
+    let other = json!([{"key": "metadata.uid", "operator": "In", "values": ["x"]}]);
+    let err = pod_from_k8s(&ds_pod(other, json!([]))).unwrap_err();
+    assert!(matches!(err, ConvertError::MatchFields { ref key, .. } if key == "metadata.uid"));
+}
+
 #[test]
 fn unknown_node_operator_is_rejected() {
     let p = pod_spec(json!({"containers": [], "affinity": {"nodeAffinity": {
@@ -869,10 +911,14 @@ fn daemonset_existing_pod_gets_the_template_required_affinity() {
             }}},
         },
     }));
-    assert!(matches!(
-        pod_from_k8s(&existing),
-        Err(ConvertError::MatchFields { .. })
-    ));
+    // The pod alone converts without its pin (see a_daemonset_pods_node_pin_is_left_out).
+    let alone = pod_from_k8s(&existing).unwrap();
+    assert_eq!(
+        alone.node_affinity.unwrap().required[0]
+            .match_expressions
+            .len(),
+        1
+    );
     let ds = daemonset_from_k8s_with_pod(&daemonset(), Some(&existing)).unwrap();
     assert_eq!(ds.pod.name, "agent-x7k2p");
     assert_eq!(milli(&ds.pod.requests, "cpu"), Some(150));
