@@ -481,7 +481,7 @@ async fn lead(
             }
             None => Duration::from_secs(3600),
         };
-        let inputs = tokio::select! {
+        let mut inputs = tokio::select! {
             c = changes.recv() => match c {
                 Some(c) => feeder.inputs(c),
                 None => return,
@@ -501,6 +501,10 @@ async fn lead(
             }
             _ = shutdown.wait_for(|s| *s) => return,
         };
+        // Everything else already waiting joins this step: the actions of one step run one
+        // after the other, so a step per change would let a busy cluster's changes queue up
+        // faster than they are read, and the operator decide (and write) on a stale view.
+        inputs.extend(ready_inputs(&mut feeder, changes, &mut results));
         report_unreadable(ctx, &mut feeder);
         // A pass can take a while (a consolidation over a large cluster): it runs with this
         // worker handed over to the other tasks, so the Lease renewal and the servers go on.
@@ -511,6 +515,24 @@ async fn lead(
             }
         });
     }
+}
+
+/// The inputs of every change and every result already waiting on their channels, without
+/// waiting for more: the watch changes first (in order), then the results of finished writes
+/// and calls.
+pub fn ready_inputs(
+    feeder: &mut Feeder,
+    changes: &mut mpsc::UnboundedReceiver<Change>,
+    results: &mut mpsc::UnboundedReceiver<Input>,
+) -> Vec<Input> {
+    let mut inputs = Vec::new();
+    while let Ok(c) = changes.try_recv() {
+        inputs.extend(feeder.inputs(c));
+    }
+    while let Ok(r) = results.try_recv() {
+        inputs.push(r);
+    }
+    inputs
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -225,3 +225,44 @@ fn the_feeder_converts_a_daemonset_with_its_first_pod_and_counts_the_lists() {
     feeder.inputs(Change::Synced("CSINode"));
     assert!(feeder.synced());
 }
+
+/// Upstream's e2e spec "Integration Utilization should provision one pod per node" (100 Nodes
+/// drained at once): one step per change let the watch's changes queue up behind each step's
+/// writes, so the operator kept deciding on deleted pods and stale NodeClaims (409 after 409).
+/// Every change and result already waiting joins the step.
+#[test]
+fn a_step_takes_every_change_and_result_already_waiting() {
+    let (changes_tx, mut changes) = mpsc::unbounded_channel::<Change>();
+    let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
+    let pod = |name: &str| -> core::Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "uid": name},
+            "spec": {"containers": [{"name": "a", "image": "a"}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap()
+    };
+    for name in ["a", "b", "c"] {
+        changes_tx.send(Change::Pod(Arc::new(pod(name)))).unwrap();
+    }
+    results_tx
+        .send(Input::WriteFailed {
+            kind: ObjectKind::NodeClaim,
+            name: "n".into(),
+            message: "409".into(),
+        })
+        .unwrap();
+    let mut feeder = Feeder::default();
+    let inputs = ready_inputs(&mut feeder, &mut changes, &mut results);
+    let names: Vec<String> = inputs
+        .iter()
+        .map(|i| match i {
+            Input::PodApplied(p) => p.name.clone(),
+            Input::WriteFailed { name, .. } => format!("failed {name}"),
+            other => panic!("unexpected input {other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["a", "b", "c", "failed n"]);
+    // Nothing left: the next call does not wait, it returns nothing.
+    assert!(ready_inputs(&mut feeder, &mut changes, &mut results).is_empty());
+}
