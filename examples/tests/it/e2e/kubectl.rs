@@ -70,9 +70,10 @@ fn expect_columns(table: &Value, what: &str, want: &[(&str, i64)]) {
 }
 
 #[test]
+#[ignore = "needs the loopback control plane: scripts/test starts it and runs these with --ignored"]
 fn kubectl_views_have_upstreams_columns_and_events_come_from_karpenter() {
     let test = "kubectl";
-    let Some(env) = env(test) else { return };
+    let env = env(test);
     env.rt.block_on(async {
         let admin = ready_cluster(&env, test).await;
         apply_value(
@@ -269,9 +270,10 @@ fn kubectl_views_have_upstreams_columns_and_events_come_from_karpenter() {
 /// `karpenter migrate`'s output of the seed guide's examples written as v1beta1 is accepted by
 /// the API server's v1 CRDs (their schema and CEL rules) as it is.
 #[test]
+#[ignore = "needs the loopback control plane: scripts/test starts it and runs these with --ignored"]
 fn migrated_v1beta1_manifests_apply_to_the_v1_crds() {
     let test = "migrate-apply";
-    let Some(env) = env(test) else { return };
+    let env = env(test);
     let fixtures = repo_root().join("examples/tests/fixtures/migrate");
     let mut migrated = String::new();
     for dir in ["guide-v1beta1", "kubelet-split"] {
