@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # helm-check.sh — check the Helm chart (charts/karpenter) with the pinned helm:
-#   1. helm lint, with an EKS install's values (ci/install-notes-values.yaml) and with an
-#      upstream-style values file (ci/upstream-values.yaml);
+#   1. helm lint, with an EKS install's values (ci/install-notes-values.yaml), with an
+#      upstream-style values file (ci/upstream-values.yaml) and with every key of upstream's
+#      chart values at upstream's default (ci/upstream-chart-defaults.yaml);
 #   2. helm template with each (namespace kube-system, CRDs included), into
-#      OUT_DIR/install-notes.yaml and OUT_DIR/upstream-values.yaml;
+#      OUT_DIR/install-notes.yaml, OUT_DIR/upstream-values.yaml and
+#      OUT_DIR/upstream-chart-defaults.yaml; and with the seed guide's 19.1 `--set` flags into
+#      OUT_DIR/guide-19-1.yaml;
 #   3. the controller's required node affinity keeps it off Karpenter-managed nodes
 #      (karpenter.sh/nodepool DoesNotExist);
-#   4. bad values fail `helm template` with a message naming the value;
+#   4. bad values fail `helm template` with a message naming the value, and so does every
+#      upstream value this controller has no feature for, set away from upstream's default;
 #   5. optional parts render (ServiceMonitor, the fake provider's RBAC).
 # The rendered manifests are then checked structurally and applied to the real kube-apiserver
 # (server-side, dryRun=All) by the Rust tests in examples/tests/it/chart.rs, which read
@@ -30,7 +34,7 @@ log "$("$HELM" version --short 2>/dev/null || echo "$HELM")"
 mkdir -p "$OUT"
 
 # 1. lint
-for values in install-notes-values.yaml upstream-values.yaml; do
+for values in install-notes-values.yaml upstream-values.yaml upstream-chart-defaults.yaml; do
   "$HELM" lint --strict "$CHART" --namespace kube-system -f "$CHART/ci/$values" >&2 \
     || die "helm lint with ci/$values"
 done
@@ -43,9 +47,15 @@ render() { # name values-file
 }
 render install-notes install-notes-values.yaml
 render upstream-values upstream-values.yaml
+render upstream-chart-defaults upstream-chart-defaults.yaml
+# The seed guide's 19.1 install (`helm upgrade --install ... --set ... --wait` renders the same).
+"$HELM" template karpenter "$CHART" --namespace kube-system --include-crds \
+  --set "settings.clusterName=my-cluster" --set "settings.interruptionQueue=my-cluster-karpenter" \
+  --set replicas=2 > "$OUT/guide-19-1.yaml" || die "helm template with the guide's 19.1 flags"
+log "rendered $OUT/guide-19-1.yaml ($(grep -c '^kind:' "$OUT/guide-19-1.yaml") objects)"
 
 # 3. the controller never runs on a node Karpenter manages (the Rust tests check every term)
-for f in install-notes upstream-values; do
+for f in install-notes upstream-values upstream-chart-defaults guide-19-1; do
   awk '/^kind: Deployment/{d=1} d && /key: karpenter.sh\/nodepool/{k=1; next}
        d && k && /operator: DoesNotExist/{ok=1} {k=0} END{exit !ok}' "$OUT/$f.yaml" \
     || die "$f: the Deployment's affinity does not exclude karpenter.sh/nodepool nodes"
@@ -69,6 +79,17 @@ expect_failure "replicas" "${base[@]}" --set replicas=two
 expect_failure "batchIdleDuration" "${base[@]}" --set settings.batchIdleDuration=3d
 expect_failure "spotToSpot" "${base[@]}" --set settings.featureGates.spotToSpot=true
 expect_failure "settings.clusterName is required"
+# upstream's values without a feature here: accepted at upstream's default only
+expect_failure "settings.eksControlPlane=true is not supported" "${base[@]}" --set settings.eksControlPlane=true
+expect_failure "settings.enableZonalShift=true is not supported" "${base[@]}" --set settings.enableZonalShift=true
+expect_failure "settings.ignoreDRARequests=false is not supported" "${base[@]}" --set settings.ignoreDRARequests=false
+expect_failure "settings.amiRefreshInterval=5m is not supported" "${base[@]}" --set settings.amiRefreshInterval=5m
+expect_failure "settings.subnetRefreshInterval=5m is not supported" "${base[@]}" --set settings.subnetRefreshInterval=5m
+expect_failure "settings.featureGates.capacityBuffer=true is not supported" "${base[@]}" --set settings.featureGates.capacityBuffer=true
+expect_failure "logOutputPaths=" "${base[@]}" --set "logOutputPaths[0]=/var/log/karpenter.log"
+expect_failure "logErrorOutputPaths=" "${base[@]}" --set "logErrorOutputPaths[0]=stdout"
+expect_failure "webhook.enabled=true is not supported" "${base[@]}" --set webhook.enabled=true
+expect_failure "reservedENIs" "${base[@]}" --set settings.reservedENIs=two
 
 # 5. optional parts
 "$HELM" template karpenter "$CHART" "${base[@]}" --set serviceMonitor.enabled=true \

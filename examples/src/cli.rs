@@ -40,6 +40,9 @@ pub enum Command {
     /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
     /// YAML.
     Crds(CrdsArgs),
+    /// Rewrite v1beta1 NodePools and EC2NodeClasses as v1 (upstream's v1 migration), printing
+    /// the result on standard output and every change on standard error.
+    Migrate(MigrateArgs),
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).
     Controller(Box<ControllerArgs>),
 }
@@ -52,6 +55,29 @@ pub struct CrdsArgs {
     #[arg(long)]
     pub kwok: bool,
 }
+
+/// `karpenter migrate` arguments.
+#[derive(Debug, Args)]
+#[command(after_help = MIGRATE_HELP)]
+pub struct MigrateArgs {
+    /// A manifest file, a directory (read recursively: *.yaml, *.yml, *.json) or - for standard
+    /// input. Repeatable. Give the EC2NodeClasses with the NodePools: a NodePool's kubelet moves
+    /// to its class.
+    #[arg(short = 'f', long = "filename", value_name = "PATH", required = true)]
+    pub files: Vec<String>,
+}
+
+const MIGRATE_HELP: &str = "Writes every input object to standard output as multi-document \
+YAML: v1beta1 NodePools and EC2NodeClasses rewritten as karpenter.sh/v1 and karpenter.k8s.aws/v1 \
+(consolidationPolicy WhenUnderutilized -> WhenEmptyOrUnderutilized, expireAfter moved to the \
+template, the kubelet moved to the EC2NodeClass, nodeClassRef's group, amiFamily -> an alias \
+amiSelectorTerm, ...), v1 objects and other kinds unchanged, v1beta1 NodeClaims dropped. Each \
+change is explained on standard error. NodePools that share an EC2NodeClass but not their \
+kubelet get a class each (<class>-<nodepool>).
+
+Exit status: 0 when everything was migrated and the result is valid v1; 2 when something cannot \
+be carried over (each message names the file, the object and the field; nothing is written to \
+standard output); 1 for an internal error.";
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -294,6 +320,7 @@ pub fn run(
         Command::Plan(args) => run_plan(&args, stdin, stdout, stderr, now, progress_on_tty),
         Command::Simulate(args) => run_simulate(&args, stdin, stdout, stderr, progress_on_tty),
         Command::Crds(args) => run_crds(&args, stdout, stderr),
+        Command::Migrate(args) => run_migrate(&args, stdin, stdout, stderr),
         Command::Controller(args) => match crate::controller::run_blocking(*args) {
             Ok(()) => 0,
             Err(e) => {
@@ -301,6 +328,51 @@ pub fn run(
                 e.exit_code()
             }
         },
+    }
+}
+
+fn run_migrate(
+    args: &MigrateArgs,
+    stdin: &mut dyn Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let inputs: Vec<Input> = args.files.iter().map(|f| Input::parse(f)).collect();
+    let docs = match read_inputs(&inputs, stdin) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            return 2;
+        }
+    };
+    let migration = match karpenter_plan::migrate::migrate(&docs) {
+        Ok(m) => m,
+        Err(e) => {
+            for line in e.to_string().lines() {
+                let _ = writeln!(stderr, "error: {line}");
+            }
+            return e.exit_code();
+        }
+    };
+    for c in &migration.changes {
+        let _ = writeln!(stderr, "{c}");
+    }
+    let text = match migration.to_yaml() {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: {e}");
+            return e.exit_code();
+        }
+    };
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(stderr, "error: writing the migrated manifests: {e}");
+            1
+        }
     }
 }
 

@@ -132,7 +132,7 @@ pub enum SimError {
 }
 
 /// Something the world (not the operator) does at a time.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum WorldEvent {
     /// The kubelet of this instance registers its Node.
     Register(Box<NodeClaim>),
@@ -140,6 +140,8 @@ enum WorldEvent {
     Ready(String),
     /// A pod that ran for its `RUN_FOR_ANNOTATION` completes (by key, with its UID).
     Complete(String, String),
+    /// A watch event held back by an injected watch lag reaches the operator.
+    Deliver(Box<Input>),
 }
 
 /// A counter of what the operator asked for, for assertions.
@@ -318,6 +320,11 @@ impl Sim {
         let inputs = self.api.list_all();
         self.api.events.clear();
         self.inbox.clear();
+        // A new process starts new watches: nothing held back by a lag reaches it.
+        self.world
+            .retain(|_, e| !matches!(e, WorldEvent::Deliver(_)));
+        self.faults.lag_until = None;
+        self.faults.last_release = None;
         for input in inputs {
             self.deliver(input);
         }
@@ -355,7 +362,11 @@ impl Sim {
 
     fn drain_api_events(&mut self) {
         while let Some(e) = self.api.events.pop_front() {
-            self.inbox.push_back(e);
+            match self.faults.watch_release(self.now) {
+                // Held back: delivered in order, after every event held back before it.
+                Some(at) => self.schedule(at, WorldEvent::Deliver(Box::new(e))),
+                None => self.inbox.push_back(e),
+            }
         }
     }
 
@@ -392,7 +403,8 @@ impl Sim {
         let (kind, name) = match &error {
             ApiError::NotFound { kind, name }
             | ApiError::AlreadyExists { kind, name }
-            | ApiError::Conflict { kind, name } => (*kind, name.clone()),
+            | ApiError::Conflict { kind, name }
+            | ApiError::ServerError { kind, name } => (*kind, name.clone()),
         };
         self.inbox.push_back(Input::WriteFailed {
             kind,
@@ -403,6 +415,10 @@ impl Sim {
 
     fn execute(&mut self, action: Action) {
         let now = self.now;
+        if let Some(error) = self.faults.take_write_fault(&action) {
+            self.write_failed(error);
+            return;
+        }
         let result = match action {
             Action::CreateNodeClaim(claim) => {
                 self.counts.node_claims_created += 1;
@@ -596,6 +612,7 @@ impl Sim {
                 self.api.put_node(node);
             }
             WorldEvent::Complete(key, uid) => self.complete_pod(&key, &uid),
+            WorldEvent::Deliver(input) => self.inbox.push_back(*input),
         }
     }
 

@@ -2,6 +2,7 @@
 //! (the JSON contract: `docs/plan-contract.md`).
 //!
 //! - [`manifests`]: `-f` inputs into typed, located objects;
+//! - [`migrate`]: `karpenter migrate`, v1beta1 NodePools and EC2NodeClasses rewritten as v1;
 //! - [`catalog`]: `--catalog aws|fake:N|PATH`;
 //! - [`plan`]: the catalog's instance types per NodePool, the world
 //!   ([`karpenter_core::world`]), the solve, pricing;
@@ -25,6 +26,7 @@ pub mod explain;
 #[cfg(feature = "live")]
 pub mod live;
 pub mod manifests;
+pub mod migrate;
 pub mod output;
 pub mod plan;
 pub mod simulate;

@@ -74,6 +74,7 @@ controller.env. A controller.env entry named like a setting's variable replaces 
 */}}
 {{- define "karpenter.env" -}}
 {{- $v := .Values }}
+{{- include "karpenter.unsupported" . }}
 {{- if and (eq $v.settings.cloudProvider "aws") (not $v.settings.clusterName) }}
 {{- $fromEnv := false }}
 {{- range $v.controller.env }}{{ if eq .name "CLUSTER_NAME" }}{{ $fromEnv = true }}{{ end }}{{ end }}
@@ -91,8 +92,14 @@ controller.env. A controller.env entry named like a setting's variable replaces 
   (dict "name" "BATCH_IDLE_DURATION" "value" $v.settings.batchIdleDuration)
   (dict "name" "BATCH_MAX_DURATION" "value" $v.settings.batchMaxDuration)
   (dict "name" "FEATURE_GATES" "value" (include "karpenter.featureGates" .))
-  (dict "name" "PREFERENCE_POLICY" "value" $v.settings.preferencesPolicy)
+  (dict "name" "PREFERENCE_POLICY" "value" $v.settings.preferencePolicy)
   (dict "name" "MIN_VALUES_POLICY" "value" $v.settings.minValuesPolicy)
+  (dict "name" "CLUSTER_CA_BUNDLE" "value" $v.settings.clusterCABundle)
+  (dict "name" "ISOLATED_VPC" "value" (toString $v.settings.isolatedVPC))
+  (dict "name" "VM_MEMORY_OVERHEAD_PERCENT" "value" (toString $v.settings.vmMemoryOverheadPercent))
+  (dict "name" "RESERVED_ENIS" "value" (toString $v.settings.reservedENIs))
+  (dict "name" "DISABLE_CLUSTER_STATE_OBSERVABILITY" "value" (toString $v.settings.disableClusterStateObservability))
+  (dict "name" "DISABLE_DRY_RUN" "value" (toString $v.settings.disableDryRun))
   (dict "name" "LOG_LEVEL" "value" $v.logLevel)
   (dict "name" "METRICS_PORT" "value" (toString $v.controller.metrics.port))
   (dict "name" "HEALTH_PROBE_PORT" "value" (toString $v.controller.healthProbe.port))
@@ -183,4 +190,41 @@ release's selector in every pod (anti-)affinity term that has none.
 {{- $out = append $out (include "karpenter.withSelector" (dict "root" $ "term" .) | fromJson) }}
 {{- end }}
 {{- toYaml $out }}
+{{- end }}
+
+{{/*
+Upstream values this controller accepts only at upstream's default, because it has no such
+feature or its behaviour is fixed: any other value fails with the key and the reason, never
+silently ignored.
+*/}}
+{{- define "karpenter.unsupported" -}}
+{{- $v := .Values }}
+{{- $s := $v.settings }}
+{{- if $s.eksControlPlane }}
+{{- fail "settings.eksControlPlane=true is not supported: karpenter-rs does not call EKS DescribeCluster; set settings.clusterEndpoint (and settings.clusterCABundle) instead" }}
+{{- end }}
+{{- if $s.enableZonalShift }}
+{{- fail "settings.enableZonalShift=true is not supported: karpenter-rs does not read ARC zonal shifts" }}
+{{- end }}
+{{- if not $s.ignoreDRARequests }}
+{{- fail "settings.ignoreDRARequests=false is not supported: karpenter-rs schedules without DRA resource claims (as upstream's default, true)" }}
+{{- end }}
+{{- if ne (toString $s.amiRefreshInterval) "1m" }}
+{{- fail (printf "settings.amiRefreshInterval=%v is not supported: karpenter-rs resolves node classes' AMIs every minute, fixed (only 1m is accepted)" $s.amiRefreshInterval) }}
+{{- end }}
+{{- if ne (toString $s.subnetRefreshInterval) "1m" }}
+{{- fail (printf "settings.subnetRefreshInterval=%v is not supported: karpenter-rs resolves node classes' subnets every minute, fixed (only 1m is accepted)" $s.subnetRefreshInterval) }}
+{{- end }}
+{{- if $s.featureGates.capacityBuffer }}
+{{- fail "settings.featureGates.capacityBuffer=true is not supported: karpenter-rs has no capacity buffers" }}
+{{- end }}
+{{- if ne (toJson $v.logOutputPaths) (toJson (list "stdout")) }}
+{{- fail (printf "logOutputPaths=%v is not supported: karpenter-rs writes its log lines to stdout only (only [stdout] is accepted)" (toJson $v.logOutputPaths)) }}
+{{- end }}
+{{- if ne (toJson $v.logErrorOutputPaths) (toJson (list "stderr")) }}
+{{- fail (printf "logErrorOutputPaths=%v is not supported: karpenter-rs writes error lines to stdout with the others (only upstream's default, [stderr], is accepted)" (toJson $v.logErrorOutputPaths)) }}
+{{- end }}
+{{- if and $v.webhook $v.webhook.enabled }}
+{{- fail "webhook.enabled=true is not supported: karpenter-rs has no webhooks (upstream v1.0's conversion webhooks; v1 validation is in the CRDs, and `karpenter migrate` rewrites v1beta1 manifests)" }}
+{{- end }}
 {{- end }}

@@ -360,6 +360,18 @@ fn upstream_values_render_without_duplicate_env_and_keep_off_karpenter_nodes() {
     assert_eq!(env_value(&env, "CLUSTER_NAME"), Some("my-cluster"));
 }
 
+/// The settings the AWS provider reads itself (not `karpenter controller` flags).
+const AWS_PROVIDER_ENV: &[&str] = &[
+    "CLUSTER_CA_BUNDLE",
+    "ISOLATED_VPC",
+    "VM_MEMORY_OVERHEAD_PERCENT",
+    "RESERVED_ENIS",
+    "DISABLE_DRY_RUN",
+];
+
+/// Where the AWS provider reads them.
+const AWS_PROVIDER_SOURCE: &str = include_str!("../../../karpenter-controller/src/aws.rs");
+
 #[test]
 #[ignore = "needs the chart rendered by scripts/helm-check.sh (KARPENTER_CHART_RENDERED): scripts/test runs these with --ignored"]
 fn every_setting_the_chart_passes_is_a_controller_env_var() {
@@ -373,6 +385,9 @@ fn every_setting_the_chart_passes_is_a_controller_env_var() {
         // the Lease's namespace and identity), and the help says so.
         let read = if name == "SYSTEM_NAMESPACE" || name == "POD_NAME" {
             help.stdout.contains(&format!("Default: {name}"))
+        } else if AWS_PROVIDER_ENV.contains(&name.as_str()) {
+            // The AWS provider's settings, read when it starts (feature `aws`).
+            AWS_PROVIDER_SOURCE.contains(&format!("\"{name}\""))
         } else {
             help.stdout.contains(&format!("[env: {name}="))
         };
@@ -381,6 +396,57 @@ fn every_setting_the_chart_passes_is_a_controller_env_var() {
             "the chart sets {name}, which `karpenter controller` does not read"
         );
     }
+}
+
+#[test]
+#[ignore = "needs the chart rendered by scripts/helm-check.sh (KARPENTER_CHART_RENDERED): scripts/test runs these with --ignored"]
+fn the_guides_19_1_flags_set_the_cluster_queue_and_replicas() {
+    let dir = rendered_dir("guide_19_1_rendering");
+    let what = "guide 19.1 rendering";
+    let all = rendered(&dir, "guide-19-1");
+    let dep = find(&all, "Deployment", "karpenter", what);
+    assert_eq!(dep["spec"]["replicas"], 2, "{what}");
+    let env = env_of(dep);
+    assert_eq!(env_value(&env, "CLUSTER_NAME"), Some("my-cluster"));
+    assert_eq!(
+        env_value(&env, "INTERRUPTION_QUEUE"),
+        Some("my-cluster-karpenter")
+    );
+    assert_excludes_karpenter_nodes(dep, what);
+}
+
+#[test]
+#[ignore = "needs the chart rendered by scripts/helm-check.sh (KARPENTER_CHART_RENDERED): scripts/test runs these with --ignored"]
+fn upstream_chart_defaults_render_as_upstreams_chart_would() {
+    let dir = rendered_dir("upstream_chart_defaults_rendering");
+    let what = "upstream-chart-defaults rendering";
+    let all = rendered(&dir, "upstream-chart-defaults");
+    let dep = find(&all, "Deployment", "karpenter", what);
+    let pod = &dep["spec"]["template"]["spec"];
+    assert_eq!(pod["schedulerName"], "default-scheduler");
+    assert_eq!(pod["containers"][0]["name"], "controller");
+    assert!(pod.get("initContainers").is_none(), "{what}: {pod}");
+    assert_eq!(pod["containers"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        pod["topologySpreadConstraints"][0]["whenUnsatisfiable"],
+        "DoNotSchedule"
+    );
+    let env = env_of(dep);
+    for (name, value) in [
+        ("CLUSTER_NAME", "my-cluster"),
+        ("PREFERENCE_POLICY", "Respect"),
+        ("MIN_VALUES_POLICY", "Strict"),
+        ("ISOLATED_VPC", "false"),
+        ("VM_MEMORY_OVERHEAD_PERCENT", "0.075"),
+        ("RESERVED_ENIS", "0"),
+        ("DISABLE_CLUSTER_STATE_OBSERVABILITY", "false"),
+        ("DISABLE_DRY_RUN", "false"),
+        ("BATCH_IDLE_DURATION", "1s"),
+        ("BATCH_MAX_DURATION", "10s"),
+    ] {
+        assert_eq!(env_value(&env, name), Some(value), "{what}: {name}");
+    }
+    find(&all, "PodDisruptionBudget", "karpenter", what);
 }
 
 #[test]
@@ -397,7 +463,12 @@ fn install_notes_rendering_is_accepted_by_the_apiserver() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    for name in ["install-notes", "upstream-values"] {
+    for name in [
+        "install-notes",
+        "upstream-values",
+        "upstream-chart-defaults",
+        "guide-19-1",
+    ] {
         let all = rendered(&dir, name);
         rt.block_on(dry_run_apply(&kubeconfig, &all, name));
     }

@@ -12,6 +12,7 @@ mod errors;
 mod examples;
 mod fidelity;
 mod fuzz;
+mod migrate;
 mod options;
 mod packing;
 mod perf;

@@ -494,7 +494,18 @@ impl Operator {
         out.extend(decision.events.into_iter().map(Action::RecordEvent));
         out.extend(decision.metrics.into_iter().map(Action::Metric));
         if decision.done {
-            self.evictions.remove(&key);
+            // Settled: kept (not retried) until the watch reports the pod gone.
+            let uid = self.view.pods().get(&key).map(|p| p.uid.clone());
+            match (self.evictions.get_mut(&key), uid) {
+                (Some(e), Some(uid)) => {
+                    e.in_flight = None;
+                    e.next_at = None;
+                    e.settled = Some(uid);
+                }
+                _ => {
+                    self.evictions.remove(&key);
+                }
+            }
         } else if let Some(e) = self.evictions.get_mut(&key) {
             e.in_flight = None;
             e.failures = e.failures.saturating_add(1);

@@ -277,6 +277,11 @@ struct Eviction {
     failures: u32,
     next_at: Option<Timestamp>,
     in_flight: Option<CallId>,
+    /// The UID of the pod the API answered for, once an eviction succeeded or found the pod
+    /// gone: it is not evicted again until the watch reports it deleted (or a new pod of the
+    /// same name), however stale the view is meanwhile. Without this, a lagging watch turned
+    /// every answer into an immediate new eviction of the same pod.
+    settled: Option<String>,
 }
 
 /// A command computed by a disruption pass, waiting out the validation delay.
@@ -696,6 +701,14 @@ impl Operator {
             }
             Input::PodApplied(pod) => {
                 let key = pod.key();
+                // A new pod under a settled eviction's name is a pod to evict anew.
+                if self
+                    .evictions
+                    .get(&key)
+                    .is_some_and(|e| e.settled.as_ref().is_some_and(|uid| *uid != pod.uid))
+                {
+                    self.evictions.remove(&key);
+                }
                 let was_pending = self.view.pods().get(&key).is_some_and(is_provisionable);
                 let pending = is_provisionable(&pod);
                 let node = pod.node_name.clone();

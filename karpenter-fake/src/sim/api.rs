@@ -35,6 +35,15 @@ pub enum ApiError {
         /// Its name.
         name: String,
     },
+    /// The API server failed the write (a 5xx, or the request timed out before reaching it):
+    /// nothing was written.
+    #[error("{kind:?} {name}: the server failed the write")]
+    ServerError {
+        /// Its kind.
+        kind: ObjectKind,
+        /// Its name.
+        name: String,
+    },
 }
 
 /// The in-memory cluster API: objects with `resourceVersion`s, deletion with finalizers, and

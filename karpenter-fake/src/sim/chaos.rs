@@ -63,10 +63,21 @@ pub struct FaultRates {
     /// `crash`: the controller crashes between two inner steps of the step and restarts from
     /// the cluster's state alone.
     pub crash: f64,
+    /// `conflict`: the next 1 to 3 updates the controller writes (NodeClaims, Node patches,
+    /// NodePool status) fail with 409 Conflict, as when another writer got there first.
+    pub conflict: f64,
+    /// `write-error`: the next 1 to 3 API writes fail with a server error (nothing written).
+    pub write_error: f64,
+    /// `watch-lag`: for 1 to 5 minutes every watch event reaches the controller 5 to 60 s
+    /// late (in order).
+    pub watch_lag: f64,
+    /// `relist`: the controller's watches restart and list every object again (events held
+    /// back by a lag are replaced by the list).
+    pub relist: f64,
 }
 
 /// The fault names [`FaultRates::parse`] accepts, in order.
-pub const FAULT_NAMES: [&str; 9] = [
+pub const FAULT_NAMES: [&str; 13] = [
     "ice",
     "throttle",
     "timeout",
@@ -76,6 +87,10 @@ pub const FAULT_NAMES: [&str; 9] = [
     "node-remove",
     "interrupt",
     "crash",
+    "conflict",
+    "write-error",
+    "watch-lag",
+    "relist",
 ];
 
 /// A `--faults` specification that could not be read.
@@ -110,6 +125,10 @@ impl FaultRates {
             node_remove: 0.0,
             interrupt: 0.0,
             crash: 0.0,
+            conflict: 0.0,
+            write_error: 0.0,
+            watch_lag: 0.0,
+            relist: 0.0,
         }
     }
 
@@ -126,6 +145,10 @@ impl FaultRates {
             node_remove: 0.005,
             interrupt: 0.01,
             crash: 0.01,
+            conflict: 0.02,
+            write_error: 0.02,
+            watch_lag: 0.01,
+            relist: 0.01,
         }
     }
 
@@ -140,6 +163,10 @@ impl FaultRates {
             "node-remove" => &mut self.node_remove,
             "interrupt" => &mut self.interrupt,
             "crash" => &mut self.crash,
+            "conflict" => &mut self.conflict,
+            "write-error" => &mut self.write_error,
+            "watch-lag" => &mut self.watch_lag,
+            "relist" => &mut self.relist,
             _ => return None,
         })
     }
@@ -359,6 +386,7 @@ impl Scenario {
     /// The scenario of `seed`: `steps` steps with `faults`.
     pub fn generate(seed: u64, steps: usize, faults: FaultRates) -> Scenario {
         let mut rng = SimRng::new(seed);
+        let mut shell_rng = SimRng::new(seed ^ SHELL_FAULT_STREAM);
         let instance_types = crate::catalog::instance_types(CATALOG_SIZE);
         let setup = generate_setup(&mut rng);
         let names: Vec<String> = setup
@@ -399,6 +427,7 @@ impl Scenario {
                 steps,
                 &mut out,
             ));
+            events.extend(shell_fault_events(&mut shell_rng, &faults));
             out[step].splice(0..0, events);
         }
         Scenario {
@@ -515,6 +544,40 @@ pub fn fault_events(
     events
 }
 
+/// Mixed into a scenario's seed for the random stream of the shell's faults
+/// ([`shell_fault_events`]), so adding them left every other event of a seed unchanged.
+pub const SHELL_FAULT_STREAM: u64 = 0x5348_454c_4c00_0001;
+
+/// The faults of one step that live in the controller's shell: API conflicts and write
+/// errors, a lagging watch, a relist. Drawn from their own stream (see
+/// [`SHELL_FAULT_STREAM`]); a rate of 0 draws nothing.
+pub fn shell_fault_events(rng: &mut SimRng, faults: &FaultRates) -> Vec<Event> {
+    let mut events = Vec::new();
+    let mut draw = |rate: f64| rate > 0.0 && rng.chance(rate);
+    let conflict = draw(faults.conflict);
+    let write_error = draw(faults.write_error);
+    let watch_lag = draw(faults.watch_lag);
+    let relist = draw(faults.relist);
+    if conflict {
+        let writes = usize::try_from(rng.range(1, 3)).unwrap_or(1);
+        events.push(Event::Conflict { writes });
+    }
+    if write_error {
+        let writes = usize::try_from(rng.range(1, 3)).unwrap_or(1);
+        events.push(Event::WriteError { writes });
+    }
+    if watch_lag {
+        events.push(Event::WatchLag {
+            lag_secs: rng.range(5, 60),
+            lasting_secs: rng.range(1, 5) * 60,
+        });
+    }
+    if relist {
+        events.push(Event::Relist);
+    }
+    events
+}
+
 fn generate_setup(rng: &mut SimRng) -> Setup {
     let mut default = node_pool("default");
     let budget = rng
@@ -610,6 +673,10 @@ fn event_kind(e: &Event) -> &'static str {
         Event::RemoveNode { .. } => "node-remove",
         Event::Interrupt { .. } => "interrupt",
         Event::Crash { .. } => "crash",
+        Event::Conflict { .. } => "conflict",
+        Event::WriteError { .. } => "write-error",
+        Event::WatchLag { .. } => "watch-lag",
+        Event::Relist => "relist",
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use jiff::SignedDuration;
 use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
 
 use super::Sim;
@@ -78,6 +79,25 @@ pub enum Event {
         /// Inner steps before the crash.
         after: usize,
     },
+    /// The next `writes` updates the controller writes fail with 409 Conflict.
+    Conflict {
+        /// How many.
+        writes: usize,
+    },
+    /// The next `writes` API writes fail with a server error.
+    WriteError {
+        /// How many.
+        writes: usize,
+    },
+    /// Every watch event reaches the controller `lag_secs` late, for `lasting_secs`.
+    WatchLag {
+        /// The lag, in seconds.
+        lag_secs: u64,
+        /// How long the lag lasts, in seconds.
+        lasting_secs: u64,
+    },
+    /// The controller's watches restart and list every object again.
+    Relist,
 }
 
 impl Event {
@@ -124,6 +144,15 @@ impl fmt::Display for Event {
                 write!(f, "{} for nodeclaim #{pick}", kind.as_str())
             }
             Event::Crash { after } => write!(f, "controller crash after {after} inner steps"),
+            Event::Conflict { writes } => write!(f, "409 Conflict on the next {writes} updates"),
+            Event::WriteError { writes } => {
+                write!(f, "server error on the next {writes} API writes")
+            }
+            Event::WatchLag {
+                lag_secs,
+                lasting_secs,
+            } => write!(f, "watch events {lag_secs} s late for {lasting_secs} s"),
+            Event::Relist => write!(f, "the watches restart and relist"),
         }
     }
 }
@@ -198,6 +227,16 @@ pub fn apply_event(sim: &mut Sim, event: &Event) {
             }
         }
         Event::Crash { .. } => {}
+        Event::Conflict { writes } => sim.conflict_next_updates(*writes),
+        Event::WriteError { writes } => sim.fail_next_writes(*writes),
+        Event::WatchLag {
+            lag_secs,
+            lasting_secs,
+        } => sim.lag_watch(
+            SignedDuration::from_secs(i64::try_from(*lag_secs).unwrap_or(60)),
+            SignedDuration::from_secs(i64::try_from(*lasting_secs).unwrap_or(60)),
+        ),
+        Event::Relist => sim.relist(),
     }
 }
 

@@ -45,7 +45,7 @@ use karpenter_core::lifecycle::{MetricOp, metric_names};
 use karpenter_core::model::{DaemonSet, InstanceType, Pod, PodDisruptionBudget, Timestamp};
 use karpenter_core::operator::{InterruptionEvent, InterruptionKind};
 
-use super::chaos::{Event, FaultRates, SimRng, fault_events};
+use super::chaos::{Event, FaultRates, SimRng, fault_events, shell_fault_events};
 use super::step::{StepStop, play_step};
 use super::workload::{Deployment, Job};
 use super::{Sim, SimConfig, SimError, lifecycle_add};
@@ -432,6 +432,7 @@ fn run_inner(
     let start = sim.now();
     sim.start();
     let mut rng = SimRng::new(config.seed);
+    let mut shell_rng = SimRng::new(config.seed ^ super::chaos::SHELL_FAULT_STREAM);
     let fault_types: Vec<Arc<InstanceType>> = {
         let mut all: Vec<Arc<InstanceType>> = script.instance_types.clone();
         for types in script.pool_instance_types.values() {
@@ -510,6 +511,7 @@ fn run_inner(
                 &mut later,
             ));
         }
+        events.extend(shell_fault_events(&mut shell_rng, &config.faults));
         for e in &events {
             if !matches!(e, Event::IceEnds { .. }) {
                 *report.faults.entry(fault_name(e).to_string()).or_default() += 1;
@@ -597,6 +599,10 @@ fn fault_name(e: &Event) -> &'static str {
         Event::RemoveNode { .. } => "node-remove",
         Event::Interrupt { .. } => "interrupt",
         Event::Crash { .. } => "crash",
+        Event::Conflict { .. } => "conflict",
+        Event::WriteError { .. } => "write-error",
+        Event::WatchLag { .. } => "watch-lag",
+        Event::Relist => "relist",
     }
 }
 

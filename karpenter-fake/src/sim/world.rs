@@ -13,11 +13,13 @@ use karpenter_core::api::NodeClaim;
 use karpenter_core::cloud::CloudProviderError;
 use karpenter_core::labels;
 use karpenter_core::lifecycle::Node;
+use karpenter_core::lifecycle::ObjectKind;
+use karpenter_core::model::Timestamp;
 use karpenter_core::model::{IntOrPercent, OwnerReference, Pod, PodPhase};
-use karpenter_core::operator::{CloudResponse, Input};
+use karpenter_core::operator::{Action, CloudResponse, Input};
 use karpenter_core::taints::TaintEffect;
 
-use super::{Sim, WorldEvent, lifecycle_add};
+use super::{ApiError, Sim, WorldEvent, lifecycle_add};
 
 /// A pod annotation read by the simulator: a bound pod carrying it completes (phase
 /// `Succeeded`, then deleted as a finished Job's pod is) once it has run for this long
@@ -40,6 +42,18 @@ pub(super) struct FaultState {
     pub(super) timeouts: usize,
     /// The next this many successful launches never register a Node.
     pub(super) lost_launches: usize,
+    /// The next this many updates (NodeClaim updates, Node patches, NodePool status) fail
+    /// with a 409 Conflict, as when another writer changed the object first.
+    pub(super) conflicts: usize,
+    /// The next this many API writes fail with a server error; nothing is written.
+    pub(super) write_errors: usize,
+    /// Watch events are held back until this instant...
+    pub(super) lag_until: Option<Timestamp>,
+    /// ...by this long each.
+    pub(super) lag: SignedDuration,
+    /// When the last held-back watch event is delivered (later events queue behind it, so
+    /// the watch never reorders).
+    pub(super) last_release: Option<Timestamp>,
 }
 
 impl FaultState {
@@ -50,6 +64,44 @@ impl FaultState {
         }
         self.lost_launches -= 1;
         true
+    }
+
+    /// The error an injected API fault gives `action`, if one is due (consumes it). Only
+    /// writes fail; conflicts only hit updates, which carry a `resourceVersion`.
+    pub(super) fn take_write_fault(&mut self, action: &Action) -> Option<ApiError> {
+        let (kind, name, update) = match action {
+            Action::CreateNodeClaim(c) => (ObjectKind::NodeClaim, c.name().to_string(), false),
+            Action::UpdateNodeClaim(c) => (ObjectKind::NodeClaim, c.name().to_string(), true),
+            Action::DeleteNodeClaim { name } => (ObjectKind::NodeClaim, name.clone(), false),
+            Action::PatchNode(u) => (ObjectKind::Node, u.node_name.clone(), true),
+            Action::DeleteNode { name } => (ObjectKind::Node, name.clone(), false),
+            Action::UpdateNodePoolStatus { name, .. } => (ObjectKind::NodePool, name.clone(), true),
+            _ => return None,
+        };
+        if update && self.conflicts > 0 {
+            self.conflicts -= 1;
+            return Some(ApiError::Conflict { kind, name });
+        }
+        if self.write_errors > 0 {
+            self.write_errors -= 1;
+            return Some(ApiError::ServerError { kind, name });
+        }
+        None
+    }
+
+    /// When a watch event produced `now` reaches the operator, if not at once: `lag` later
+    /// while a watch lag lasts, and never before an event held back earlier.
+    pub(super) fn watch_release(&mut self, now: Timestamp) -> Option<Timestamp> {
+        let lagging = self.lag_until.is_some_and(|until| now < until);
+        let queued = self.last_release.filter(|t| *t > now);
+        let at = match (lagging, queued) {
+            (true, q) => Some(lifecycle_add(now, self.lag).max(q.unwrap_or(now))),
+            (false, q) => q,
+        };
+        if at.is_some() {
+            self.last_release = at;
+        }
+        at
     }
 
     /// `response`, or a timeout error in its place when a timeout is injected.
@@ -104,6 +156,63 @@ pub struct Observations {
 }
 
 impl Sim {
+    /// Makes the next `n` updates the operator asks for (NodeClaim updates, Node patches,
+    /// NodePool status) fail with 409 Conflict, as when another writer got there first.
+    pub fn conflict_next_updates(&mut self, n: usize) {
+        self.faults.conflicts += n;
+    }
+
+    /// Makes the next `n` API writes the operator asks for fail with a server error.
+    pub fn fail_next_writes(&mut self, n: usize) {
+        self.faults.write_errors += n;
+    }
+
+    /// Holds every watch event back by `lag` for the next `lasting` (a slow or lagging watch;
+    /// events keep their order).
+    pub fn lag_watch(&mut self, lag: SignedDuration, lasting: SignedDuration) {
+        self.faults.lag = lag;
+        self.faults.lag_until = Some(lifecycle_add(self.now, lasting));
+    }
+
+    /// The watch restarts and lists again, as after an expired watch (410 Gone): the events
+    /// held back by a lag are dropped, except deletions of objects that are gone (a relist
+    /// reports those as deletions), and every object is delivered again.
+    pub fn relist(&mut self) {
+        self.drain_api_events();
+        let held: Vec<(Timestamp, u64)> = self
+            .world
+            .iter()
+            .filter(|(_, e)| matches!(e, WorldEvent::Deliver(_)))
+            .map(|(k, _)| *k)
+            .collect();
+        self.faults.lag_until = None;
+        self.faults.last_release = None;
+        for k in held {
+            if let Some(WorldEvent::Deliver(input)) = self.world.remove(&k)
+                && self.is_gone(&input)
+            {
+                self.inbox.push_back(*input);
+            }
+        }
+        let inputs = self.api.list_all();
+        self.inbox.extend(inputs);
+    }
+
+    /// Whether `input` is the deletion of an object the API no longer holds.
+    fn is_gone(&self, input: &Input) -> bool {
+        let api = &self.api;
+        match input {
+            Input::NodePoolDeleted(n) => !api.node_pools.contains_key(n),
+            Input::NodeClaimDeleted(n) => !api.node_claims.contains_key(n),
+            Input::NodeDeleted(n) => !api.nodes.contains_key(n),
+            Input::PodDeleted(k) => !api.pods.contains_key(k),
+            Input::DaemonSetDeleted(k) => !api.daemonsets.contains_key(k),
+            Input::PdbDeleted(k) => !api.pdbs.contains_key(k),
+            Input::VolumeAttachmentDeleted(n) => !api.volume_attachments.contains_key(n),
+            _ => false,
+        }
+    }
+
     /// Makes the next `n` cloud calls take effect but answer with a timeout (the answer is
     /// lost on the way back: a launched instance the operator does not learn about, a delete
     /// it believes failed).

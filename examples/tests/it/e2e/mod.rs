@@ -15,5 +15,6 @@
 //! Deployments), which works either way (`KCP_CONTROLLER_MANAGER=0` in up.sh).
 
 mod harness;
+mod kubectl;
 mod memory;
 mod scenarios;
