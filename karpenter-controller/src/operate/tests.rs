@@ -218,10 +218,34 @@ fn the_feeder_converts_a_daemonset_with_its_first_pod_and_counts_the_lists() {
         "PersistentVolumeClaim",
         "PersistentVolume",
         "StorageClass",
+        "VolumeAttachment",
     ] {
         assert!(feeder.inputs(Change::Synced(kind)).is_empty());
     }
     assert!(!feeder.synced(), "one kind has not listed yet");
     feeder.inputs(Change::Synced("CSINode"));
     assert!(feeder.synced());
+}
+
+/// VolumeAttachments reach the operator by name and node, and their deletions by name.
+#[test]
+fn volume_attachments_become_operator_inputs() {
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    let attachment: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": "csi-1"},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1",
+                 "source": {"persistentVolumeName": "pv-1"}}
+    }))
+    .unwrap();
+    let attachment = Arc::new(attachment);
+    match input_for(Change::VolumeAttachment(attachment.clone())) {
+        Some(Input::VolumeAttachmentApplied { name, node_name }) => {
+            assert_eq!((name.as_str(), node_name.as_str()), ("csi-1", "n1"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match input_for(Change::VolumeAttachmentDeleted(attachment)) {
+        Some(Input::VolumeAttachmentDeleted(name)) => assert_eq!(name, "csi-1"),
+        other => panic!("{other:?}"),
+    }
 }
