@@ -446,12 +446,11 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
             return;
         }
         let ids = provider_ids(&caches);
+        let mut received = Vec::new();
         let poll = queue.poll(
             Duration::from_secs(karpenter_aws::sdk::interruption::WAIT_SECONDS as u64),
             |id| ids.get(id).cloned(),
-            |e| {
-                let _ = changes.send(Change::Interruption(e));
-            },
+            |e| received.push(e),
         );
         tokio::select! {
             r = poll => match r {
@@ -466,6 +465,12 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
                 }
             },
             _ = shutdown.changed() => return,
+        }
+        // The operator's channel is bounded: a full one holds the next poll back.
+        for e in received {
+            if changes.send(Change::Interruption(e)).await.is_err() {
+                return;
+            }
         }
     }
 }

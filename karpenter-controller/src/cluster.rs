@@ -14,7 +14,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
 use kube::runtime::reflector::Store;
@@ -52,6 +52,10 @@ pub enum Change {
     Pdb(Arc<PodDisruptionBudget>),
     /// A PodDisruptionBudget was deleted.
     PdbDeleted(Arc<PodDisruptionBudget>),
+    /// A VolumeAttachment was created or changed.
+    VolumeAttachment(Arc<VolumeAttachment>),
+    /// A VolumeAttachment was deleted.
+    VolumeAttachmentDeleted(Arc<VolumeAttachment>),
     /// Another kind the scheduler reads (volumes, CSINodes) changed.
     Other(&'static str),
     /// A watch finished its initial list (the kind's name).
@@ -85,8 +89,13 @@ pub struct Caches {
     synced: watch::Receiver<usize>,
 }
 
+/// How many changes may wait for the operator: a watch whose change finds the channel full
+/// waits (and reads no further) until the operator has taken one, so a slow operator slows the
+/// watches instead of piling their changes up in memory.
+pub const CHANGES_CAPACITY: usize = 4096;
+
 /// How many kinds are watched.
-pub const WATCHED_KINDS: usize = 10;
+pub const WATCHED_KINDS: usize = 11;
 
 impl Caches {
     /// Whether every watch has completed its initial list (the changes of the lists may still
@@ -109,7 +118,7 @@ fn spawn_watch<K>(
     wrap: fn(Event<K>) -> Option<Change>,
     gone: Option<fn(ObjectMeta) -> Change>,
     mut store: Option<Writer<K>>,
-    changes: mpsc::UnboundedSender<Change>,
+    changes: mpsc::Sender<Change>,
     synced: Arc<watch::Sender<usize>>,
     mut shutdown: watch::Receiver<bool>,
 ) where
@@ -166,7 +175,9 @@ fn spawn_watch<K>(
                                     name: Some(name.clone()),
                                     ..ObjectMeta::default()
                                 };
-                                let _ = changes.send(gone(meta));
+                                if changes.send(gone(meta)).await.is_err() {
+                                    return;
+                                }
                             }
                             known = relisted;
                         }
@@ -174,9 +185,13 @@ fn spawn_watch<K>(
                             counted = true;
                             synced.send_modify(|n| *n += 1);
                         }
-                        let _ = changes.send(Change::Synced(kind));
-                    } else if let Some(change) = wrap(event) {
-                        let _ = changes.send(change);
+                        if changes.send(Change::Synced(kind)).await.is_err() {
+                            return;
+                        }
+                    } else if let Some(change) = wrap(event)
+                        && changes.send(change).await.is_err()
+                    {
+                        return;
                     }
                 }
             }
@@ -304,6 +319,12 @@ wrapper!(nodeclaim_change, KubeNodeClaim, NodeClaim, NodeClaimDeleted);
 wrapper!(nodepool_change, KubeNodePool, NodePool, NodePoolDeleted);
 wrapper!(ds_change, DaemonSet, DaemonSet, DaemonSetDeleted);
 wrapper!(pdb_change, PodDisruptionBudget, Pdb, PdbDeleted);
+wrapper!(
+    attachment_change,
+    VolumeAttachment,
+    VolumeAttachment,
+    VolumeAttachmentDeleted
+);
 
 fn other<K>(kind: &'static str) -> impl Fn(Event<K>) -> Option<Change> {
     move |e| match e {
@@ -313,12 +334,8 @@ fn other<K>(kind: &'static str) -> impl Fn(Event<K>) -> Option<Change> {
 }
 
 /// Starts every watch; the stores fill as the initial lists arrive, and every object and
-/// change (the initial lists' objects too) is sent on `tx`.
-pub fn start(
-    client: &Client,
-    tx: mpsc::UnboundedSender<Change>,
-    shutdown: watch::Receiver<bool>,
-) -> Caches {
+/// change (the initial lists' objects too) is sent on `tx` (bounded: see [`CHANGES_CAPACITY`]).
+pub fn start(client: &Client, tx: mpsc::Sender<Change>, shutdown: watch::Receiver<bool>) -> Caches {
     let (synced_tx, synced_rx) = watch::channel(0usize);
     let synced = Arc::new(synced_tx);
     macro_rules! w {
@@ -361,7 +378,23 @@ pub fn start(
             ..Node::default()
         }))
     }
+    fn attachment_gone(metadata: ObjectMeta) -> Change {
+        Change::VolumeAttachmentDeleted(Arc::new(VolumeAttachment {
+            metadata,
+            ..VolumeAttachment::default()
+        }))
+    }
     w!(Pod, "Pod", trim_pod, pod_change, Some(pod_gone), None);
+    // VolumeAttachments: a draining Node's termination waits for its attachments to go. Only
+    // the operator's view keeps them (name -> node).
+    w!(
+        VolumeAttachment,
+        "VolumeAttachment",
+        keep,
+        attachment_change,
+        Some(attachment_gone),
+        None
+    );
     let (nodes, writer) = store();
     w!(Node, "Node", keep, node_change, Some(node_gone), writer);
     let (nodeclaims, writer) = store();

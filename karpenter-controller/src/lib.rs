@@ -46,6 +46,7 @@ pub mod metrics;
 pub mod operate;
 pub mod provider;
 pub mod ratelimit;
+pub mod retry;
 pub mod server;
 pub mod settings;
 
@@ -128,10 +129,16 @@ pub async fn rate_limited_client(
     qps: u32,
     burst: u32,
 ) -> Result<Client, ControllerError> {
-    let config = client_config(kubeconfig).await?;
+    let mut config = client_config(kubeconfig).await?;
+    // kube's own retry (429, 503 and 504, fifteen times) would also retry an eviction's 429,
+    // a PodDisruptionBudget's answer that the drain must see: the shell's policy replaces it.
+    config.default_retry = false;
     let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|e| ControllerError::Client(e.to_string()))?;
     Ok(builder
+        // A retry sends a request again: the stack below it is made cloneable by a buffer.
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&tower::retry::RetryLayer::new(retry::ApiRetry::default()))
         .with_layer(&ratelimit::RateLimitLayer::new(qps, burst))
         .build())
 }
@@ -155,7 +162,6 @@ async fn client_config(kubeconfig: Option<&str>) -> Result<Config, ControllerErr
     // A connection that stops answering fails instead of hanging: the watches' requests end
     // within 290 s on the server's side (and carry bookmarks meanwhile), so a read idle for
     // longer is a dead connection. Writes are also bounded per call by the operator shell.
-    // (kube retries 429, 503 and 504 with back-off by default.)
     config.read_timeout.get_or_insert(READ_TIMEOUT);
     Ok(config)
 }
@@ -248,7 +254,7 @@ where
     let label_policy = provider.label_policy();
 
     let (shutdown_tx, shutdown) = watch::channel(false);
-    let (changes_tx, changes) = mpsc::unbounded_channel();
+    let (changes_tx, changes) = mpsc::channel(cluster::CHANGES_CAPACITY);
     let caches = cluster::start(&client, changes_tx.clone(), shutdown.clone());
     let metrics = Arc::new(
         metrics::Metrics::new(&label_policy)
@@ -341,6 +347,7 @@ where
             settings: args.clone(),
             leadership,
             in_flight,
+            events: Default::default(),
         },
         changes,
         leading.clone(),

@@ -30,6 +30,9 @@ use super::leader::Leadership;
 use super::metrics::{Metrics, ReconcileObserver};
 use super::settings::ControllerArgs;
 
+pub mod dedupe;
+pub mod edits;
+
 /// What the operator shell needs.
 pub struct Context {
     /// The API client.
@@ -47,6 +50,9 @@ pub struct Context {
     /// Held (a clone) by every API or cloud call that runs in a task of its own; shutdown
     /// waits until every clone is dropped (see [`InFlight`]).
     pub in_flight: InFlight,
+    /// The events published recently, so that those the loops repeat on every pass are
+    /// published once per object per window ([`dedupe`]).
+    pub events: std::sync::Mutex<dedupe::EventDedupe>,
 }
 
 /// Tracks the calls still running in tasks of their own, so that a shutdown lets them finish.
@@ -191,6 +197,13 @@ pub fn input_for(change: Change) -> Option<Input> {
             }
         },
         Change::PdbDeleted(p) => Some(Input::PdbDeleted(key(&p.metadata))),
+        Change::VolumeAttachment(a) => Some(Input::VolumeAttachmentApplied {
+            name: a.metadata.name.clone().unwrap_or_default(),
+            node_name: a.spec.node_name.clone(),
+        }),
+        Change::VolumeAttachmentDeleted(a) => Some(Input::VolumeAttachmentDeleted(
+            a.metadata.name.clone().unwrap_or_default(),
+        )),
         Change::Interruption(e) => Some(Input::Interruption(e)),
         Change::Other(_) | Change::Synced(_) => None,
     }
@@ -282,11 +295,58 @@ pub struct Feeder {
     unreadable: BTreeSet<String>,
     /// Newly found unreadable bound pods (key, error), for the shell to report once.
     unreadable_new: Vec<(String, String)>,
+    /// Each Node as the operator's view has it: the base its Node updates are decided on
+    /// (see [`edits`]).
+    nodes: BTreeMap<String, lifecycle::Node>,
+    /// Each NodePool's `resourceVersion` as the operator last saw it: the version its status
+    /// is computed from.
+    pool_versions: BTreeMap<String, String>,
 }
 
 impl Feeder {
     /// The inputs for `change`, in order.
     pub fn inputs(&mut self, change: Change) -> Vec<Input> {
+        let out = self.convert(change);
+        for input in &out {
+            match input {
+                Input::NodeApplied(n) => {
+                    self.nodes.insert(n.name.clone(), (**n).clone());
+                }
+                Input::NodeDeleted(name) => {
+                    self.nodes.remove(name);
+                }
+                Input::NodePoolApplied(p) => match &p.metadata.resource_version {
+                    Some(rv) => {
+                        self.pool_versions.insert(p.name().to_string(), rv.clone());
+                    }
+                    None => {
+                        self.pool_versions.remove(p.name());
+                    }
+                },
+                Input::NodePoolDeleted(name) => {
+                    self.pool_versions.remove(name);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The Node as the operator's view has it, and records `update`, which the view took
+    /// at once (the operator applies its own Node patches to its view when it emits them).
+    pub fn node_base(&mut self, update: &NodeUpdate) -> Option<lifecycle::Node> {
+        let node = self.nodes.get_mut(&update.node_name)?;
+        let base = node.clone();
+        update.apply(node);
+        Some(base)
+    }
+
+    /// The `resourceVersion` of the NodePool as the operator last saw it.
+    pub fn pool_version(&self, name: &str) -> Option<&str> {
+        self.pool_versions.get(name).map(String::as_str)
+    }
+
+    fn convert(&mut self, change: Change) -> Vec<Input> {
         let mut out = Vec::new();
         match &change {
             Change::Synced(kind) => {
@@ -369,7 +429,7 @@ pub type RefreshRequest = oneshot::Sender<()>;
 /// process stops, as upstream's does, and a restart starts from fresh lists.
 pub async fn run(
     ctx: Context,
-    mut changes: mpsc::UnboundedReceiver<Change>,
+    mut changes: mpsc::Receiver<Change>,
     mut leading: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
     mut refresh: mpsc::Receiver<RefreshRequest>,
@@ -449,7 +509,7 @@ async fn lead(
     ctx: &Context,
     mut op: Operator,
     mut feeder: Feeder,
-    changes: &mut mpsc::UnboundedReceiver<Change>,
+    changes: &mut mpsc::Receiver<Change>,
     leading: &mut watch::Receiver<bool>,
     shutdown: &mut watch::Receiver<bool>,
     refresh: &mut mpsc::Receiver<RefreshRequest>,
@@ -459,7 +519,10 @@ async fn lead(
         now(),
         &mut ReconcileObserver::new(&ctx.metrics),
     );
-    let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
+    // The answers of calls made in tasks of their own; a full channel holds those tasks back.
+    let (results_tx, mut results) = mpsc::channel::<Input>(RESULTS_CAPACITY);
+    // Writes of this loop that failed, fed back before anything else.
+    let mut failed = Vec::new();
     loop {
         for action in actions.drain(..) {
             // Leadership ends at the renew deadline, whatever the election task has had time
@@ -470,7 +533,7 @@ async fn lead(
                 );
                 return;
             }
-            execute(ctx, action, &results_tx).await;
+            execute(ctx, action, &results_tx, &mut feeder, &mut failed).await;
         }
         let sleep = match op.next_wakeup() {
             Some(t) => {
@@ -481,25 +544,29 @@ async fn lead(
             }
             None => Duration::from_secs(3600),
         };
-        let mut inputs = tokio::select! {
-            c = changes.recv() => match c {
-                Some(c) => feeder.inputs(c),
-                None => return,
-            },
-            r = results.recv() => r.into_iter().collect(),
-            _ = tokio::time::sleep(sleep) => vec![Input::Tick],
-            Some(r) = refresh.recv() => {
-                refresh_metrics(ctx, &op, r);
-                Vec::new()
-            }
-            _ = leading.changed() => {
-                if !*leading.borrow() {
-                    tracing::warn!("lost leadership: stopping the operator loops");
-                    return;
+        let mut inputs = if !failed.is_empty() {
+            std::mem::take(&mut failed)
+        } else {
+            tokio::select! {
+                c = changes.recv() => match c {
+                    Some(c) => feeder.inputs(c),
+                    None => return,
+                },
+                r = results.recv() => r.into_iter().collect(),
+                _ = tokio::time::sleep(sleep) => vec![Input::Tick],
+                Some(r) = refresh.recv() => {
+                    refresh_metrics(ctx, &op, r);
+                    Vec::new()
                 }
-                Vec::new()
+                _ = leading.changed() => {
+                    if !*leading.borrow() {
+                        tracing::warn!("lost leadership: stopping the operator loops");
+                        return;
+                    }
+                    Vec::new()
+                }
+                _ = shutdown.wait_for(|s| *s) => return,
             }
-            _ = shutdown.wait_for(|s| *s) => return,
         };
         // Everything else already waiting joins this step: the actions of one step run one
         // after the other, so a step per change would let a busy cluster's changes queue up
@@ -522,8 +589,8 @@ async fn lead(
 /// and calls.
 pub fn ready_inputs(
     feeder: &mut Feeder,
-    changes: &mut mpsc::UnboundedReceiver<Change>,
-    results: &mut mpsc::UnboundedReceiver<Input>,
+    changes: &mut mpsc::Receiver<Change>,
+    results: &mut mpsc::Receiver<Input>,
 ) -> Vec<Input> {
     let mut inputs = Vec::new();
     while let Ok(c) = changes.try_recv() {
@@ -553,14 +620,9 @@ pub fn map_patch(old: Option<&BTreeMap<String, String>>, new: &BTreeMap<String, 
     Value::Object(m)
 }
 
-fn write_failed(
-    results: &mpsc::UnboundedSender<Input>,
-    kind: ObjectKind,
-    name: &str,
-    e: impl std::fmt::Display,
-) {
+fn write_failed(failed: &mut Vec<Input>, kind: ObjectKind, name: &str, e: impl std::fmt::Display) {
     tracing::warn!(kind = ?kind, name, error = %e, "API write failed");
-    let _ = results.send(Input::WriteFailed {
+    failed.push(Input::WriteFailed {
         kind,
         name: name.to_string(),
         message: e.to_string(),
@@ -575,7 +637,13 @@ fn split_key(pod: &str) -> (&str, &str) {
     pod.split_once('/').unwrap_or(("default", pod))
 }
 
-async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<Input>) {
+async fn execute(
+    ctx: &Context,
+    action: Action,
+    results: &mpsc::Sender<Input>,
+    feeder: &mut Feeder,
+    failed: &mut Vec<Input>,
+) {
     let claims: Api<KubeNodeClaim> = Api::all(ctx.client.clone());
     let nodes: Api<core::Node> = Api::all(ctx.client.clone());
     let pools: Api<KubeNodePool> = Api::all(ctx.client.clone());
@@ -595,23 +663,26 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             };
             match result {
                 Ok(()) => tracing::info!(nodeclaim = %name, "created nodeclaim"),
-                Err(e) => write_failed(results, ObjectKind::NodeClaim, &name, e),
+                Err(e) => write_failed(failed, ObjectKind::NodeClaim, &name, e),
             }
         }
-        Action::UpdateNodeClaim(claim) => update_nodeclaim(ctx, &claims, &claim, results).await,
+        Action::UpdateNodeClaim(claim) => update_nodeclaim(ctx, &claims, &claim, failed).await,
         Action::DeleteNodeClaim { name } => {
             match bounded(claims.delete(&name, &DeleteParams::default())).await {
                 Ok(_) => tracing::info!(nodeclaim = %name, "deleting nodeclaim"),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => write_failed(results, ObjectKind::NodeClaim, &name, e),
+                Err(e) => write_failed(failed, ObjectKind::NodeClaim, &name, e),
             }
         }
-        Action::PatchNode(update) => patch_node(ctx, &nodes, &update, results).await,
+        Action::PatchNode(update) => {
+            let base = feeder.node_base(&update);
+            patch_node(ctx, &nodes, base, &update, failed).await
+        }
         Action::DeleteNode { name } => {
             match bounded(nodes.delete(&name, &DeleteParams::default())).await {
                 Ok(_) => tracing::info!(node = %name, "deleting node"),
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => write_failed(results, ObjectKind::Node, &name, e),
+                Err(e) => write_failed(failed, ObjectKind::Node, &name, e),
             }
         }
         Action::EvictPod { id, pod, uid } => {
@@ -625,7 +696,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
                     return;
                 }
                 let response = evict(client, &pod, &uid).await;
-                let _ = results.send(Input::EvictionResult { id, response });
+                let _ = results.send(Input::EvictionResult { id, response }).await;
             });
         }
         Action::DeletePod {
@@ -641,7 +712,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             if let Err(e) = bounded(api.delete(name, &params)).await
                 && !is_not_found(&e)
             {
-                write_failed(results, ObjectKind::Pod, &pod, e);
+                write_failed(failed, ObjectKind::Pod, &pod, e);
             }
         }
         Action::NominatePod { pod, target } => {
@@ -652,15 +723,20 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
             if let Err(e) = bounded(pools.patch(&name, &merge, &Patch::Merge(&patch))).await
                 && !is_not_found(&e)
             {
-                write_failed(results, ObjectKind::NodePool, &name, e);
+                write_failed(failed, ObjectKind::NodePool, &name, e);
             }
         }
         Action::UpdateNodePoolStatus { name, status } => {
-            let patch = json!({"status": status});
+            // A compare-and-swap on the version the status was computed from: a NodePool
+            // changed since is answered 409, and the operator computes its status again.
+            let mut patch = json!({"status": status});
+            if let Some(rv) = feeder.pool_version(&name) {
+                patch["metadata"] = json!({ "resourceVersion": rv });
+            }
             if let Err(e) = bounded(pools.patch_status(&name, &merge, &Patch::Merge(&patch))).await
                 && !is_not_found(&e)
             {
-                write_failed(results, ObjectKind::NodePool, &name, e);
+                write_failed(failed, ObjectKind::NodePool, &name, e);
             }
         }
         Action::Cloud { id, call } => {
@@ -691,7 +767,7 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
                 if let CloudCall::Create(claim) = &call {
                     tracing::info!(nodeclaim = %claim.name(), "launching instance");
                 }
-                let _ = results.send(Input::CloudResult { id, response });
+                let _ = results.send(Input::CloudResult { id, response }).await;
             });
         }
         Action::RecordEvent(event) => record_event(ctx, event),
@@ -719,7 +795,7 @@ async fn update_nodeclaim(
     ctx: &Context,
     claims: &Api<KubeNodeClaim>,
     claim: &NodeClaim,
-    results: &mpsc::UnboundedSender<Input>,
+    failed: &mut Vec<Input>,
 ) {
     let name = claim.name().to_string();
     let cached = ctx.caches.nodeclaims.get(&ObjectRef::new(&name));
@@ -741,7 +817,7 @@ async fn update_nodeclaim(
         Ok(patched) => patched,
         Err(e) => {
             if !is_not_found(&e) {
-                write_failed(results, ObjectKind::NodeClaim, &name, e);
+                write_failed(failed, ObjectKind::NodeClaim, &name, e);
             }
             return;
         }
@@ -749,7 +825,7 @@ async fn update_nodeclaim(
     let status = match KubeNodeClaim::from_nodeclaim(claim) {
         Ok(k) => serde_json::to_value(&k.status).unwrap_or(Value::Null),
         Err(e) => {
-            write_failed(results, ObjectKind::NodeClaim, &name, e);
+            write_failed(failed, ObjectKind::NodeClaim, &name, e);
             return;
         }
     };
@@ -764,50 +840,52 @@ async fn update_nodeclaim(
     if let Err(e) = bounded(claims.patch_status(&name, &params, &Patch::Merge(&status_patch))).await
         && !is_not_found(&e)
     {
-        write_failed(results, ObjectKind::NodeClaim, &name, e);
+        write_failed(failed, ObjectKind::NodeClaim, &name, e);
     }
 }
 
+/// How many answers of calls made in tasks of their own (cloud calls, evictions) may wait for
+/// the operator; a task whose answer finds the channel full waits.
+pub const RESULTS_CAPACITY: usize = 1024;
+
+/// How many times a Node patch is built again on a fresh read after a 409.
+const NODE_PATCH_ATTEMPTS: usize = 5;
+
+/// Applies the operator's edits of a Node ([`edits::node_patch`]): to the cached Node first,
+/// and on a 409 (the Node changed since) to a fresh read, a few times; then the operator is
+/// told the write failed and decides again.
 async fn patch_node(
     ctx: &Context,
     nodes: &Api<core::Node>,
+    base: Option<lifecycle::Node>,
     update: &NodeUpdate,
-    results: &mpsc::UnboundedSender<Input>,
+    failed: &mut Vec<Input>,
 ) {
     let name = &update.node_name;
-    let cached = ctx.caches.nodes.get(&ObjectRef::new(name));
-    let old = cached.as_ref().map(|n| &n.metadata);
-    let mut meta = serde_json::Map::new();
-    if let Some(l) = &update.labels {
-        meta.insert(
-            "labels".into(),
-            map_patch(old.and_then(|m| m.labels.as_ref()), l),
-        );
-    }
-    if let Some(a) = &update.annotations {
-        meta.insert(
-            "annotations".into(),
-            map_patch(old.and_then(|m| m.annotations.as_ref()), a),
-        );
-    }
-    if let Some(f) = &update.finalizers {
-        meta.insert("finalizers".into(), json!(f));
-    }
-    if let Some(o) = &update.owner_references {
-        meta.insert("ownerReferences".into(), json!(o));
-    }
-    let mut patch = serde_json::Map::new();
-    if !meta.is_empty() {
-        patch.insert("metadata".into(), Value::Object(meta));
-    }
-    if let Some(t) = &update.taints {
-        patch.insert("spec".into(), json!({ "taints": t }));
-    }
-    let patch = Value::Object(patch);
-    if let Err(e) = bounded(nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch))).await
-        && !is_not_found(&e)
-    {
-        write_failed(results, ObjectKind::Node, name, e);
+    // Without a base (a Node the operator never saw) nothing is known to be the operator's:
+    // its entries are added, nothing is removed.
+    let base = base.unwrap_or_else(|| lifecycle::Node::new(name.clone(), String::new()));
+    let mut live = ctx.caches.nodes.get(&ObjectRef::new(name));
+    for attempt in 1..=NODE_PATCH_ATTEMPTS {
+        let node = match live.take() {
+            Some(n) => n,
+            None => match bounded(nodes.get(name)).await {
+                Ok(n) => Arc::new(n),
+                Err(e) if is_not_found(&e) => return,
+                Err(e) => return write_failed(failed, ObjectKind::Node, name, e),
+            },
+        };
+        let Some(patch) = edits::node_patch(&base, update, &node) else {
+            return;
+        };
+        match bounded(nodes.patch(name, &PatchParams::default(), &Patch::Merge(&patch))).await {
+            Ok(_) => return,
+            Err(e) if is_not_found(&e) => return,
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < NODE_PATCH_ATTEMPTS => {
+                tracing::debug!(node = %name, attempt, "node changed since read: reading it again");
+            }
+            Err(e) => return write_failed(failed, ObjectKind::Node, name, e),
+        }
     }
 }
 
@@ -846,6 +924,16 @@ async fn evict(client: Client, pod: &str, uid: &str) -> EvictionResponse {
 }
 
 fn record_event(ctx: &Context, event: lifecycle::Event) {
+    // A poisoned lock (a panic elsewhere) publishes rather than drops.
+    let admitted = ctx
+        .events
+        .lock()
+        .map(|mut d| d.admit(&event, Instant::now()))
+        .unwrap_or(true);
+    if !admitted {
+        tracing::debug!(reason = %event.reason, object = %event.name, "event deduped");
+        return;
+    }
     let (namespace, name, kind, api_version) = match event.kind {
         ObjectKind::Pod => {
             let (ns, n) = split_key(&event.name);

@@ -28,7 +28,7 @@ pub struct ProviderContext {
     pub caches: Caches,
     /// Sends changes to the operator on the watches' channel; a provider's interruption
     /// consumer sends [`Change::Interruption`] here.
-    pub changes: mpsc::UnboundedSender<Change>,
+    pub changes: mpsc::Sender<Change>,
     /// `true` while this replica holds the leader Lease (always `true` without leader
     /// election); changes are announced here.
     pub leading: watch::Receiver<bool>,

@@ -218,6 +218,7 @@ fn the_feeder_converts_a_daemonset_with_its_first_pod_and_counts_the_lists() {
         "PersistentVolumeClaim",
         "PersistentVolume",
         "StorageClass",
+        "VolumeAttachment",
     ] {
         assert!(feeder.inputs(Change::Synced(kind)).is_empty());
     }
@@ -232,8 +233,8 @@ fn the_feeder_converts_a_daemonset_with_its_first_pod_and_counts_the_lists() {
 /// Every change and result already waiting joins the step.
 #[test]
 fn a_step_takes_every_change_and_result_already_waiting() {
-    let (changes_tx, mut changes) = mpsc::unbounded_channel::<Change>();
-    let (results_tx, mut results) = mpsc::unbounded_channel::<Input>();
+    let (changes_tx, mut changes) = mpsc::channel::<Change>(16);
+    let (results_tx, mut results) = mpsc::channel::<Input>(16);
     let pod = |name: &str| -> core::Pod {
         serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "default", "uid": name},
@@ -243,10 +244,10 @@ fn a_step_takes_every_change_and_result_already_waiting() {
         .unwrap()
     };
     for name in ["a", "b", "c"] {
-        changes_tx.send(Change::Pod(Arc::new(pod(name)))).unwrap();
+        changes_tx.try_send(Change::Pod(Arc::new(pod(name)))).unwrap();
     }
     results_tx
-        .send(Input::WriteFailed {
+        .try_send(Input::WriteFailed {
             kind: ObjectKind::NodeClaim,
             name: "n".into(),
             message: "409".into(),
@@ -265,4 +266,27 @@ fn a_step_takes_every_change_and_result_already_waiting() {
     assert_eq!(names, ["a", "b", "c", "failed n"]);
     // Nothing left: the next call does not wait, it returns nothing.
     assert!(ready_inputs(&mut feeder, &mut changes, &mut results).is_empty());
+}
+
+/// VolumeAttachments reach the operator by name and node, and their deletions by name.
+#[test]
+fn volume_attachments_become_operator_inputs() {
+    use k8s_openapi::api::storage::v1::VolumeAttachment;
+    let attachment: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": "csi-1"},
+        "spec": {"attacher": "ebs.csi.aws.com", "nodeName": "n1",
+                 "source": {"persistentVolumeName": "pv-1"}}
+    }))
+    .unwrap();
+    let attachment = Arc::new(attachment);
+    match input_for(Change::VolumeAttachment(attachment.clone())) {
+        Some(Input::VolumeAttachmentApplied { name, node_name }) => {
+            assert_eq!((name.as_str(), node_name.as_str()), ("csi-1", "n1"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match input_for(Change::VolumeAttachmentDeleted(attachment)) {
+        Some(Input::VolumeAttachmentDeleted(name)) => assert_eq!(name, "csi-1"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -14,6 +14,7 @@
 //! kube-controller-manager, so they keep to namespace `default` and create pods directly (no
 //! Deployments), which works either way (`KCP_CONTROLLER_MANAGER=0` in up.sh).
 
+mod faults;
 mod harness;
 mod kubectl;
 mod memory;
