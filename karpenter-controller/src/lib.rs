@@ -234,7 +234,7 @@ where
         )));
     }
     args.feature_gates
-        .check()
+        .require_supported(settings::UNSUPPORTED_GATES)
         .map_err(|e| ControllerError::Settings(format!("FEATURE_GATES (--feature-gates): {e}")))?;
     let client = rate_limited_client(
         args.kubeconfig.as_deref(),
@@ -395,4 +395,4 @@ where
 }
 
 /// Feature gates this build knows (upstream's names).
-pub const KNOWN_GATES: &[&str] = settings::KNOWN_GATES;
+pub const KNOWN_GATES: [karpenter_core::features::Gate; 6] = karpenter_core::features::Gate::ALL;

@@ -18,7 +18,7 @@ use karpenter_core::lifecycle::termination::EvictionResponse;
 use karpenter_core::lifecycle::{self, EventType, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
 use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
-use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy, SchedulerOptions};
+use karpenter_core::scheduling::SchedulerOptions;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
@@ -29,6 +29,7 @@ use super::cluster::{Caches, Change};
 use super::leader::Leadership;
 use super::metrics::{Metrics, ReconcileObserver};
 use super::settings::ControllerArgs;
+use karpenter_core::features::Gate;
 
 /// What the operator shell needs.
 pub struct Context {
@@ -96,11 +97,12 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     let mut config = OperatorConfig::default();
     config.batch_idle_duration = to_signed(settings.batch_idle_duration);
     config.batch_max_duration = to_signed(settings.batch_max_duration);
-    config.node_repair = settings.feature_gates.enabled("NodeRepair");
-    config.disruption = config
-        .disruption
-        .clone()
-        .with_spot_to_spot_consolidation(settings.feature_gates.enabled("SpotToSpotConsolidation"));
+    config.node_repair = settings.feature_gates.enabled(Gate::NodeRepair);
+    config.disruption = config.disruption.clone().with_spot_to_spot_consolidation(
+        settings
+            .feature_gates
+            .enabled(Gate::SpotToSpotConsolidation),
+    );
     config.name_seed = seed;
     config.repair_policies = if config.node_repair {
         provider.repair_policies()
@@ -111,14 +113,8 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     // schedule (upstream's scheduler reads them from the provider too), and the policies of
     // PREFERENCE_POLICY and MIN_VALUES_POLICY.
     let mut scheduler = SchedulerOptions::for_provider(provider);
-    scheduler.preference_policy = match settings.preference_policy.as_str() {
-        "Ignore" => PreferencePolicy::Ignore,
-        _ => PreferencePolicy::Respect,
-    };
-    scheduler.min_values_policy = match settings.min_values_policy.as_str() {
-        "BestEffort" => MinValuesPolicy::BestEffort,
-        _ => MinValuesPolicy::Strict,
-    };
+    scheduler.preference_policy = settings.preference_policy;
+    scheduler.min_values_policy = settings.min_values_policy;
     let packing = settings.packing.as_deref().and_then(|p| p.parse().ok());
     config.scheduler = scheduler.with_packing(
         karpenter_core::scheduling::packing::PackingOptions::default().with_policy(packing),

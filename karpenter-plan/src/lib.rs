@@ -8,6 +8,7 @@
 //! - [`error`]: why no plan was made, and its exit status;
 //! - [`explain`]: why pods were left out (`--explain`);
 //! - [`lowerbound`]: the proven cost lower bound (karpenter-core's `scheduling::bound`);
+//! - [`settings`]: `--feature-gates`, `--preference-policy`, `--min-values-policy`;
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
@@ -27,6 +28,7 @@ pub mod live;
 pub mod manifests;
 pub mod output;
 pub mod plan;
+pub mod settings;
 pub mod simulate;
 pub mod warnings;
 

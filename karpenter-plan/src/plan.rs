@@ -18,6 +18,8 @@ use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
 use karpenter_core::scheduling::{Results, SchedulerOptions, SchedulingInput};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World};
 
+use karpenter_core::features::Gate;
+
 use crate::catalog::{Catalog, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
 use crate::explain::{explain, tidy_reason};
@@ -25,6 +27,7 @@ use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, c
 use crate::output::{
     ExistingNodeOutput, PlanOutput, Summary, UnschedulableOutput, claim_output, launch_of,
 };
+use crate::settings::Settings;
 use crate::warnings::{self, PoolContext, RULES, Warning};
 
 /// What `karpenter plan` was asked.
@@ -45,6 +48,8 @@ pub struct PlanOptions {
     /// `--packing cost|upstream`: the packing policy of every NodePool (`None`: each NodePool's
     /// `karpenter-rs.io/packing` annotation).
     pub packing: Option<PackingPolicy>,
+    /// `--feature-gates`, `--preference-policy`, `--min-values-policy`.
+    pub settings: Settings,
 }
 
 impl PlanOptions {
@@ -58,6 +63,7 @@ impl PlanOptions {
             explain: false,
             allow: Vec::new(),
             packing: None,
+            settings: Settings::default(),
         }
     }
 }
@@ -222,7 +228,7 @@ pub fn plan(
     let aws = opts.catalog == CatalogSpec::Aws;
     let (world, world_warnings) = build_world(&m, &mut catalog, aws, &mut notices)?;
     let policy = catalog.policy.clone();
-    let options = SchedulerOptions::default().with_label_policy(policy.clone());
+    let options = opts.settings.scheduler_options(policy.clone());
 
     let input = world.scheduling_input();
     if input.node_pools.is_empty() && !input.pods.is_empty() {
@@ -395,6 +401,7 @@ pub fn plan(
             pdbs: &world.pdbs,
             instance_types: &all_types,
             scheduler_options: &options,
+            spot_to_spot_consolidation: opts.settings.enabled(Gate::SpotToSpotConsolidation),
         });
         Some(plan)
     } else {
