@@ -38,7 +38,7 @@ pub enum Command {
     /// What would these NodePools cost over a day of this workload, with and without
     /// consolidation? (The operator loops over a simulated cluster.)
     Simulate(SimulateArgs),
-    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, NodeOverlay, EC2NodeClass) as multi-document
     /// YAML.
     Crds(CrdsArgs),
     /// Run the node autoscaler against a cluster (see --help for how to deploy it).

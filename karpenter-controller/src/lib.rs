@@ -249,7 +249,13 @@ where
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (changes_tx, changes) = mpsc::unbounded_channel();
-    let caches = cluster::start(&client, changes_tx.clone(), shutdown.clone());
+    let caches = cluster::start(
+        &client,
+        changes_tx.clone(),
+        shutdown.clone(),
+        args.feature_gates
+            .enabled(karpenter_core::features::Gate::NodeOverlay),
+    );
     let metrics = Arc::new(
         metrics::Metrics::new(&label_policy)
             .with_cluster_state_observability(!args.disable_cluster_state_observability),

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::api::NodeClaim;
 use karpenter_core::cloud::CloudProvider;
-use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
+use karpenter_core::crd::{KubeNodeClaim, KubeNodeOverlay, KubeNodePool};
 use karpenter_core::lifecycle::termination::EvictionResponse;
 use karpenter_core::lifecycle::{self, EventType, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
@@ -98,6 +98,7 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     config.batch_idle_duration = to_signed(settings.batch_idle_duration);
     config.batch_max_duration = to_signed(settings.batch_max_duration);
     config.node_repair = settings.feature_gates.enabled(Gate::NodeRepair);
+    config.node_overlay = settings.feature_gates.enabled(Gate::NodeOverlay);
     config.disruption = config.disruption.clone().with_spot_to_spot_consolidation(
         settings
             .feature_gates
@@ -185,6 +186,16 @@ pub fn input_for(change: Change) -> Option<Input> {
             }
         },
         Change::PdbDeleted(p) => Some(Input::PdbDeleted(key(&p.metadata))),
+        Change::NodeOverlay(o) => match (*o).clone().into_nodeoverlay() {
+            Ok(overlay) => Some(Input::NodeOverlayApplied(Box::new(overlay))),
+            Err(e) => {
+                tracing::warn!(error = %e, "NodeOverlay not understood");
+                None
+            }
+        },
+        Change::NodeOverlayDeleted(o) => Some(Input::NodeOverlayDeleted(
+            o.metadata.name.clone().unwrap_or_default(),
+        )),
         Change::Interruption(e) => Some(Input::Interruption(e)),
         Change::Other(_) | Change::Synced(_) => None,
     }
@@ -276,9 +287,18 @@ pub struct Feeder {
     unreadable: BTreeSet<String>,
     /// Newly found unreadable bound pods (key, error), for the shell to report once.
     unreadable_new: Vec<(String, String)>,
+    /// NodeOverlays are watched too (their gate is on).
+    node_overlay: bool,
 }
 
 impl Feeder {
+    /// A feeder that also waits for the NodeOverlay watch's initial list before it reports
+    /// [`synced`](Self::synced) (the `NodeOverlay` gate).
+    pub fn with_node_overlay(mut self, on: bool) -> Self {
+        self.node_overlay = on;
+        self
+    }
+
     /// The inputs for `change`, in order.
     pub fn inputs(&mut self, change: Change) -> Vec<Input> {
         let mut out = Vec::new();
@@ -345,7 +365,7 @@ impl Feeder {
 
     /// Whether every watched kind's initial list has been fed.
     pub fn synced(&self) -> bool {
-        self.synced.len() >= super::cluster::WATCHED_KINDS
+        self.synced.len() >= super::cluster::watched_kinds(self.node_overlay)
     }
 }
 
@@ -369,7 +389,8 @@ pub async fn run(
     mut refresh: mpsc::Receiver<RefreshRequest>,
 ) {
     let mut op = Operator::new(operator_config(&ctx.settings, ctx.provider.as_ref()));
-    let mut feeder = Feeder::default();
+    let mut feeder =
+        Feeder::default().with_node_overlay(ctx.settings.feature_gates.enabled(Gate::NodeOverlay));
     // Follow: record every change; act on nothing.
     while !*leading.borrow() || !feeder.synced() {
         tokio::select! {
@@ -625,6 +646,17 @@ async fn execute(ctx: &Context, action: Action, results: &mpsc::UnboundedSender<
                 && !is_not_found(&e)
             {
                 write_failed(results, ObjectKind::NodePool, &name, e);
+            }
+        }
+        Action::UpdateNodeOverlayStatus { name, status } => {
+            let overlays: Api<KubeNodeOverlay> = Api::all(ctx.client.clone());
+            let patch = json!({"status": status});
+            if let Err(e) =
+                bounded(overlays.patch_status(&name, &merge, &Patch::Merge(&patch))).await
+                && !is_not_found(&e)
+            {
+                // The next change of the overlays or of the instance types writes it again.
+                tracing::warn!(nodeoverlay = %name, error = %e, "writing the NodeOverlay status failed");
             }
         }
         Action::UpdateNodePoolStatus { name, status } => {

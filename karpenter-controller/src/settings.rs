@@ -217,11 +217,6 @@ pub use karpenter_core::features::{DEFAULT_FEATURE_GATES, FeatureGates, Gate, Se
 /// nothing would be worse than a refusal.
 pub const UNSUPPORTED_GATES: &[(Gate, bool, &str)] = &[
     (
-        Gate::NodeOverlay,
-        true,
-        "this build does not implement NodeOverlay in the controller yet; leave it false",
-    ),
-    (
         Gate::StaticCapacity,
         true,
         "this build does not implement StaticCapacity yet; leave it false",

@@ -18,7 +18,10 @@ use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
 use karpenter_core::scheduling::{Results, SchedulerOptions, SchedulingInput};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World};
 
+use karpenter_core::api::{NodeOverlay, NodePool};
 use karpenter_core::features::Gate;
+use karpenter_core::labels::LabelPolicy;
+use karpenter_core::overlay::{self, Outcome, PoolTypes};
 
 use crate::catalog::{Catalog, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
@@ -86,6 +89,7 @@ pub(crate) fn build_world(
     m: &Manifests,
     catalog: &mut Catalog,
     aws: bool,
+    settings: &Settings,
     notices: &mut Vec<String>,
 ) -> Result<(World, Vec<Warning>), PlanError> {
     // EC2NodeClasses by name.
@@ -122,6 +126,7 @@ pub(crate) fn build_world(
         let types = catalog.instance_types_for(class)?;
         pools.push((p.object.clone(), types));
     }
+    apply_overlays(m, &mut pools, &catalog.policy, settings, notices);
 
     let objects = Objects {
         node_pools: &pools,
@@ -139,6 +144,61 @@ pub(crate) fn build_world(
     let mut world = world::build(&objects)?;
     notices.append(&mut world.notices);
     Ok((world, warnings))
+}
+
+/// The input's NodeOverlays applied to the NodePools' instance types when the `NodeOverlay`
+/// gate is on (as upstream's controller does; an overlay that fails runtime validation or
+/// conflicts is reported and applies nowhere); with the gate off they are reported and left
+/// out, as upstream leaves them.
+fn apply_overlays(
+    m: &Manifests,
+    pools: &mut [(NodePool, Vec<Arc<InstanceType>>)],
+    policy: &LabelPolicy,
+    settings: &Settings,
+    notices: &mut Vec<String>,
+) {
+    if m.overlays.is_empty() {
+        return;
+    }
+    if !settings.enabled(Gate::NodeOverlay) {
+        for o in &m.overlays {
+            notices.push(format!(
+                "{}: {}: not applied: the NodeOverlay feature gate is off (upstream's default); \
+                 pass --feature-gates NodeOverlay=true to apply it",
+                o.origin, o.name
+            ));
+        }
+        return;
+    }
+    let overlays: Vec<NodeOverlay> = m.overlays.iter().map(|o| o.object.clone()).collect();
+    let applied = {
+        let views: Vec<PoolTypes<'_>> = pools
+            .iter()
+            .map(|(pool, types)| PoolTypes {
+                name: pool.name(),
+                labels: &pool.spec.template.metadata.labels,
+                instance_types: types,
+            })
+            .collect();
+        overlay::apply(&overlays, &views, policy)
+    };
+    for o in &m.overlays {
+        match applied.outcomes.get(o.object.name()) {
+            Some(Outcome::Applied) | None => {}
+            Some(outcome) => {
+                let (_, reason, message) = outcome.condition();
+                notices.push(format!(
+                    "{}: {}: not applied: ValidationSucceeded=False, {reason}: {message}",
+                    o.origin, o.name
+                ));
+            }
+        }
+    }
+    for (pool, types) in pools.iter_mut() {
+        if let Some(adjusted) = applied.instance_types.get(pool.name()) {
+            *types = adjusted.clone();
+        }
+    }
 }
 
 /// Whether a pod (or the workload it is a replica of) is a Karpenter controller (advice: not
@@ -226,7 +286,7 @@ pub fn plan(
     progress("loading the instance-type catalog");
     let mut catalog = Catalog::load(&opts.catalog, opts.spot_price_factor)?;
     let aws = opts.catalog == CatalogSpec::Aws;
-    let (world, world_warnings) = build_world(&m, &mut catalog, aws, &mut notices)?;
+    let (world, world_warnings) = build_world(&m, &mut catalog, aws, &opts.settings, &mut notices)?;
     let policy = catalog.policy.clone();
     let options = opts.settings.scheduler_options(policy.clone());
 

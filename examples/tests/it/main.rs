@@ -14,6 +14,7 @@ mod fidelity;
 mod fuzz;
 mod options;
 mod packing;
+mod parity;
 mod perf;
 mod robustness;
 mod simulate;

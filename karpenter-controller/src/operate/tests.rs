@@ -1,5 +1,6 @@
 //! Tests of the operator shell.
 use super::*;
+use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy};
 
 #[test]
 fn map_patches_null_removed_keys() {

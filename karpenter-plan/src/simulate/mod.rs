@@ -110,7 +110,7 @@ pub fn prepare(
     let mut notices = m.notices.clone();
     let mut catalog = Catalog::load(&opts.catalog, opts.spot_price_factor)?;
     let aws = opts.catalog == CatalogSpec::Aws;
-    let (world, _warnings) = build_world(&m, &mut catalog, aws, &mut notices)?;
+    let (world, _warnings) = build_world(&m, &mut catalog, aws, &opts.settings, &mut notices)?;
     if world.node_pools.is_empty() {
         return Err(PlanError::Input(
             "no usable NodePool in the -f input: karpenter simulate needs at least one".into(),

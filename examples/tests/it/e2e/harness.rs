@@ -244,6 +244,7 @@ pub async fn install(client: &Client) {
     for name in [
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
+        "nodeoverlays.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         "kwoknodeclasses.karpenter.kwok.sh",
     ] {

@@ -29,7 +29,7 @@ fn accepted(o: &NodeOverlay) -> (bool, bool) {
 fn requirements_without_values_for_in_and_not_in_fail() {
     for op in ["In", "NotIn"] {
         let o = overlay(json!({"requirements": [req("Test", op, &[])]}));
-        assert_eq!(accepted(&o).0, false, "{op}");
+        assert!(!accepted(&o).0, "{op}");
         let e = o.validate().unwrap_err().to_string();
         assert!(e.contains("spec.requirements[0].values"), "{e}");
     }
