@@ -183,6 +183,7 @@ fn api_resource(gvk: &GroupVersionKind) -> ApiResource {
     let plural = match gvk.kind.as_str() {
         "NodePool" => "nodepools",
         "NodeClaim" => "nodeclaims",
+        "NodeOverlay" => "nodeoverlays",
         "EC2NodeClass" => "ec2nodeclasses",
         "KWOKNodeClass" => "kwoknodeclasses",
         "Namespace" => "namespaces",
