@@ -1054,9 +1054,10 @@ fn perf_a_thousand_pending_pods_to_all_bound() {
 /// schedulable) and writes their `ValidationSucceeded` condition: `True`, or `False` with
 /// reason `Conflict` for the loser of two overlays of equal weight.
 #[test]
+#[ignore = "needs the loopback control plane: scripts/test starts it and runs these with --ignored"]
 fn node_overlays_apply_behind_their_gate_and_get_their_status() {
     let test = "overlay";
-    let Some(env) = env(test) else { return };
+    let env = env(test);
     env.rt.block_on(async {
         let admin = client(&env.admin).await;
         install(&admin).await;
