@@ -225,9 +225,9 @@ k() { "$KUBECTL" --kubeconfig "$ADMIN_KC" "$@"; }
 log "installing the CRDs and RBAC"
 "$KARPENTER" crds --kwok | k apply --server-side -f - >/dev/null
 # The suite's clean-up lists every kind of its CleanableObjects, CapacityBuffer and NodeOverlay
-# among them: without their CRDs each spec's AfterEach fails after 15 minutes.
-k apply --server-side -f "$MODDIR/pkg/apis/crds/autoscaling.x-k8s.io_capacitybuffers.yaml" \
-  -f "$MODDIR/pkg/apis/crds/karpenter.sh_nodeoverlays.yaml" >/dev/null
+# among them: without their CRDs each spec's AfterEach fails after 15 minutes (NodeOverlay's
+# comes with ours).
+k apply --server-side -f "$MODDIR/pkg/apis/crds/autoscaling.x-k8s.io_capacitybuffers.yaml" >/dev/null
 k wait --for=condition=Established --timeout=60s crd --all >/dev/null
 k apply -f "$REPO/deploy/namespace.yaml" -f "$REPO/deploy/rbac.yaml" \
   -f "$REPO/deploy/rbac-fake-provider.yaml" >/dev/null

@@ -17,6 +17,7 @@ use karpenter_plan::catalog::CatalogSpec;
 use karpenter_plan::manifests::{Input, read_inputs};
 use karpenter_plan::output;
 use karpenter_plan::plan::{PlanError, PlanOptions, plan};
+use karpenter_plan::settings::Settings;
 use karpenter_plan::simulate::SimulateOptions;
 use karpenter_plan::warnings::RULES;
 
@@ -37,7 +38,7 @@ pub enum Command {
     /// What would these NodePools cost over a day of this workload, with and without
     /// consolidation? (The operator loops over a simulated cluster.)
     Simulate(SimulateArgs),
-    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, EC2NodeClass) as multi-document
+    /// Print the CustomResourceDefinitions (NodePool, NodeClaim, NodeOverlay, EC2NodeClass) as multi-document
     /// YAML.
     Crds(CrdsArgs),
     /// Rewrite v1beta1 NodePools and EC2NodeClasses as v1 (upstream's v1 migration), printing
@@ -141,6 +142,25 @@ pub struct PlanArgs {
     /// both policies' costs.
     #[arg(long, value_name = "POLICY")]
     pub packing: Option<String>,
+    /// Feature gates, as the controller's FEATURE_GATES: Name=true|false separated by commas,
+    /// over upstream's defaults (NodeRepair=false, ReservedCapacity=true,
+    /// SpotToSpotConsolidation=false, NodeOverlay=false, StaticCapacity=false,
+    /// CapacityBuffer=false). NodeOverlay=true applies the input's NodeOverlays (karpenter.sh/v1alpha1)
+    /// to the instance types; SpotToSpotConsolidation=true lets consolidation replace a spot
+    /// node by a cheaper spot one. An unknown gate, StaticCapacity=true, CapacityBuffer=true and
+    /// ReservedCapacity=false are refused.
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Preferred node and pod affinities and ScheduleAnyway topology spreads, as the
+    /// controller's PREFERENCE_POLICY: Respect (constraints until relaxed one by one; the
+    /// default) or Ignore.
+    #[arg(long, value_name = "POLICY")]
+    pub preference_policy: Option<String>,
+    /// minValues, as the controller's MIN_VALUES_POLICY: Strict (a NodeClaim whose instance
+    /// types cannot meet them is not made; the default) or BestEffort (they are lowered to what
+    /// the instance types allow).
+    #[arg(long, value_name = "POLICY")]
+    pub min_values_policy: Option<String>,
 }
 
 /// `karpenter simulate` arguments.
@@ -191,6 +211,25 @@ pub struct SimulateArgs {
     /// karpenter-rs.io/packing annotation, else upstream).
     #[arg(long, value_name = "POLICY")]
     pub packing: Option<String>,
+    /// Feature gates, as the controller's FEATURE_GATES: Name=true|false separated by commas,
+    /// over upstream's defaults (NodeRepair=false, ReservedCapacity=true,
+    /// SpotToSpotConsolidation=false, NodeOverlay=false, StaticCapacity=false,
+    /// CapacityBuffer=false). NodeOverlay=true applies the input's NodeOverlays (karpenter.sh/v1alpha1)
+    /// to the instance types; SpotToSpotConsolidation=true lets consolidation replace a spot
+    /// node by a cheaper spot one. An unknown gate, StaticCapacity=true, CapacityBuffer=true and
+    /// ReservedCapacity=false are refused.
+    #[arg(long, value_name = "GATES")]
+    pub feature_gates: Option<String>,
+    /// Preferred node and pod affinities and ScheduleAnyway topology spreads, as the
+    /// controller's PREFERENCE_POLICY: Respect (constraints until relaxed one by one; the
+    /// default) or Ignore.
+    #[arg(long, value_name = "POLICY")]
+    pub preference_policy: Option<String>,
+    /// minValues, as the controller's MIN_VALUES_POLICY: Strict (a NodeClaim whose instance
+    /// types cannot meet them is not made; the default) or BestEffort (they are lowered to what
+    /// the instance types allow).
+    #[arg(long, value_name = "POLICY")]
+    pub min_values_policy: Option<String>,
 }
 
 const SIMULATE_HELP: &str = "Runs Karpenter's own operator loops (provisioning, disruption, \
@@ -450,7 +489,16 @@ fn run_plan(
         Some(Ok(p)) => Some(p),
         Some(Err(e)) => return fail(stderr, PlanError::Input(format!("--packing: {e}"))),
     };
+    let settings = match Settings::parse(
+        args.feature_gates.as_deref(),
+        args.preference_policy.as_deref(),
+        args.min_values_policy.as_deref(),
+    ) {
+        Ok(s) => s,
+        Err(e) => return fail(stderr, e),
+    };
     let opts = PlanOptions {
+        settings,
         packing,
         catalog,
         spot_price_factor: args.spot_price_factor,
@@ -537,7 +585,13 @@ fn simulate_options(args: &SimulateArgs) -> Result<SimulateOptions, PlanError> {
             args.output
         )));
     }
+    let settings = Settings::parse(
+        args.feature_gates.as_deref(),
+        args.preference_policy.as_deref(),
+        args.min_values_policy.as_deref(),
+    )?;
     Ok(SimulateOptions {
+        settings,
         catalog,
         spot_price_factor: args.spot_price_factor,
         duration,

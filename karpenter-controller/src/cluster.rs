@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
+use karpenter_core::crd::{KubeNodeClaim, KubeNodeOverlay, KubeNodePool};
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
@@ -56,6 +56,10 @@ pub enum Change {
     VolumeAttachment(Arc<VolumeAttachment>),
     /// A VolumeAttachment was deleted.
     VolumeAttachmentDeleted(Arc<VolumeAttachment>),
+    /// A NodeOverlay was created or changed (watched with the `NodeOverlay` gate only).
+    NodeOverlay(Arc<KubeNodeOverlay>),
+    /// A NodeOverlay was deleted.
+    NodeOverlayDeleted(Arc<KubeNodeOverlay>),
     /// Another kind the scheduler reads (volumes, CSINodes) changed.
     Other(&'static str),
     /// A watch finished its initial list (the kind's name).
@@ -87,6 +91,7 @@ pub struct Caches {
     /// CSINodes.
     pub csinodes: Store<CSINode>,
     synced: watch::Receiver<usize>,
+    kinds: usize,
 }
 
 /// How many changes may wait for the operator: a watch whose change finds the channel full
@@ -94,14 +99,19 @@ pub struct Caches {
 /// watches instead of piling their changes up in memory.
 pub const CHANGES_CAPACITY: usize = 4096;
 
-/// How many kinds are watched.
+/// How many kinds are always watched (NodeOverlays add one with their gate on).
 pub const WATCHED_KINDS: usize = 11;
+
+/// How many kinds are watched: [`WATCHED_KINDS`], plus NodeOverlays when `node_overlay`.
+pub fn watched_kinds(node_overlay: bool) -> usize {
+    WATCHED_KINDS + usize::from(node_overlay)
+}
 
 impl Caches {
     /// Whether every watch has completed its initial list (the changes of the lists may still
     /// be on their way to the operator: it counts [`Change::Synced`] itself).
     pub fn synced(&self) -> bool {
-        *self.synced.borrow() >= WATCHED_KINDS
+        *self.synced.borrow() >= self.kinds
     }
 }
 
@@ -325,6 +335,12 @@ wrapper!(
     VolumeAttachment,
     VolumeAttachmentDeleted
 );
+wrapper!(
+    overlay_change,
+    KubeNodeOverlay,
+    NodeOverlay,
+    NodeOverlayDeleted
+);
 
 fn other<K>(kind: &'static str) -> impl Fn(Event<K>) -> Option<Change> {
     move |e| match e {
@@ -333,9 +349,15 @@ fn other<K>(kind: &'static str) -> impl Fn(Event<K>) -> Option<Change> {
     }
 }
 
-/// Starts every watch; the stores fill as the initial lists arrive, and every object and
-/// change (the initial lists' objects too) is sent on `tx` (bounded: see [`CHANGES_CAPACITY`]).
-pub fn start(client: &Client, tx: mpsc::Sender<Change>, shutdown: watch::Receiver<bool>) -> Caches {
+/// Starts every watch (NodeOverlays only when `node_overlay`: their CRD need not be installed
+/// otherwise); the stores fill as the initial lists arrive, and every object and change (the
+/// initial lists' objects too) is sent on `tx` (bounded: see [`CHANGES_CAPACITY`]).
+pub fn start(
+    client: &Client,
+    tx: mpsc::Sender<Change>,
+    shutdown: watch::Receiver<bool>,
+    node_overlay: bool,
+) -> Caches {
     let (synced_tx, synced_rx) = watch::channel(0usize);
     let synced = Arc::new(synced_tx);
     macro_rules! w {
@@ -441,6 +463,23 @@ pub fn start(client: &Client, tx: mpsc::Sender<Change>, shutdown: watch::Receive
     w!(StorageClass, "StorageClass", keep, sc, None, writer);
     let (csinodes, writer) = store();
     w!(CSINode, "CSINode", keep, csi, None, writer);
+    fn overlay_gone(metadata: ObjectMeta) -> Change {
+        Change::NodeOverlayDeleted(Arc::new(KubeNodeOverlay {
+            metadata,
+            spec: Default::default(),
+            status: None,
+        }))
+    }
+    if node_overlay {
+        w!(
+            KubeNodeOverlay,
+            "NodeOverlay",
+            keep,
+            overlay_change,
+            Some(overlay_gone),
+            None
+        );
+    }
     Caches {
         nodes,
         nodeclaims,
@@ -452,6 +491,7 @@ pub fn start(client: &Client, tx: mpsc::Sender<Change>, shutdown: watch::Receive
         storage_classes,
         csinodes,
         synced: synced_rx,
+        kinds: watched_kinds(node_overlay),
     }
 }
 

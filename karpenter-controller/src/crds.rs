@@ -16,12 +16,13 @@ pub struct CrdsError {
     pub message: String,
 }
 
-/// Every CRD `karpenter controller` reads or writes, in apply order: NodePool, NodeClaim,
-/// EC2NodeClass.
+/// Every CRD of the API, in apply order: NodePool, NodeClaim, NodeOverlay (`v1alpha1`, read by
+/// `karpenter plan`; installed as upstream installs it), EC2NodeClass.
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         karpenter_core::crd::nodepool_crd(),
         karpenter_core::crd::nodeclaim_crd(),
+        karpenter_core::crd::nodeoverlay_crd(),
         karpenter_aws::crd::ec2nodeclass_crd(),
     ]
 }

@@ -240,7 +240,7 @@ where
         )));
     }
     args.feature_gates
-        .check()
+        .require_supported(settings::UNSUPPORTED_GATES)
         .map_err(|e| ControllerError::Settings(format!("FEATURE_GATES (--feature-gates): {e}")))?;
     let client = rate_limited_client(
         args.kubeconfig.as_deref(),
@@ -255,7 +255,13 @@ where
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     let (changes_tx, changes) = mpsc::channel(cluster::CHANGES_CAPACITY);
-    let caches = cluster::start(&client, changes_tx.clone(), shutdown.clone());
+    let caches = cluster::start(
+        &client,
+        changes_tx.clone(),
+        shutdown.clone(),
+        args.feature_gates
+            .enabled(karpenter_core::features::Gate::NodeOverlay),
+    );
     let metrics = Arc::new(
         metrics::Metrics::new(&label_policy)
             .with_cluster_state_observability(!args.disable_cluster_state_observability),
@@ -402,4 +408,4 @@ where
 }
 
 /// Feature gates this build knows (upstream's names).
-pub const KNOWN_GATES: &[&str] = settings::KNOWN_GATES;
+pub const KNOWN_GATES: [karpenter_core::features::Gate; 6] = karpenter_core::features::Gate::ALL;

@@ -13,12 +13,12 @@ use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::api::NodeClaim;
 use karpenter_core::cloud::CloudProvider;
-use karpenter_core::crd::{KubeNodeClaim, KubeNodePool};
+use karpenter_core::crd::{KubeNodeClaim, KubeNodeOverlay, KubeNodePool};
 use karpenter_core::lifecycle::termination::EvictionResponse;
 use karpenter_core::lifecycle::{self, EventType, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
 use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
-use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy, SchedulerOptions};
+use karpenter_core::scheduling::SchedulerOptions;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
@@ -29,6 +29,7 @@ use super::cluster::{Caches, Change};
 use super::leader::Leadership;
 use super::metrics::{Metrics, ReconcileObserver};
 use super::settings::ControllerArgs;
+use karpenter_core::features::Gate;
 
 pub mod dedupe;
 pub mod edits;
@@ -102,11 +103,13 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     let mut config = OperatorConfig::default();
     config.batch_idle_duration = to_signed(settings.batch_idle_duration);
     config.batch_max_duration = to_signed(settings.batch_max_duration);
-    config.node_repair = settings.feature_gates.enabled("NodeRepair");
-    config.disruption = config
-        .disruption
-        .clone()
-        .with_spot_to_spot_consolidation(settings.feature_gates.enabled("SpotToSpotConsolidation"));
+    config.node_repair = settings.feature_gates.enabled(Gate::NodeRepair);
+    config.node_overlay = settings.feature_gates.enabled(Gate::NodeOverlay);
+    config.disruption = config.disruption.clone().with_spot_to_spot_consolidation(
+        settings
+            .feature_gates
+            .enabled(Gate::SpotToSpotConsolidation),
+    );
     config.name_seed = seed;
     // Standalone NodeClaims (no NodePool) of the provider's node classes are managed.
     config.node_classes = provider.supported_node_classes();
@@ -119,14 +122,8 @@ pub fn operator_config(settings: &ControllerArgs, provider: &dyn CloudProvider) 
     // schedule (upstream's scheduler reads them from the provider too), and the policies of
     // PREFERENCE_POLICY and MIN_VALUES_POLICY.
     let mut scheduler = SchedulerOptions::for_provider(provider);
-    scheduler.preference_policy = match settings.preference_policy.as_str() {
-        "Ignore" => PreferencePolicy::Ignore,
-        _ => PreferencePolicy::Respect,
-    };
-    scheduler.min_values_policy = match settings.min_values_policy.as_str() {
-        "BestEffort" => MinValuesPolicy::BestEffort,
-        _ => MinValuesPolicy::Strict,
-    };
+    scheduler.preference_policy = settings.preference_policy;
+    scheduler.min_values_policy = settings.min_values_policy;
     let packing = settings.packing.as_deref().and_then(|p| p.parse().ok());
     config.scheduler = scheduler.with_packing(
         karpenter_core::scheduling::packing::PackingOptions::default().with_policy(packing),
@@ -203,6 +200,16 @@ pub fn input_for(change: Change) -> Option<Input> {
         }),
         Change::VolumeAttachmentDeleted(a) => Some(Input::VolumeAttachmentDeleted(
             a.metadata.name.clone().unwrap_or_default(),
+        )),
+        Change::NodeOverlay(o) => match (*o).clone().into_nodeoverlay() {
+            Ok(overlay) => Some(Input::NodeOverlayApplied(Box::new(overlay))),
+            Err(e) => {
+                tracing::warn!(error = %e, "NodeOverlay not understood");
+                None
+            }
+        },
+        Change::NodeOverlayDeleted(o) => Some(Input::NodeOverlayDeleted(
+            o.metadata.name.clone().unwrap_or_default(),
         )),
         Change::Interruption(e) => Some(Input::Interruption(e)),
         Change::Other(_) | Change::Synced(_) => None,
@@ -301,9 +308,18 @@ pub struct Feeder {
     /// Each NodePool's `resourceVersion` as the operator last saw it: the version its status
     /// is computed from.
     pool_versions: BTreeMap<String, String>,
+    /// NodeOverlays are watched too (their gate is on).
+    node_overlay: bool,
 }
 
 impl Feeder {
+    /// A feeder that also waits for the NodeOverlay watch's initial list before it reports
+    /// [`synced`](Self::synced) (the `NodeOverlay` gate).
+    pub fn with_node_overlay(mut self, on: bool) -> Self {
+        self.node_overlay = on;
+        self
+    }
+
     /// The inputs for `change`, in order.
     pub fn inputs(&mut self, change: Change) -> Vec<Input> {
         let out = self.convert(change);
@@ -411,7 +427,7 @@ impl Feeder {
 
     /// Whether every watched kind's initial list has been fed.
     pub fn synced(&self) -> bool {
-        self.synced.len() >= super::cluster::WATCHED_KINDS
+        self.synced.len() >= super::cluster::watched_kinds(self.node_overlay)
     }
 }
 
@@ -435,7 +451,8 @@ pub async fn run(
     mut refresh: mpsc::Receiver<RefreshRequest>,
 ) {
     let mut op = Operator::new(operator_config(&ctx.settings, ctx.provider.as_ref()));
-    let mut feeder = Feeder::default();
+    let mut feeder =
+        Feeder::default().with_node_overlay(ctx.settings.feature_gates.enabled(Gate::NodeOverlay));
     // Follow: record every change; act on nothing.
     while !*leading.borrow() || !feeder.synced() {
         tokio::select! {
@@ -724,6 +741,17 @@ async fn execute(
                 && !is_not_found(&e)
             {
                 write_failed(failed, ObjectKind::NodePool, &name, e);
+            }
+        }
+        Action::UpdateNodeOverlayStatus { name, status } => {
+            let overlays: Api<KubeNodeOverlay> = Api::all(ctx.client.clone());
+            let patch = json!({"status": status});
+            if let Err(e) =
+                bounded(overlays.patch_status(&name, &merge, &Patch::Merge(&patch))).await
+                && !is_not_found(&e)
+            {
+                // The next change of the overlays or of the instance types writes it again.
+                tracing::warn!(nodeoverlay = %name, error = %e, "writing the NodeOverlay status failed");
             }
         }
         Action::UpdateNodePoolStatus { name, status } => {

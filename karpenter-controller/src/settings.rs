@@ -1,10 +1,10 @@
 //! The controller's settings: upstream's flags and environment variables (same names, same
 //! defaults), plus this implementation's own (`--cloud-provider`, `--catalog`, `--kubeconfig`).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy};
 
 /// Which CloudProvider launches instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,26 +78,30 @@ pub struct ControllerArgs {
     /// The longest a provisioning batch is held open.
     #[arg(long, env = "BATCH_MAX_DURATION", value_parser = parse_duration, default_value = "10s")]
     pub batch_max_duration: Duration,
-    /// Feature gates, `Name=true|false` separated by commas.
+    /// Feature gates, `Name=true|false` separated by commas, over upstream's defaults (gates
+    /// not named keep them): NodeRepair, ReservedCapacity, SpotToSpotConsolidation,
+    /// NodeOverlay, StaticCapacity, CapacityBuffer. An unknown name is an error.
     #[arg(
         long,
         env = "FEATURE_GATES",
         value_parser = parse_feature_gates,
-        default_value = "NodeRepair=false,ReservedCapacity=true,SpotToSpotConsolidation=false,NodeOverlay=false,StaticCapacity=false,CapacityBuffer=false"
+        default_value = DEFAULT_FEATURE_GATES
     )]
     pub feature_gates: FeatureGates,
-    /// Preferred affinities and topology spreads: Respect or Ignore.
+    /// Preferred affinities and ScheduleAnyway topology spreads: Respect (treated as
+    /// constraints until relaxed one by one) or Ignore.
     #[arg(
         long,
         env = "PREFERENCE_POLICY",
         alias = "preferences-policy",
         default_value = "Respect",
-        value_parser = ["Respect", "Ignore"]
+        value_parser = parse_preference_policy
     )]
-    pub preference_policy: String,
-    /// minValues: Strict or BestEffort.
-    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = ["Strict", "BestEffort"])]
-    pub min_values_policy: String,
+    pub preference_policy: PreferencePolicy,
+    /// minValues: Strict (a NodeClaim that cannot meet them is not made) or BestEffort
+    /// (minValues are lowered to what the instance types allow).
+    #[arg(long, env = "MIN_VALUES_POLICY", default_value = "Strict", value_parser = parse_min_values_policy)]
+    pub min_values_policy: MinValuesPolicy,
     /// The packing policy of every NodePool (karpenter-rs, not upstream): `upstream` or `cost`.
     /// Unset: each NodePool's `karpenter-rs.io/packing` annotation decides (absent: upstream).
     #[arg(long, env = "PACKING", value_parser = ["upstream", "cost"])]
@@ -207,78 +211,42 @@ the in-cluster service account), elects one leader on a coordination.k8s.io Leas
 Prometheus metrics on :METRICS_PORT/metrics and probes on :HEALTH_PROBE_PORT/healthz and /readyz,
 logs JSON to standard output, and stops cleanly on SIGTERM.";
 
-/// Upstream's feature gates (v1.14), all of which this build knows.
-pub const KNOWN_GATES: &[&str] = &[
-    "NodeRepair",
-    "ReservedCapacity",
-    "SpotToSpotConsolidation",
-    "NodeOverlay",
-    "StaticCapacity",
-    "CapacityBuffer",
+pub use karpenter_core::features::{DEFAULT_FEATURE_GATES, FeatureGates, Gate, SettingsError};
+
+/// The gate states the controller refuses at start, and why: a gate that is on and does
+/// nothing would be worse than a refusal.
+pub const UNSUPPORTED_GATES: &[(Gate, bool, &str)] = &[
+    (
+        Gate::StaticCapacity,
+        true,
+        "this build does not implement StaticCapacity yet; leave it false",
+    ),
+    (
+        Gate::CapacityBuffer,
+        true,
+        "this build does not implement CapacityBuffer yet; leave it false",
+    ),
+    (
+        Gate::ReservedCapacity,
+        false,
+        "this build always schedules reserved offerings as upstream's default does; leave it true",
+    ),
 ];
 
-/// The gates this build accepts but cannot turn on yet: the feature behind each is not
-/// implemented, and a gate that is on and does nothing would be worse than a refusal.
-pub const UNSUPPORTED_GATES: &[&str] = &["NodeOverlay", "StaticCapacity", "CapacityBuffer"];
-
-/// Feature gates (`FEATURE_GATES`), by name, as parsed; [`FeatureGates::check`] refuses the
-/// unknown ones and those this build cannot honour.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct FeatureGates(pub BTreeMap<String, bool>);
-
-impl FeatureGates {
-    /// Whether gate `name` is on (`false` when unset).
-    pub fn enabled(&self, name: &str) -> bool {
-        self.0.get(name).copied().unwrap_or(false)
-    }
-
-    /// Refuses a gate upstream does not have (as upstream refuses it at start), a gate turned
-    /// on whose feature this build does not implement ([`UNSUPPORTED_GATES`]), and
-    /// `ReservedCapacity=false`, which this build cannot turn off.
-    pub fn check(&self) -> Result<(), String> {
-        for (gate, on) in &self.0 {
-            if !KNOWN_GATES.contains(&gate.as_str()) {
-                return Err(format!(
-                    "unknown feature gate {gate:?} (known: {})",
-                    KNOWN_GATES.join(", ")
-                ));
-            }
-            if *on && UNSUPPORTED_GATES.contains(&gate.as_str()) {
-                return Err(format!(
-                    "{gate}=true: this build does not implement {gate} yet; leave it false"
-                ));
-            }
-            if !*on && gate == "ReservedCapacity" {
-                return Err(
-                    "ReservedCapacity=false: this build always schedules reserved offerings as \
-                     upstream's default does; leave it true"
-                        .to_string(),
-                );
-            }
-        }
-        Ok(())
-    }
+/// Parses `FEATURE_GATES` (`Name=true,Other=false` over upstream's defaults; unknown names are
+/// errors): [`karpenter_core::features`].
+pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, SettingsError> {
+    text.parse()
 }
 
-/// Parses `Name=true,Other=false`.
-pub fn parse_feature_gates(text: &str) -> Result<FeatureGates, String> {
-    let mut gates = BTreeMap::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (name, value) = part
-            .split_once('=')
-            .ok_or_else(|| format!("feature gate {part:?}: expected Name=true or Name=false"))?;
-        let value = match value.trim() {
-            "true" | "True" | "TRUE" => true,
-            "false" | "False" | "FALSE" => false,
-            other => {
-                return Err(format!(
-                    "feature gate {name}: {other:?} is not true or false"
-                ));
-            }
-        };
-        gates.insert(name.trim().to_string(), value);
-    }
-    Ok(FeatureGates(gates))
+/// Parses `PREFERENCE_POLICY`: `Respect` or `Ignore`.
+pub fn parse_preference_policy(text: &str) -> Result<PreferencePolicy, SettingsError> {
+    text.parse()
+}
+
+/// Parses `MIN_VALUES_POLICY`: `Strict` or `BestEffort`.
+pub fn parse_min_values_policy(text: &str) -> Result<MinValuesPolicy, SettingsError> {
+    text.parse()
 }
 
 /// Parses a whole number of at least 1 (`KUBE_CLIENT_QPS`, `KUBE_CLIENT_BURST`).
@@ -387,11 +355,14 @@ mod tests {
     }
 
     #[test]
-    fn feature_gates_parse_and_reject_bad_values() {
+    fn feature_gates_parse_over_upstreams_defaults() {
         let g = parse_feature_gates("NodeRepair=true, SpotToSpotConsolidation=false").unwrap();
-        assert!(g.enabled("NodeRepair"));
-        assert!(!g.enabled("SpotToSpotConsolidation"));
-        assert!(!g.enabled("Unknown"));
+        assert!(g.enabled(Gate::NodeRepair));
+        assert!(!g.enabled(Gate::SpotToSpotConsolidation));
+        assert!(
+            g.enabled(Gate::ReservedCapacity),
+            "a gate not named keeps its default"
+        );
         assert!(parse_feature_gates("NodeRepair").is_err());
         assert!(parse_feature_gates("NodeRepair=yes").is_err());
         assert_eq!(parse_feature_gates(""), Ok(FeatureGates::default()));
@@ -402,27 +373,46 @@ mod tests {
         let defaults = ControllerArgs::try_parse_from(["karpenter"])
             .unwrap()
             .feature_gates;
-        assert_eq!(defaults.check(), Ok(()), "upstream's defaults pass");
-        assert!(defaults.enabled("ReservedCapacity"));
-        let e = parse_feature_gates("NodeRepiar=true")
-            .unwrap()
-            .check()
-            .unwrap_err();
-        assert!(e.contains("unknown feature gate \"NodeRepiar\""), "{e}");
-        let e = parse_feature_gates("NodeOverlay=true")
-            .unwrap()
-            .check()
-            .unwrap_err();
-        assert!(e.contains("NodeOverlay=true"), "{e}");
         assert_eq!(
-            parse_feature_gates("NodeOverlay=false").unwrap().check(),
-            Ok(())
+            defaults.require_supported(UNSUPPORTED_GATES),
+            Ok(()),
+            "upstream's defaults pass"
         );
+        assert!(defaults.enabled(Gate::ReservedCapacity));
+        let e = ControllerArgs::try_parse_from(["karpenter", "--feature-gates", "NodeRepiar=true"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown feature gate \"NodeRepiar\""), "{e}");
+        for bad in [
+            "StaticCapacity=true",
+            "CapacityBuffer=true",
+            "ReservedCapacity=false",
+        ] {
+            let e = parse_feature_gates(bad)
+                .unwrap()
+                .require_supported(UNSUPPORTED_GATES)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(bad), "{e}");
+        }
         assert_eq!(
             parse_feature_gates("SpotToSpotConsolidation=true,NodeRepair=true")
                 .unwrap()
-                .check(),
+                .require_supported(UNSUPPORTED_GATES),
             Ok(())
         );
+    }
+
+    #[test]
+    fn policies_are_refused_unless_upstreams_values() {
+        for (flag, bad) in [
+            ("--preference-policy", "ignore"),
+            ("--min-values-policy", "Lax"),
+        ] {
+            let e = ControllerArgs::try_parse_from(["karpenter", flag, bad])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(bad) && e.contains(flag), "{e}");
+        }
     }
 }

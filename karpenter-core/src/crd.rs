@@ -39,7 +39,7 @@
 
 mod wrappers;
 
-pub use self::wrappers::{CrdError, KubeNodeClaim, KubeNodePool};
+pub use self::wrappers::{CrdError, KubeNodeClaim, KubeNodeOverlay, KubeNodePool};
 
 use std::borrow::Cow;
 
@@ -717,7 +717,9 @@ fn column(name: &str, json_path: &str, type_: &str, priority: Option<i32>) -> Va
     c
 }
 
+#[allow(clippy::too_many_arguments)]
 fn crd(
+    version_name: &str,
     kind: &str,
     plural: &str,
     singular: &str,
@@ -727,7 +729,7 @@ fn crd(
     subresources: Value,
 ) -> apiext::CustomResourceDefinition {
     let version = json!({
-        "name": VERSION,
+        "name": version_name,
         "served": true,
         "storage": true,
         "additionalPrinterColumns": columns,
@@ -735,7 +737,7 @@ fn crd(
     });
     let mut version: apiext::CustomResourceDefinitionVersion = serde_json::from_value(version)
         .unwrap_or_else(|_| apiext::CustomResourceDefinitionVersion {
-            name: VERSION.to_string(),
+            name: version_name.to_string(),
             served: true,
             storage: true,
             ..Default::default()
@@ -792,6 +794,7 @@ pub fn nodepool_crd() -> apiext::CustomResourceDefinition {
         "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.nodes"}
     });
     crd(
+        VERSION,
         api::NODEPOOL_KIND,
         "nodepools",
         "nodepool",
@@ -836,11 +839,137 @@ pub fn nodeclaim_crd() -> apiext::CustomResourceDefinition {
         ),
     ];
     crd(
+        VERSION,
         api::NODECLAIM_KIND,
         "nodeclaims",
         "nodeclaim",
         NODECLAIM_SHORT_NAMES,
         nodeclaim_schema_value().0,
+        columns,
+        json!({"status": {}}),
+    )
+}
+
+/// The NodeOverlay CRD's version: `v1alpha1`.
+pub const NODEOVERLAY_VERSION: &str = "v1alpha1";
+/// The NodeOverlay CRD's name.
+pub const NODEOVERLAY_CRD_NAME: &str = "nodeoverlays.karpenter.sh";
+/// NodeOverlay short names (`kubectl get overlays`).
+pub const NODEOVERLAY_SHORT_NAMES: &[&str] = &["overlays"];
+
+/// The NodeOverlay CRD's OpenAPI schema as JSON, and the paths of patches that found no field.
+fn nodeoverlay_schema_value() -> (Value, Vec<String>) {
+    let mut schema = root_schema(
+        "NodeOverlay is the Schema for the NodeOverlays API",
+        schema_value::<api::NodeOverlaySpec>(),
+        schema_value::<api::NodeOverlayStatus>(),
+    );
+    let mut missing = Vec::new();
+    let m = &mut missing;
+    patch(
+        &mut schema,
+        "spec",
+        json!({
+            "required": ["requirements"],
+            "x-kubernetes-validations": [cel(
+                "!has(self.price) || !has(self.priceAdjustment)",
+                "cannot set both 'price' and 'priceAdjustment'",
+            )]
+        }),
+        m,
+    );
+    let mut rules = vec![cel(
+        "self.all(x, x.operator == 'NotIn' ? x.values.size() != 0 : true)",
+        "requirements with operator 'NotIn' must have a value defined",
+    )];
+    if let Value::Array(base) = requirement_rules() {
+        // minValues does not exist on an overlay's requirements.
+        rules.extend(base.into_iter().take(2));
+    }
+    patch(
+        &mut schema,
+        "spec.requirements",
+        json!({
+            "maxItems": api::MAX_OVERLAY_REQUIREMENTS,
+            "x-kubernetes-list-type": "atomic",
+            "x-kubernetes-validations": rules,
+            "default": null
+        }),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.requirements[]",
+        json!({"required": ["key", "operator"]}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.requirements[].key",
+        json!({
+            "maxLength": 316,
+            "pattern": QUALIFIED_NAME_PATTERN,
+            "x-kubernetes-validations": requirement_key_rules(false)
+        }),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.requirements[].values",
+        json!({"x-kubernetes-list-type": "atomic", "default": null}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.price",
+        json!({"pattern": r"^\d+(\.\d+)?$"}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.priceAdjustment",
+        json!({"pattern": r"^(([+-]{1}(\d*\.?\d+))|(\+{1}\d*\.?\d+%)|(^(-\d{1,2}(\.\d+)?%)$)|(-100%))$"}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.capacity",
+        json!({"x-kubernetes-validations": [cel(
+            "self.all(x, !(x in ['cpu', 'memory', 'ephemeral-storage', 'pods']))",
+            "invalid resource restricted",
+        )]}),
+        m,
+    );
+    patch(
+        &mut schema,
+        "spec.weight",
+        json!({"format": "int32", "minimum": 1, "maximum": 10000}),
+        m,
+    );
+    patch_conditions(&mut schema, "status", m);
+    (schema, missing)
+}
+
+/// The `nodeoverlays.karpenter.sh` CustomResourceDefinition (`v1alpha1`, upstream's schema
+/// rules, printer columns and status subresource).
+pub fn nodeoverlay_crd() -> apiext::CustomResourceDefinition {
+    let columns = vec![
+        column(
+            "Ready",
+            ".status.conditions[?(@.type==\"Ready\")].status",
+            "string",
+            None,
+        ),
+        column("Age", ".metadata.creationTimestamp", "date", None),
+        column("Weight", ".spec.weight", "integer", Some(1)),
+    ];
+    crd(
+        NODEOVERLAY_VERSION,
+        api::NODEOVERLAY_KIND,
+        "nodeoverlays",
+        "nodeoverlay",
+        NODEOVERLAY_SHORT_NAMES,
+        nodeoverlay_schema_value().0,
         columns,
         json!({"status": {}}),
     )

@@ -141,12 +141,14 @@ pub mod convert;
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod crd;
 pub mod disruption;
+pub mod features;
 pub mod hostports;
 pub mod labels;
 pub mod launch;
 pub mod lifecycle;
 pub mod model;
 pub mod operator;
+pub mod overlay;
 pub mod prelude;
 pub mod requirements;
 pub mod resources;

@@ -453,6 +453,9 @@ impl Sim {
                 }
                 Ok(())
             }
+            // The simulated API holds no NodeOverlays (`karpenter simulate` applies them to the
+            // catalog before the run), so the operator never asks for an overlay status.
+            Action::UpdateNodeOverlayStatus { .. } => Ok(()),
             Action::UpdateNodePoolStatus { name, status } => {
                 if let Some(mut np) = self.api.node_pools.get(&name).cloned() {
                     np.status = Some(*status);

@@ -52,6 +52,8 @@ pub struct DisruptionInput<'a> {
     /// EC2NodeClass static hash and AMI checks of `karpenter_aws::drift::cloud_drift`). It wins
     /// over a provider reason already recorded in a NodeClaim's `Drifted` condition.
     pub cloud_drift: &'a BTreeMap<String, String>,
+    /// The `SpotToSpotConsolidation` feature gate.
+    pub spot_to_spot_consolidation: bool,
 }
 
 pub use crate::output::{BlockedNode, DisruptionCommand, DisruptionPlan};
@@ -86,7 +88,9 @@ pub fn plan_disruption(input: &DisruptionInput<'_>) -> DisruptionPlan {
         ..SnapshotDriftInput::default()
     };
     evaluate_snapshot_drift(&mut snapshot, input.now, &drift);
-    let options = DisruptionOptions::default().with_scheduler(input.scheduler_options.clone());
+    let options = DisruptionOptions::default()
+        .with_scheduler(input.scheduler_options.clone())
+        .with_spot_to_spot_consolidation(input.spot_to_spot_consolidation);
     let plan = karpenter_core::disruption::plan(&snapshot, input.now, &options);
     let policy = &input.scheduler_options.label_policy;
     let commands = plan

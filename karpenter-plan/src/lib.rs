@@ -9,6 +9,7 @@
 //! - [`error`]: why no plan was made, and its exit status;
 //! - [`explain`]: why pods were left out (`--explain`);
 //! - [`lowerbound`]: the proven cost lower bound (karpenter-core's `scheduling::bound`);
+//! - [`settings`]: `--feature-gates`, `--preference-policy`, `--min-values-policy`;
 //! - [`warnings`]: operator advice with stable rule ids;
 //! - [`output`]: JSON, YAML and the table;
 //! - [`disruption`]: the `--disruption` hook;
@@ -29,6 +30,7 @@ pub mod manifests;
 pub mod migrate;
 pub mod output;
 pub mod plan;
+pub mod settings;
 pub mod simulate;
 pub mod warnings;
 

@@ -356,6 +356,8 @@ pub struct Manifests {
     pub nodeclaims: Vec<Located<NodeClaim>>,
     /// `karpenter.k8s.aws/v1 EC2NodeClass`es.
     pub nodeclasses: Vec<Located<NodeClass>>,
+    /// `karpenter.sh/v1alpha1 NodeOverlay`s, valid under upstream's CRD rules.
+    pub overlays: Vec<Located<api::NodeOverlay>>,
     /// `v1 Node`s.
     pub nodes: Vec<Located<Node>>,
     /// `v1 Pod`s, bound or pending.
@@ -406,6 +408,7 @@ fn is_namespaced(kind: &str) -> bool {
             | "Provisioner"
             | "AWSNodeTemplate"
             | "Machine"
+            | "NodeOverlay"
             | "Namespace"
             | "PersistentVolume"
             | "StorageClass"
@@ -458,6 +461,19 @@ pub fn classify(docs: &[Document]) -> Result<Manifests, ManifestError> {
                     api::Object::NodePool(p) => m.nodepools.push(located(doc, &name, *p)),
                     api::Object::NodeClaim(c) => m.nodeclaims.push(located(doc, &name, *c)),
                 }
+            }
+            (api::NODEOVERLAY_API_VERSION, api::NODEOVERLAY_KIND) => {
+                let overlay: api::NodeOverlay = decode(doc, &name)?;
+                if let Err(errors) = overlay.validate() {
+                    let first = &errors.errors()[0];
+                    return Err(ManifestError::invalid(
+                        &doc.origin,
+                        &name,
+                        first.path.clone(),
+                        errors.to_string(),
+                    ));
+                }
+                m.overlays.push(located(doc, &name, overlay));
             }
             ("karpenter.k8s.aws/v1", "EC2NodeClass") => {
                 let class = validate_nodeclass(doc, &name)?;

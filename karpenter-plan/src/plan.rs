@@ -18,6 +18,11 @@ use karpenter_core::scheduling::packing::{self, PackingOptions, PackingPolicy};
 use karpenter_core::scheduling::{Results, SchedulerOptions, SchedulingInput};
 use karpenter_core::world::{self, Objects, PodSource, SourcedPod, World};
 
+use karpenter_core::api::{NodeOverlay, NodePool};
+use karpenter_core::features::Gate;
+use karpenter_core::labels::LabelPolicy;
+use karpenter_core::overlay::{self, Outcome, PoolTypes};
+
 use crate::catalog::{Catalog, CatalogSpec};
 use crate::disruption::{self, DisruptionInput};
 use crate::explain::{explain, tidy_reason};
@@ -25,6 +30,7 @@ use crate::manifests::{Document, Located, ManifestError, Manifests, NodeClass, c
 use crate::output::{
     ExistingNodeOutput, PlanOutput, Summary, UnschedulableOutput, claim_output, launch_of,
 };
+use crate::settings::Settings;
 use crate::warnings::{self, PoolContext, RULES, Warning};
 
 /// What `karpenter plan` was asked.
@@ -45,6 +51,8 @@ pub struct PlanOptions {
     /// `--packing cost|upstream`: the packing policy of every NodePool (`None`: each NodePool's
     /// `karpenter-rs.io/packing` annotation).
     pub packing: Option<PackingPolicy>,
+    /// `--feature-gates`, `--preference-policy`, `--min-values-policy`.
+    pub settings: Settings,
 }
 
 impl PlanOptions {
@@ -58,6 +66,7 @@ impl PlanOptions {
             explain: false,
             allow: Vec::new(),
             packing: None,
+            settings: Settings::default(),
         }
     }
 }
@@ -80,6 +89,7 @@ pub(crate) fn build_world(
     m: &Manifests,
     catalog: &mut Catalog,
     aws: bool,
+    settings: &Settings,
     notices: &mut Vec<String>,
 ) -> Result<(World, Vec<Warning>), PlanError> {
     // EC2NodeClasses by name.
@@ -116,6 +126,7 @@ pub(crate) fn build_world(
         let types = catalog.instance_types_for(class)?;
         pools.push((p.object.clone(), types));
     }
+    apply_overlays(m, &mut pools, &catalog.policy, settings, notices);
 
     let objects = Objects {
         node_pools: &pools,
@@ -133,6 +144,61 @@ pub(crate) fn build_world(
     let mut world = world::build(&objects)?;
     notices.append(&mut world.notices);
     Ok((world, warnings))
+}
+
+/// The input's NodeOverlays applied to the NodePools' instance types when the `NodeOverlay`
+/// gate is on (as upstream's controller does; an overlay that fails runtime validation or
+/// conflicts is reported and applies nowhere); with the gate off they are reported and left
+/// out, as upstream leaves them.
+fn apply_overlays(
+    m: &Manifests,
+    pools: &mut [(NodePool, Vec<Arc<InstanceType>>)],
+    policy: &LabelPolicy,
+    settings: &Settings,
+    notices: &mut Vec<String>,
+) {
+    if m.overlays.is_empty() {
+        return;
+    }
+    if !settings.enabled(Gate::NodeOverlay) {
+        for o in &m.overlays {
+            notices.push(format!(
+                "{}: {}: not applied: the NodeOverlay feature gate is off (upstream's default); \
+                 pass --feature-gates NodeOverlay=true to apply it",
+                o.origin, o.name
+            ));
+        }
+        return;
+    }
+    let overlays: Vec<NodeOverlay> = m.overlays.iter().map(|o| o.object.clone()).collect();
+    let applied = {
+        let views: Vec<PoolTypes<'_>> = pools
+            .iter()
+            .map(|(pool, types)| PoolTypes {
+                name: pool.name(),
+                labels: &pool.spec.template.metadata.labels,
+                instance_types: types,
+            })
+            .collect();
+        overlay::apply(&overlays, &views, policy)
+    };
+    for o in &m.overlays {
+        match applied.outcomes.get(o.object.name()) {
+            Some(Outcome::Applied) | None => {}
+            Some(outcome) => {
+                let (_, reason, message) = outcome.condition();
+                notices.push(format!(
+                    "{}: {}: not applied: ValidationSucceeded=False, {reason}: {message}",
+                    o.origin, o.name
+                ));
+            }
+        }
+    }
+    for (pool, types) in pools.iter_mut() {
+        if let Some(adjusted) = applied.instance_types.get(pool.name()) {
+            *types = adjusted.clone();
+        }
+    }
 }
 
 /// Whether a pod (or the workload it is a replica of) is a Karpenter controller (advice: not
@@ -220,9 +286,9 @@ pub fn plan(
     progress("loading the instance-type catalog");
     let mut catalog = Catalog::load(&opts.catalog, opts.spot_price_factor)?;
     let aws = opts.catalog == CatalogSpec::Aws;
-    let (world, world_warnings) = build_world(&m, &mut catalog, aws, &mut notices)?;
+    let (world, world_warnings) = build_world(&m, &mut catalog, aws, &opts.settings, &mut notices)?;
     let policy = catalog.policy.clone();
-    let options = SchedulerOptions::default().with_label_policy(policy.clone());
+    let options = opts.settings.scheduler_options(policy.clone());
 
     let input = world.scheduling_input();
     if input.node_pools.is_empty() && !input.pods.is_empty() {
@@ -395,6 +461,7 @@ pub fn plan(
             pdbs: &world.pdbs,
             instance_types: &all_types,
             scheduler_options: &options,
+            spot_to_spot_consolidation: opts.settings.enabled(Gate::SpotToSpotConsolidation),
         });
         Some(plan)
     } else {

@@ -3,7 +3,7 @@
 use super::karpenter;
 
 #[test]
-fn crds_prints_the_nodepool_nodeclaim_and_ec2nodeclass_crds_as_multi_document_yaml() {
+fn crds_prints_the_nodepool_nodeclaim_nodeoverlay_and_ec2nodeclass_crds_as_multi_document_yaml() {
     let run = karpenter(&["crds"], "");
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with("---\n"));
@@ -18,13 +18,19 @@ fn crds_prints_the_nodepool_nodeclaim_and_ec2nodeclass_crds_as_multi_document_ya
         [
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
+            "nodeoverlays.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws"
         ]
     );
     for d in &docs {
         assert_eq!(d["kind"], "CustomResourceDefinition");
         assert_eq!(d["apiVersion"], "apiextensions.k8s.io/v1");
-        assert_eq!(d["spec"]["versions"][0]["name"], "v1");
+        let version = if d["spec"]["names"]["kind"] == "NodeOverlay" {
+            "v1alpha1"
+        } else {
+            "v1"
+        };
+        assert_eq!(d["spec"]["versions"][0]["name"], version);
     }
 }
 
@@ -43,11 +49,12 @@ fn crds_kwok_adds_the_kwoknodeclass_crd_last() {
         [
             "nodepools.karpenter.sh",
             "nodeclaims.karpenter.sh",
+            "nodeoverlays.karpenter.sh",
             "ec2nodeclasses.karpenter.k8s.aws",
             "kwoknodeclasses.karpenter.kwok.sh"
         ]
     );
-    let kwok = &docs[3];
+    let kwok = &docs[4];
     assert_eq!(kwok["spec"]["group"], "karpenter.kwok.sh");
     assert_eq!(kwok["spec"]["scope"], "Cluster");
     assert_eq!(kwok["spec"]["versions"][0]["name"], "v1alpha1");

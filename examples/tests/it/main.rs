@@ -15,6 +15,7 @@ mod fuzz;
 mod migrate;
 mod options;
 mod packing;
+mod parity;
 mod perf;
 mod robustness;
 mod simulate;

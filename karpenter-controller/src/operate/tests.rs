@@ -1,5 +1,6 @@
 //! Tests of the operator shell.
 use super::*;
+use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy};
 
 #[test]
 fn map_patches_null_removed_keys() {
@@ -244,7 +245,9 @@ fn a_step_takes_every_change_and_result_already_waiting() {
         .unwrap()
     };
     for name in ["a", "b", "c"] {
-        changes_tx.try_send(Change::Pod(Arc::new(pod(name)))).unwrap();
+        changes_tx
+            .try_send(Change::Pod(Arc::new(pod(name))))
+            .unwrap();
     }
     results_tx
         .try_send(Input::WriteFailed {

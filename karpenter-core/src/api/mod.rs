@@ -55,6 +55,7 @@ mod cron;
 mod duration;
 mod meta;
 mod nodeclaim;
+mod nodeoverlay;
 mod nodepool;
 mod schema;
 mod validation;
@@ -67,6 +68,12 @@ pub use duration::{Duration, DurationError, NEVER, NillableDuration};
 pub use meta::{Condition, ConditionStatus, ObjectMeta, OwnerReference, find_condition};
 pub use nodeclaim::{
     NODECLAIM_KIND, NodeClaim, NodeClaimSpec, NodeClaimStatus, ResourceRequirements,
+};
+pub use nodeoverlay::{
+    CAPACITY_OVERLAY_APPLIED_ANNOTATION, CONDITION_VALIDATION_SUCCEEDED, MAX_OVERLAY_REQUIREMENTS,
+    NODEOVERLAY_API_VERSION, NODEOVERLAY_KIND, NodeOverlay, NodeOverlaySpec, NodeOverlayStatus,
+    OVERLAY_WEIGHT_RANGE, OverlayRequirement, PRICE_OVERLAY_APPLIED_ANNOTATION,
+    RESTRICTED_OVERLAY_RESOURCES, adjusted_price, is_valid_price, is_valid_price_adjustment,
 };
 pub use nodepool::{
     Budget, BudgetError, ConsolidationPolicy, DEFAULT_BUDGET_NODES, DEFAULT_CONSOLIDATE_AFTER,

@@ -99,7 +99,7 @@ impl ValidationErrors {
         });
     }
 
-    fn into_result(self) -> Result<(), ValidationErrors> {
+    pub(crate) fn into_result(self) -> Result<(), ValidationErrors> {
         if self.0.is_empty() { Ok(()) } else { Err(self) }
     }
 }
@@ -433,7 +433,7 @@ fn check_requirements(
         );
     }
     for (i, r) in requirements.iter().enumerate() {
-        for e in requirement_errors(r, policy, &path.index(i)) {
+        for e in requirement_errors(r, policy, &path.index(i), policy.is_some()) {
             errs.0.push(e);
         }
     }
@@ -454,13 +454,35 @@ pub fn validate_requirement(
     requirement: &NodeSelectorRequirement,
     policy: Option<&LabelPolicy>,
 ) -> Result<(), ValidationErrors> {
-    ValidationErrors(requirement_errors(requirement, policy, &Path::root())).into_result()
+    ValidationErrors(requirement_errors(
+        requirement,
+        policy,
+        &Path::root(),
+        policy.is_some(),
+    ))
+    .into_result()
+}
+
+/// The runtime rules of a NodeOverlay requirement (upstream's `ValidateRequirement`): those of
+/// a NodePool requirement, except that `karpenter.sh/nodepool` is allowed.
+pub(crate) fn overlay_requirement_runtime(
+    requirement: &NodeSelectorRequirement,
+    policy: &LabelPolicy,
+) -> Result<(), ValidationErrors> {
+    ValidationErrors(requirement_errors(
+        requirement,
+        Some(policy),
+        &Path::root(),
+        false,
+    ))
+    .into_result()
 }
 
 fn requirement_errors(
     r: &NodeSelectorRequirement,
     policy: Option<&LabelPolicy>,
     path: &Path,
+    nodepool_forbidden: bool,
 ) -> Vec<ValidationError> {
     let mut errs = ValidationErrors::default();
     let key_path = path.field("key");
@@ -481,7 +503,7 @@ fn requirement_errors(
             format!("key {:?} is not a qualified name: {e}", r.key),
         );
     }
-    if let Some(reason) = restricted_label(&r.key, normalized, policy, policy.is_some()) {
+    if let Some(reason) = restricted_label(&r.key, normalized, policy, nodepool_forbidden) {
         errs.push(&key_path, K::Forbidden, reason);
     }
 

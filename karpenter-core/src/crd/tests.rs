@@ -578,3 +578,44 @@ fn wrapper_metadata_conversion() {
         matches!(err, CrdError::Metadata { kind: "NodePool", ref name, .. } if name == "default")
     );
 }
+
+#[test]
+fn the_nodeoverlay_crd_carries_upstreams_rules() {
+    let (schema, missing) = nodeoverlay_schema_value();
+    assert_eq!(missing, Vec::<String>::new());
+    let crd = nodeoverlay_crd();
+    assert_eq!(crd.metadata.name.as_deref(), Some(NODEOVERLAY_CRD_NAME));
+    assert_eq!(crd.spec.versions[0].name, "v1alpha1");
+    assert_eq!(
+        crd.spec.names.short_names,
+        Some(vec!["overlays".to_string()])
+    );
+    assert_eq!(crd.spec.scope, "Cluster");
+    let spec = &schema["properties"]["spec"];
+    assert_eq!(spec["required"], json!(["requirements"]));
+    assert_eq!(
+        spec["x-kubernetes-validations"][0]["rule"],
+        "!has(self.price) || !has(self.priceAdjustment)"
+    );
+    assert_eq!(spec["properties"]["weight"]["maximum"], 10000);
+    assert_eq!(spec["properties"]["price"]["pattern"], r"^\d+(\.\d+)?$");
+    let rules = spec["properties"]["requirements"]["x-kubernetes-validations"]
+        .as_array()
+        .unwrap();
+    assert_eq!(rules.len(), 3);
+    assert!(
+        rules
+            .iter()
+            .all(|r| !r["rule"].as_str().unwrap().contains("minValues"))
+    );
+    let item = &spec["properties"]["requirements"]["items"];
+    assert!(item["properties"].get("minValues").is_none());
+    assert_eq!(item["properties"]["key"]["maxLength"], 316);
+    // The schema converts to the CRD's typed schema unchanged (no open-object fallback).
+    let typed = crd.spec.versions[0].schema.as_ref().unwrap();
+    assert_eq!(
+        serde_json::to_value(typed.open_api_v3_schema.as_ref().unwrap()).unwrap()["properties"]["spec"]
+            ["properties"]["priceAdjustment"]["pattern"],
+        spec["properties"]["priceAdjustment"]["pattern"]
+    );
+}

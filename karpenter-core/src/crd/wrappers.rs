@@ -2,10 +2,14 @@
 //! from and to the [`api`](crate::api) types (see the [module docs](super) for why they exist).
 
 use super::{
-    GROUP, NODECLAIM_CRD_NAME, NODECLAIM_SHORT_NAMES, NODEPOOL_CRD_NAME, NODEPOOL_SHORT_NAMES,
-    VERSION, nodeclaim_crd, nodepool_crd,
+    GROUP, NODECLAIM_CRD_NAME, NODECLAIM_SHORT_NAMES, NODEOVERLAY_CRD_NAME,
+    NODEOVERLAY_SHORT_NAMES, NODEOVERLAY_VERSION, NODEPOOL_CRD_NAME, NODEPOOL_SHORT_NAMES, VERSION,
+    nodeclaim_crd, nodeoverlay_crd, nodepool_crd,
 };
-use crate::api::{self, NodeClaimSpec, NodeClaimStatus, NodePoolSpec, NodePoolStatus};
+use crate::api::{
+    self, NodeClaimSpec, NodeClaimStatus, NodeOverlaySpec, NodeOverlayStatus, NodePoolSpec,
+    NodePoolStatus,
+};
 use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -49,7 +53,7 @@ macro_rules! kube_wrapper {
     (
         $(#[$doc:meta])*
         $name:ident, $api:ty, $kind:expr, $plural:literal, $spec:ty, $status:ty,
-        $crd:ident, $crd_name:expr, $short:expr
+        $crd:ident, $crd_name:expr, $short:expr, $version:expr, $api_version:expr
     ) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq)]
@@ -75,11 +79,11 @@ macro_rules! kube_wrapper {
             }
 
             fn version(_: &()) -> Cow<'_, str> {
-                VERSION.into()
+                $version.into()
             }
 
             fn api_version(_: &()) -> Cow<'_, str> {
-                api::API_VERSION.into()
+                $api_version.into()
             }
 
             fn plural(_: &()) -> Cow<'_, str> {
@@ -160,7 +164,7 @@ macro_rules! kube_wrapper {
                 use serde::ser::SerializeStruct;
                 let fields = if self.status.is_some() { 5 } else { 4 };
                 let mut s = serializer.serialize_struct(stringify!($name), fields)?;
-                s.serialize_field("apiVersion", api::API_VERSION)?;
+                s.serialize_field("apiVersion", $api_version)?;
                 s.serialize_field("kind", $kind)?;
                 s.serialize_field("metadata", &self.metadata)?;
                 s.serialize_field("spec", &self.spec)?;
@@ -204,7 +208,9 @@ kube_wrapper!(
     NodePoolStatus,
     nodepool_crd,
     NODEPOOL_CRD_NAME,
-    NODEPOOL_SHORT_NAMES
+    NODEPOOL_SHORT_NAMES,
+    VERSION,
+    api::API_VERSION
 );
 
 kube_wrapper!(
@@ -219,8 +225,38 @@ kube_wrapper!(
     NodeClaimStatus,
     nodeclaim_crd,
     NODECLAIM_CRD_NAME,
-    NODECLAIM_SHORT_NAMES
+    NODECLAIM_SHORT_NAMES,
+    VERSION,
+    api::API_VERSION
 );
+
+kube_wrapper!(
+    /// A NodeOverlay with `k8s-openapi` metadata, implementing [`kube::Resource`]: use
+    /// `kube::Api<KubeNodeOverlay>` to read NodeOverlays and write their status, and
+    /// [`KubeNodeOverlay::into_nodeoverlay`] to get the [`api::NodeOverlay`].
+    KubeNodeOverlay,
+    api::NodeOverlay,
+    api::NODEOVERLAY_KIND,
+    "nodeoverlays",
+    NodeOverlaySpec,
+    NodeOverlayStatus,
+    nodeoverlay_crd,
+    NODEOVERLAY_CRD_NAME,
+    NODEOVERLAY_SHORT_NAMES,
+    NODEOVERLAY_VERSION,
+    api::NODEOVERLAY_API_VERSION
+);
+
+impl KubeNodeOverlay {
+    /// The [`api::NodeOverlay`] this wrapper holds.
+    pub fn into_nodeoverlay(self) -> Result<api::NodeOverlay, CrdError> {
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let mut overlay = api::NodeOverlay::new(name.clone(), self.spec);
+        overlay.metadata = convert_meta(&self.metadata, api::NODEOVERLAY_KIND, &name)?;
+        overlay.status = self.status.unwrap_or_default();
+        Ok(overlay)
+    }
+}
 
 impl KubeNodePool {
     /// The wrapper of `pool` (metadata converted, spec and status cloned).

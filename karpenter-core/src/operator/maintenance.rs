@@ -61,6 +61,11 @@ impl Operator {
         match result {
             Ok(types) => {
                 let was_empty = self.view.instance_types.get(pool).is_none_or(Vec::is_empty);
+                if self.config.node_overlay {
+                    self.provider_instance_types
+                        .insert(pool.to_string(), types.clone());
+                    self.overlays_dirty = true;
+                }
                 self.view.instance_types.insert(pool.to_string(), types);
                 self.instance_types_due.insert(
                     pool.to_string(),
@@ -76,6 +81,91 @@ impl Operator {
                     .insert(pool.to_string(), add(now, INSTANCE_TYPES_RETRY));
             }
         }
+    }
+
+    /// Applies the NodeOverlays to the provider's instance types of every NodePool when they or
+    /// the instance types changed (gate `NodeOverlay`), and writes each overlay's
+    /// `ValidationSucceeded` (and `Ready`) condition when it changes. A change re-opens
+    /// consolidation (upstream marks the cluster unconsolidated).
+    pub(super) fn apply_overlays(&mut self, now: Timestamp, out: &mut Vec<Action>) {
+        if !self.config.node_overlay || !self.overlays_dirty {
+            return;
+        }
+        self.overlays_dirty = false;
+        let overlays: Vec<crate::api::NodeOverlay> = self.overlays.values().cloned().collect();
+        let applied = {
+            let views: Vec<crate::overlay::PoolTypes<'_>> = self
+                .provider_instance_types
+                .iter()
+                .filter_map(|(name, types)| {
+                    self.view
+                        .node_pools
+                        .get(name)
+                        .map(|np| crate::overlay::PoolTypes {
+                            name: name.as_str(),
+                            labels: &np.spec.template.metadata.labels,
+                            instance_types: types,
+                        })
+                })
+                .collect();
+            crate::overlay::apply(&overlays, &views, &self.config.scheduler.label_policy)
+        };
+        for (pool, types) in applied.instance_types {
+            if self.view.instance_types.get(&pool) != Some(&types) {
+                self.view.instance_types.insert(pool.clone(), types);
+                self.pools.mark(&pool);
+            }
+        }
+        self.state_changes += 1;
+        for overlay in &overlays {
+            let Some(outcome) = applied.outcomes.get(overlay.name()) else {
+                continue;
+            };
+            let (status, reason, message) = outcome.condition();
+            let status = match status {
+                "True" => ConditionStatus::True,
+                _ => ConditionStatus::False,
+            };
+            let mut new = overlay.status.clone();
+            set_pool_condition(
+                &mut new.conditions,
+                crate::api::CONDITION_VALIDATION_SUCCEEDED,
+                status,
+                reason,
+                &message,
+                now,
+            );
+            let (ready_reason, ready_message) = if status == ConditionStatus::True {
+                (NODEPOOL_READY, String::new())
+            } else {
+                (reason, message.clone())
+            };
+            set_pool_condition(
+                &mut new.conditions,
+                NODEPOOL_READY,
+                status,
+                ready_reason,
+                &ready_message,
+                now,
+            );
+            for c in &mut new.conditions {
+                if c.type_ == crate::api::CONDITION_VALIDATION_SUCCEEDED
+                    || c.type_ == NODEPOOL_READY
+                {
+                    c.observed_generation = overlay.metadata.generation;
+                }
+            }
+            if new != overlay.status {
+                if let Some(stored) = self.overlays.get_mut(overlay.name()) {
+                    stored.status = new.clone();
+                }
+                out.push(Action::UpdateNodeOverlayStatus {
+                    name: overlay.name().to_string(),
+                    status: Box::new(new),
+                });
+            }
+        }
+        self.trigger_if_pending(now);
     }
 
     /// NodePool status (readiness, resources, node count, registration health) and the hash

@@ -76,6 +76,7 @@ mod view;
 mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::SignedDuration;
 
@@ -210,6 +211,9 @@ pub struct OperatorConfig {
     pub node_repair: bool,
     /// The provider's repair policies (used only with [`OperatorConfig::node_repair`]).
     pub repair_policies: Vec<RepairPolicy>,
+    /// Feature gate `NodeOverlay` (default off): NodeOverlays adjust the instance types of
+    /// every NodePool ([`crate::overlay`]) and get their `ValidationSucceeded` condition.
+    pub node_overlay: bool,
     /// Seed of generated NodeClaim names (`<nodepool>-<5 characters>`): give each operator
     /// instance its own (the controller: random; the simulator: per run).
     pub name_seed: u64,
@@ -244,6 +248,7 @@ impl Default for OperatorConfig {
             drift_check_period: SignedDuration::from_mins(5),
             node_repair: false,
             repair_policies: Vec::new(),
+            node_overlay: false,
             name_seed: 0,
             node_classes: Vec::new(),
         }
@@ -326,6 +331,12 @@ pub struct Operator {
     pools: Work,
     instance_types_due: BTreeMap<String, Timestamp>,
     instance_types_in_flight: BTreeSet<String>,
+    /// The provider's instance types per NodePool, before NodeOverlays.
+    provider_instance_types: BTreeMap<String, Vec<Arc<crate::model::InstanceType>>>,
+    /// NodeOverlays by name (gate on only).
+    overlays: BTreeMap<String, crate::api::NodeOverlay>,
+    /// The overlays or the instance types they apply to changed since they were last applied.
+    overlays_dirty: bool,
     unavailable: BTreeMap<UnavailableOffering, Timestamp>,
     // Provisioning
     batcher: provisioning::Batcher,
@@ -399,6 +410,9 @@ impl Operator {
             pools: Work::default(),
             instance_types_due: BTreeMap::new(),
             instance_types_in_flight: BTreeSet::new(),
+            provider_instance_types: BTreeMap::new(),
+            overlays: BTreeMap::new(),
+            overlays_dirty: false,
             unavailable: BTreeMap::new(),
             batcher: provisioning::Batcher::default(),
             retry_at: None,
@@ -631,6 +645,10 @@ impl Operator {
                 if changed {
                     self.instance_types_due.insert(name.clone(), now);
                 }
+                let labels_changed = self.view.node_pools.get(&name).is_none_or(|old| {
+                    old.spec.template.metadata.labels != np.spec.template.metadata.labels
+                });
+                self.overlays_dirty |= labels_changed && !self.overlays.is_empty();
                 self.view.node_pools.insert(name.clone(), *np);
                 if changed || annotations_changed {
                     // Drift (the hash annotation) and the disruption conditions read the pool.
@@ -641,6 +659,8 @@ impl Operator {
             Input::NodePoolDeleted(name) => {
                 self.view.node_pools.remove(&name);
                 self.view.instance_types.remove(&name);
+                self.provider_instance_types.remove(&name);
+                self.overlays_dirty |= !self.overlays.is_empty();
                 self.instance_types_due.remove(&name);
                 self.pools.forget(&name);
             }
@@ -806,6 +826,26 @@ impl Operator {
                 }
             }
             Input::Interruption(event) => self.interruption(event, now, out),
+            Input::NodeOverlayApplied(overlay) => {
+                if self.config.node_overlay {
+                    let name = overlay.name().to_string();
+                    // A status write of ours comes back as an event: only a new spec (or a
+                    // new overlay) is applied again.
+                    if self
+                        .overlays
+                        .get(&name)
+                        .is_none_or(|old| old.spec != overlay.spec)
+                    {
+                        self.overlays_dirty = true;
+                    }
+                    self.overlays.insert(name, *overlay);
+                }
+            }
+            Input::NodeOverlayDeleted(name) => {
+                if self.overlays.remove(&name).is_some() {
+                    self.overlays_dirty = true;
+                }
+            }
             Input::Tick => {}
         }
     }
@@ -842,6 +882,7 @@ impl Operator {
             self.state_changes += 1;
         }
         self.refresh_instance_types(now, out);
+        self.apply_overlays(now, out);
         for name in self.claims.take(now) {
             observer.started(controllers::NODECLAIM_LIFECYCLE);
             let errors = self.claims.errors;

@@ -767,3 +767,126 @@ fn a_standalone_nodeclaim_of_the_providers_node_class_launches() {
     );
     assert!(launches(&actions).is_empty(), "{actions:?}");
 }
+
+fn overlay(name: &str, spec: serde_json::Value) -> Box<crate::api::NodeOverlay> {
+    Box::new(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1alpha1", "kind": "NodeOverlay",
+            "metadata": {"name": name, "generation": 1}, "spec": spec
+        }))
+        .unwrap(),
+    )
+}
+
+fn overlay_operator(gate: bool) -> Operator {
+    let config = OperatorConfig {
+        node_overlay: gate,
+        ..OperatorConfig::default()
+    };
+    let mut op = Operator::new(config);
+    op.handle(Input::NodePoolApplied(Box::new(pool())), t(0));
+    let actions = op.handle(Input::Synced, t(0));
+    let (id, _) = cloud_calls(&actions)
+        .into_iter()
+        .find(|(_, c)| matches!(c, CloudCall::InstanceTypes(_)))
+        .expect("instance types are asked for at sync");
+    op.handle(
+        Input::CloudResult {
+            id,
+            response: CloudResponse::InstanceTypes(Ok(instance_types())),
+        },
+        t(0),
+    );
+    op
+}
+
+fn small_price(op: &Operator) -> f64 {
+    op.view.instance_types["default"][0].offerings[0].price
+}
+
+fn overlay_statuses(actions: &[Action]) -> Vec<(String, String, String)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::UpdateNodeOverlayStatus { name, status } => {
+                let c = crate::api::find_condition(
+                    &status.conditions,
+                    crate::api::CONDITION_VALIDATION_SUCCEEDED,
+                )?;
+                Some((
+                    name.clone(),
+                    format!("{:?}", c.status),
+                    c.reason.clone().unwrap_or_default(),
+                ))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn node_overlays_adjust_instance_types_and_get_their_condition_with_the_gate() {
+    let mut op = overlay_operator(true);
+    let actions = op.handle(
+        Input::NodeOverlayApplied(overlay(
+            "cheap",
+            serde_json::json!({"requirements": [], "price": "0.01", "weight": 5}),
+        )),
+        t(1),
+    );
+    assert_eq!(small_price(&op), 0.01);
+    assert_eq!(
+        overlay_statuses(&actions),
+        [(
+            "cheap".to_string(),
+            "True".to_string(),
+            "ValidationSucceeded".to_string()
+        )]
+    );
+    // A second overlay of the same weight on the same offering conflicts ("cheap" sorts
+    // before "cheaper", so "cheaper" goes first and "cheap" loses).
+    let actions = op.handle(
+        Input::NodeOverlayApplied(overlay(
+            "cheaper",
+            serde_json::json!({"requirements": [], "price": "0.02", "weight": 5}),
+        )),
+        t(2),
+    );
+    assert_eq!(small_price(&op), 0.02);
+    let mut statuses = overlay_statuses(&actions);
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [
+            (
+                "cheap".to_string(),
+                "False".to_string(),
+                "Conflict".to_string()
+            ),
+            (
+                "cheaper".to_string(),
+                "True".to_string(),
+                "ValidationSucceeded".to_string()
+            ),
+        ]
+    );
+    // Refreshed instance types are overlaid again.
+    op.handle(Input::NodeOverlayDeleted("cheaper".into()), t(3));
+    assert_eq!(small_price(&op), 0.01, "the other overlay applies again");
+    op.handle(Input::NodeOverlayDeleted("cheap".into()), t(4));
+    assert_eq!(small_price(&op), 0.1, "the provider's price is back");
+}
+
+#[test]
+fn node_overlays_are_ignored_without_the_gate() {
+    let mut op = overlay_operator(false);
+    let actions = op.handle(
+        Input::NodeOverlayApplied(overlay(
+            "cheap",
+            serde_json::json!({"requirements": [], "price": "0.01"}),
+        )),
+        t(1),
+    );
+    assert_eq!(small_price(&op), 0.1);
+    assert!(overlay_statuses(&actions).is_empty());
+}

@@ -68,6 +68,11 @@ pub enum Input {
     },
     /// A VolumeAttachment is gone (by name).
     VolumeAttachmentDeleted(String),
+    /// A `karpenter.sh/v1alpha1` NodeOverlay was added or changed (read only with
+    /// [`OperatorConfig::node_overlay`](super::OperatorConfig::node_overlay)).
+    NodeOverlayApplied(Box<crate::api::NodeOverlay>),
+    /// A NodeOverlay is gone (by name).
+    NodeOverlayDeleted(String),
     /// The shell finished every initial list: the view now holds the whole cluster. Until then
     /// the operator only records objects (upstream waits for its caches to sync before any
     /// controller acts).
@@ -305,6 +310,14 @@ pub enum Action {
         name: String,
         /// Annotations to set.
         annotations: std::collections::BTreeMap<String, String>,
+    },
+    /// Write the NodeOverlay's status subresource (its `ValidationSucceeded` and `Ready`
+    /// conditions).
+    UpdateNodeOverlayStatus {
+        /// The NodeOverlay.
+        name: String,
+        /// The new status.
+        status: Box<crate::api::NodeOverlayStatus>,
     },
     /// Write the NodePool's status subresource.
     UpdateNodePoolStatus {

@@ -24,6 +24,7 @@ mod suite_instance_types;
 mod suite_kit;
 mod suite_no_pre_binding;
 mod suite_nodepool_filtering;
+mod suite_policies;
 mod suite_preferential_fallback;
 mod suite_reserved_instance_types;
 mod topology_affinity;

@@ -18,8 +18,8 @@ pub mod workload;
 use std::sync::Arc;
 
 use jiff::SignedDuration;
+use karpenter_core::features::Gate;
 use karpenter_core::model::{InstanceType, Pod};
-use karpenter_core::scheduling::SchedulerOptions;
 use karpenter_core::scheduling::packing::{PackingOptions, PackingPolicy};
 use karpenter_core::world::{self, Objects, Workload};
 use karpenter_fake::sim::SimConfig;
@@ -32,6 +32,7 @@ use karpenter_fake::sim::workload::{Deployment, Job};
 use crate::catalog::{Catalog, CatalogInfo, CatalogSpec};
 use crate::manifests::{Document, Manifests, classify};
 use crate::plan::{PlanError, build_world};
+use crate::settings::Settings;
 use workload::{WorkloadError, WorkloadFile};
 
 /// What `karpenter simulate` was asked.
@@ -51,6 +52,8 @@ pub struct SimulateOptions {
     pub faults: FaultRates,
     /// `--packing`.
     pub packing: Option<PackingPolicy>,
+    /// `--feature-gates`, `--preference-policy`, `--min-values-policy`.
+    pub settings: Settings,
 }
 
 /// The most steps a run may take (`--duration` / `--step`).
@@ -107,7 +110,7 @@ pub fn prepare(
     let mut notices = m.notices.clone();
     let mut catalog = Catalog::load(&opts.catalog, opts.spot_price_factor)?;
     let aws = opts.catalog == CatalogSpec::Aws;
-    let (world, _warnings) = build_world(&m, &mut catalog, aws, &mut notices)?;
+    let (world, _warnings) = build_world(&m, &mut catalog, aws, &opts.settings, &mut notices)?;
     if world.node_pools.is_empty() {
         return Err(PlanError::Input(
             "no usable NodePool in the -f input: karpenter simulate needs at least one".into(),
@@ -262,9 +265,19 @@ pub fn prepare(
         .map_or(0.0, |s| s.interruptions_per_node_hour);
 
     let mut sim = SimConfig::default();
-    sim.operator.scheduler = SchedulerOptions::default()
-        .with_label_policy(catalog.policy.clone())
+    sim.operator.scheduler = opts
+        .settings
+        .scheduler_options(catalog.policy.clone())
         .with_packing(PackingOptions::default().with_policy(opts.packing));
+    sim.operator.disruption = sim
+        .operator
+        .disruption
+        .clone()
+        .with_spot_to_spot_consolidation(opts.settings.enabled(Gate::SpotToSpotConsolidation));
+    sim.operator.node_repair = opts.settings.enabled(Gate::NodeRepair);
+    if sim.operator.node_repair {
+        sim.operator.repair_policies = karpenter_fake::provider::default_repair_policies();
+    }
     Ok(Prepared {
         script,
         sim,

@@ -174,6 +174,7 @@ fn api_resource(gvk: &GroupVersionKind) -> ApiResource {
     let plural = match gvk.kind.as_str() {
         "NodePool" => "nodepools",
         "NodeClaim" => "nodeclaims",
+        "NodeOverlay" => "nodeoverlays",
         "EC2NodeClass" => "ec2nodeclasses",
         "KWOKNodeClass" => "kwoknodeclasses",
         "Namespace" => "namespaces",
@@ -235,6 +236,7 @@ pub async fn install(client: &Client) {
     for name in [
         "nodepools.karpenter.sh",
         "nodeclaims.karpenter.sh",
+        "nodeoverlays.karpenter.sh",
         "ec2nodeclasses.karpenter.k8s.aws",
         "kwoknodeclasses.karpenter.kwok.sh",
     ] {

@@ -1048,3 +1048,97 @@ fn perf_a_thousand_pending_pods_to_all_bound() {
         cleanup(&admin, test).await;
     });
 }
+
+/// `FEATURE_GATES=NodeOverlay=true`: the controller watches NodeOverlays, applies them to its
+/// NodePools' instance types (an overlay's extended resource makes a pod that requests it
+/// schedulable) and writes their `ValidationSucceeded` condition: `True`, or `False` with
+/// reason `Conflict` for the loser of two overlays of equal weight.
+#[test]
+#[ignore = "needs the loopback control plane: scripts/test starts it and runs these with --ignored"]
+fn node_overlays_apply_behind_their_gate_and_get_their_status() {
+    let test = "overlay";
+    let env = env(test);
+    env.rt.block_on(async {
+        let admin = client(&env.admin).await;
+        install(&admin).await;
+        cleanup(&admin, test).await;
+        let overlays: Api<karpenter_core::crd::KubeNodeOverlay> = Api::all(admin.clone());
+        let _ = overlays
+            .delete_collection(&Default::default(), &Default::default())
+            .await;
+        apply_value(
+            &admin,
+            nodepool(
+                "e2e-overlay",
+                json!({"e2e": "overlay"}),
+                json!({"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"}),
+            ),
+        )
+        .await;
+        for (name, fuse) in [("fuse-a", "4"), ("fuse-b", "8")] {
+            apply_value(
+                &admin,
+                json!({
+                    "apiVersion": "karpenter.sh/v1alpha1",
+                    "kind": "NodeOverlay",
+                    "metadata": {"name": name},
+                    "spec": {
+                        "requirements": [{"key": "karpenter.sh/nodepool", "operator": "In", "values": ["e2e-overlay"]}],
+                        "capacity": {"example.com/fuse": fuse},
+                        "weight": 10
+                    }
+                }),
+            )
+            .await;
+        }
+        let mut ctl = Controller::start(&env, "overlay", &["--feature-gates", "NodeOverlay=true"]);
+        let mut p = pod(test, "overlay-0", "1", "1Gi", BTreeMap::new());
+        if let Some(spec) = p.spec.as_mut() {
+            let resources = spec.containers[0].resources.get_or_insert_with(Default::default);
+            let fuse = k8s_openapi::apimachinery::pkg::api::resource::Quantity("1".into());
+            resources
+                .requests
+                .get_or_insert_with(Default::default)
+                .insert("example.com/fuse".into(), fuse.clone());
+            resources
+                .limits
+                .get_or_insert_with(Default::default)
+                .insert("example.com/fuse".into(), fuse);
+        }
+        create_pods(&admin, &[p]).await;
+        // Only an overlaid instance type has the resource: a NodeClaim proves the overlay
+        // reached the scheduler.
+        wait_for("a NodeClaim for the fuse pod", Duration::from_secs(120), || async {
+            nodeclaims(&admin)
+                .await
+                .into_iter()
+                .find(|c| {
+                    c.metadata.labels.as_ref().and_then(|l| l.get("karpenter.sh/nodepool"))
+                        == Some(&"e2e-overlay".to_string())
+                })
+        })
+        .await;
+        let condition = |o: &karpenter_core::crd::KubeNodeOverlay| {
+            o.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == "ValidationSucceeded")
+                    .map(|c| (format!("{:?}", c.status), c.reason.clone().unwrap_or_default()))
+            })
+        };
+        let statuses = wait_for("both overlays' conditions", Duration::from_secs(60), || async {
+            let a = condition(&overlays.get("fuse-a").await.ok()?)?;
+            let b = condition(&overlays.get("fuse-b").await.ok()?)?;
+            Some((a, b))
+        })
+        .await;
+        // Equal weights: "fuse-b" (later in the alphabet) goes first; "fuse-a" conflicts.
+        assert_eq!(statuses.1, ("True".to_string(), "ValidationSucceeded".to_string()));
+        assert_eq!(statuses.0, ("False".to_string(), "Conflict".to_string()));
+        ctl.terminate();
+        let _ = overlays
+            .delete_collection(&Default::default(), &Default::default())
+            .await;
+        cleanup(&admin, test).await;
+    });
+}
