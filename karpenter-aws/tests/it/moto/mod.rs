@@ -6,6 +6,7 @@
 //! either the tests skip with a warning, except under `CI=true`, where they fail. Fake
 //! credentials, a fixed loopback endpoint: nothing talks to AWS.
 
+mod cluster;
 mod conformance;
 mod devices;
 mod env;
@@ -14,3 +15,4 @@ mod inject;
 mod interruption;
 mod profiles;
 mod provider;
+mod tagging;
