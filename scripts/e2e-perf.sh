@@ -20,6 +20,6 @@ trap 'KCP_RUN="$KCP_RUN" bash "$CP/down.sh" || true' EXIT
 KC="$(bash "$CP/up.sh")"
 export KARPENTER_E2E_KUBECONFIG="$KC"
 export KARPENTER_E2E_CONTROLLER_KUBECONFIG="$KCP_RUN/karpenter.kubeconfig"
-export KARPENTER_E2E_PERF=1
-cargo test -p karpenter-cli --test it "$filter" -- --nocapture --test-threads 1 2>&1 \
+
+cargo test -p karpenter-cli --test it "$filter" -- --ignored --nocapture --test-threads 1 2>&1 \
   | grep -E '^(PERF|MEM):|^test |test result|panicked'

@@ -84,7 +84,16 @@ pub struct SimConfig {
     pub max_inputs_per_instant: usize,
     /// Print every input handed to the operator to standard error (for debugging a scenario).
     pub trace: bool,
+    /// A seeded bug: when set, every batch of actions the operator asks for passes through it
+    /// before the simulated shell carries the batch out, so a test can break the operator's
+    /// promises on purpose (launch twice, disrupt past a budget, ...) and show that an
+    /// invariant catches it. `None` (the default) carries out every batch as asked.
+    pub seeded_bug: Option<SeededBug>,
 }
+
+/// A seeded bug (see [`SimConfig::seeded_bug`]): rewrites a batch of the operator's actions,
+/// given the cluster as the batch finds it.
+pub type SeededBug = fn(&ClusterApi, &mut Vec<Action>);
 
 impl Default for SimConfig {
     fn default() -> Self {
@@ -100,6 +109,7 @@ impl Default for SimConfig {
             register_nodes: true,
             max_inputs_per_instant: 100_000,
             trace: false,
+            seeded_bug: None,
         }
     }
 }
@@ -355,7 +365,10 @@ impl Sim {
         if self.config.trace {
             eprintln!("{} <- {}", self.now, input_summary(&input));
         }
-        let actions = self.operator.handle(input, self.now);
+        let mut actions = self.operator.handle(input, self.now);
+        if let Some(bug) = self.config.seeded_bug {
+            bug(&self.api, &mut actions);
+        }
         let mut crashed = false;
         for action in actions {
             if let Some(CrashPoint(at)) = &mut self.crash

@@ -12,6 +12,7 @@ mod overrides;
 mod provider;
 mod sim;
 mod sim_chaos;
+mod sim_invariants;
 mod suite_binpacking;
 mod suite_custom_constraints;
 mod suite_deleting_nodes;

@@ -49,10 +49,7 @@ fn start() -> Option<Mutex<Server>> {
             let msg = format!(
                 "moto is not available ({python}: {e}); run scripts/moto/install.sh or set KARPENTER_MOTO_ENDPOINT"
             );
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{msg}");
-            }
-            eprintln!("warning: {msg}; the moto tests skip");
+            eprintln!("{msg}");
             return None;
         }
     };
@@ -70,7 +67,7 @@ fn start() -> Option<Mutex<Server>> {
     }))
 }
 
-/// The endpoint of the moto server, or `None` (skip) when moto is not available.
+/// The endpoint of the moto server, or `None` when moto is not available.
 pub fn endpoint() -> Option<String> {
     SERVER
         .get_or_init(start)
@@ -78,15 +75,17 @@ pub fn endpoint() -> Option<String> {
         .map(|s| s.lock().unwrap().endpoint.clone())
 }
 
-/// SDK clients on the moto server, optionally through `http`.
-pub async fn clients(http: Option<SharedHttpClient>) -> Option<AwsClients> {
-    let ep = endpoint()?;
+/// SDK clients on the moto server, optionally through `http`. The tests that take them are
+/// `#[ignore]`d, so a plain `cargo test` reports them as ignored; run with `--ignored` (as
+/// scripts/test does) and without moto, they fail: none passes without its real component.
+pub async fn clients(http: Option<SharedHttpClient>) -> AwsClients {
+    let ep = endpoint().expect(
+        "moto is not available: run scripts/moto/install.sh, or set KARPENTER_MOTO_ENDPOINT",
+    );
     let creds = Credentials::new("testing", "testing", None, None, "moto");
-    Some(
-        AwsClients::with_endpoint(&ep, REGION, creds, http)
-            .await
-            .unwrap(),
-    )
+    AwsClients::with_endpoint(&ep, REGION, creds, http)
+        .await
+        .unwrap()
 }
 
 /// One cluster's AWS resources in moto.
