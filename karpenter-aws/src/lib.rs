@@ -4,12 +4,14 @@
 //! pure functions over plain data, and (feature `sdk`) the shell on the AWS SDK for Rust that
 //! translates requests and responses and calls them ([`sdk`]: `AwsCloudProvider` on EC2,
 //! node-class resolution through EC2, SSM and IAM, the Price List client, the SQS interruption
-//! consumer). Without the feature nothing here calls AWS.
+//! consumer, `eks:DescribeCluster`). Without the feature nothing here calls AWS.
 //!
 //! - [`nodeclass`]: the `EC2NodeClass` types (upstream YAML unchanged), validation equal to the
 //!   CRD's rules, defaults, how a class shapes instance types, its static hash, and the
 //!   node-class reconcile step ([`nodeclass::reconcile::reconcile`]); `crd` (feature `kube`)
 //!   is its CustomResourceDefinition.
+//! - [`cluster`]: the endpoint, CA bundle, service CIDR and version nodes bootstrap with, from
+//!   the settings or `eks:DescribeCluster`.
 //! - [`ami`], [`resolve`]: AMI, subnet and security-group resolution.
 //! - [`launch`], [`userdata`]: launch tags, provider IDs, launch-template names, user data per
 //!   AMI family, the CreateFleet request, what its result means, the unavailable-offerings
@@ -24,6 +26,7 @@
 
 pub mod ami;
 pub mod catalog;
+pub mod cluster;
 #[cfg(feature = "kube")]
 #[cfg_attr(docsrs, doc(cfg(feature = "kube")))]
 pub mod crd;

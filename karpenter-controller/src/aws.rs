@@ -14,20 +14,30 @@
 //!   spot from DescribeSpotPriceHistory; at start and every 12 hours, as upstream; the
 //!   scheduler sees the new prices in the next instance-type list) and, when
 //!   `INTERRUPTION_QUEUE` is set, the SQS consumer, whose events go to the operator as
-//!   `Input::Interruption` (the operator decides what they do).
+//!   `Input::Interruption` (the operator decides what they do); a message is deleted only once
+//!   its action is durable ([`OperatorHandoff`]: the NodeClaim delete shows in the watch
+//!   cache), or when it needs none, or when it is no interruption event (counted in
+//!   `karpenter_interruption_message_errors_total{error}` and logged once).
 //!
 //! Settings beyond the shared flags, read from the environment as upstream's chart sets them:
 //! `AWS_REGION` (else the SDK's chain), `CLUSTER_CA_BUNDLE`, `CLUSTER_SERVICE_CIDR` (AL2023's
-//! NodeConfig; default `10.100.0.0/16`), `VM_MEMORY_OVERHEAD_PERCENT` (0.075), `RESERVED_ENIS`
-//! (0).
+//! NodeConfig), `VM_MEMORY_OVERHEAD_PERCENT` (0.075), `RESERVED_ENIS` (0). `CLUSTER_ENDPOINT`,
+//! `CLUSTER_CA_BUNDLE` and `CLUSTER_SERVICE_CIDR` are optional: whichever is empty comes from
+//! `eks:DescribeCluster` (`karpenter_aws::cluster`); a failed call, or a value neither gives,
+//! stops the start with an error naming the setting and the call. The Kubernetes version is
+//! the API server's, else the one `eks:DescribeCluster` reported.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use karpenter_aws::cluster::GivenSettings;
 use karpenter_aws::nodeclass::EC2NodeClass;
 use karpenter_aws::sdk::AwsClients;
-use karpenter_aws::sdk::interruption::InterruptionQueue;
+use karpenter_aws::sdk::cluster::cluster_settings;
+use karpenter_aws::sdk::interruption::{
+    InterruptionHandler, InterruptionQueue, Malformed, Received,
+};
 use karpenter_aws::sdk::nodeclass::{NodeClassResolver, PROFILE_GC_INTERVAL};
 use karpenter_aws::sdk::pricing::SdkPricing;
 use karpenter_aws::sdk::provider::{
@@ -35,7 +45,10 @@ use karpenter_aws::sdk::provider::{
     ProviderOptions,
 };
 use karpenter_core::cloud::CloudProvider;
+use karpenter_core::crd::KubeNodeClaim;
+use karpenter_core::operator::InterruptionEvent;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::runtime::reflector::Store;
 use kube::{Api, Client};
 use tokio::sync::watch;
 
@@ -86,36 +99,44 @@ impl AwsProvider {
                 "CLUSTER_NAME (--cluster-name) is required with --cloud-provider aws".into(),
             ));
         }
-        if args.cluster_endpoint.is_empty() {
-            return Err(ControllerError::Settings(
-                "CLUSTER_ENDPOINT (--cluster-endpoint) is required with --cloud-provider aws"
-                    .into(),
-            ));
-        }
         let region = std::env::var("AWS_REGION").ok().filter(|r| !r.is_empty());
         let clients = AwsClients::from_env(region)
             .await
             .map_err(|e| ControllerError::CloudProvider(e.to_string()))?;
-        let version = client
-            .apiserver_version()
-            .await
-            .map_err(|e| ControllerError::Client(format!("reading the API server version: {e}")))?;
-        let k8s = format!(
-            "{}.{}",
-            version.major,
-            version
-                .minor
-                .trim_end_matches(|c: char| !c.is_ascii_digit())
+        // The endpoint, CA bundle and service CIDR: the settings, else eks:DescribeCluster.
+        let given = GivenSettings::new(
+            Some(args.cluster_endpoint.clone()),
+            std::env::var("CLUSTER_CA_BUNDLE").ok(),
+            std::env::var("CLUSTER_SERVICE_CIDR").ok(),
         );
-        let mut options = ProviderOptions::new(&args.cluster_name, &args.cluster_endpoint);
-        options.cluster_ca_bundle = std::env::var("CLUSTER_CA_BUNDLE")
-            .ok()
-            .filter(|s| !s.is_empty());
-        if let Ok(cidr) = std::env::var("CLUSTER_SERVICE_CIDR")
-            && !cidr.is_empty()
-        {
-            options.cluster_cidr = Some(cidr);
-        }
+        let cluster = cluster_settings(&clients, &args.cluster_name, &given)
+            .await
+            .map_err(|e| ControllerError::Settings(e.to_string()))?;
+        // The Kubernetes version: the API server's (as upstream reads it), else the one
+        // eks:DescribeCluster reported.
+        let k8s = match client.apiserver_version().await {
+            Ok(version) => format!(
+                "{}.{}",
+                version.major,
+                version
+                    .minor
+                    .trim_end_matches(|c: char| !c.is_ascii_digit())
+            ),
+            Err(e) => match &cluster.version {
+                Some(v) => {
+                    tracing::warn!(error = %e, version = %v, "API server version unreadable; using the one eks:DescribeCluster reported");
+                    v.clone()
+                }
+                None => {
+                    return Err(ControllerError::Client(format!(
+                        "reading the API server version: {e}"
+                    )));
+                }
+            },
+        };
+        let mut options = ProviderOptions::new(&args.cluster_name, &cluster.endpoint);
+        options.cluster_ca_bundle = Some(cluster.ca_bundle.clone());
+        options.cluster_cidr = Some(cluster.service_cidr.clone());
         options.vm_memory_overhead_percent = env_parse(
             "VM_MEMORY_OVERHEAD_PERCENT",
             options.vm_memory_overhead_percent,
@@ -129,7 +150,7 @@ impl AwsProvider {
             .check_connectivity()
             .await
             .map_err(|e| ControllerError::CloudProvider(format!("EC2 connectivity check: {e}")))?;
-        tracing::info!(region = %clients.region, cluster = %args.cluster_name, kubernetes = %k8s, "AWS cloud provider");
+        tracing::info!(region = %clients.region, cluster = %args.cluster_name, endpoint = %cluster.endpoint, service_cidr = %cluster.service_cidr, kubernetes = %k8s, described = given.needs_describe(), "AWS cloud provider");
         let on_demand_refresh = !env_true("ISOLATED_VPC") && !clients.region.starts_with("us-gov");
         Ok(AwsProvider {
             client: client.clone(),
@@ -149,13 +170,14 @@ impl Provider for AwsProvider {
         self.provider.clone()
     }
 
-    /// Starts the node-class loop, the housekeeping, the price refresh and, with a queue, the
-    /// interruption consumer.
+    /// Starts the node-class loop, the housekeeping, the price refresh, the tagging of
+    /// registered instances and, with a queue, the interruption consumer.
     fn start(self: Box<Self>, ctx: ProviderContext) {
         let runtime = Arc::new(*self);
         tokio::spawn(node_classes(Arc::clone(&runtime), ctx.clone()));
         tokio::spawn(housekeeping(Arc::clone(&runtime), ctx.clone()));
         tokio::spawn(prices(Arc::clone(&runtime), ctx.clone()));
+        tokio::spawn(tagging(Arc::clone(&runtime), ctx.clone()));
         if runtime.queue.is_some() {
             tokio::spawn(interruptions(runtime, ctx));
         }
@@ -363,6 +385,84 @@ async fn housekeeping(rt: Arc<AwsProvider>, ctx: ProviderContext) {
     }
 }
 
+/// How often the NodeClaims are looked at for instances to tag after registration.
+pub const TAGGING_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Tags the instance of every registered NodeClaim once, as upstream's `nodeclaim.tagging`
+/// controller (`karpenter_aws::launch::registered`): `Name` = the node, `karpenter.sh/nodeclaim`
+/// = the NodeClaim, `eks:eks-cluster-name`, each only when missing; then the NodeClaim is
+/// annotated `karpenter.k8s.aws/tagged: "true"` so it is not tagged again. Leader only.
+async fn tagging(rt: Arc<AwsProvider>, ctx: ProviderContext) {
+    use karpenter_aws::launch::registered::{TaggableClaim, instance_to_tag, tagged_annotations};
+    let ProviderContext {
+        caches,
+        client,
+        mut leading,
+        mut shutdown,
+        leadership,
+        ..
+    } = ctx;
+    let api: Api<KubeNodeClaim> = Api::all(client);
+    let no_annotations = BTreeMap::new();
+    loop {
+        if !until_leading(&mut leading, &mut shutdown).await {
+            return;
+        }
+        for c in objects(&caches.nodeclaims) {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            let status = c.status.as_ref();
+            let node_name = status.and_then(|s| s.node_name.as_deref());
+            let claim = TaggableClaim {
+                name: &name,
+                annotations: c.metadata.annotations.as_ref().unwrap_or(&no_annotations),
+                node_name,
+                provider_id: status.and_then(|s| s.provider_id.as_deref()),
+                deleting: c.metadata.deletion_timestamp.is_some(),
+            };
+            let Some(instance) = instance_to_tag(&claim) else {
+                continue;
+            };
+            if !leadership.is_leading() {
+                break;
+            }
+            let node = node_name.unwrap_or_default();
+            match rt
+                .provider
+                .tag_registered_instance(&instance, &name, node)
+                .await
+            {
+                Ok(tags) => {
+                    if !tags.is_empty() {
+                        tracing::info!(nodeclaim = %name, instance = %instance, tags = ?tags, "tagged the instance of a registered node");
+                    }
+                }
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    tracing::warn!(nodeclaim = %name, instance = %instance, error = %e, "tagging the instance of a registered node");
+                    continue;
+                }
+            }
+            if !leadership.is_leading() {
+                break;
+            }
+            let patch = serde_json::json!({"metadata": {"annotations": tagged_annotations()}});
+            if let Err(e) = crate::operate::bounded(api.patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            ))
+            .await
+                && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+            {
+                tracing::warn!(nodeclaim = %name, error = %e, "annotating a tagged NodeClaim");
+            }
+        }
+        if !pause(TAGGING_INTERVAL, &mut shutdown).await {
+            return;
+        }
+    }
+}
+
 /// On-demand and spot prices at start and every 12 hours.
 async fn prices(rt: Arc<AwsProvider>, ctx: ProviderContext) {
     let ProviderContext {
@@ -395,17 +495,141 @@ async fn prices(rt: Arc<AwsProvider>, ctx: ProviderContext) {
     }
 }
 
-/// Instance id → provider id of every NodeClaim in the cache.
-fn provider_ids(caches: &Caches) -> BTreeMap<String, String> {
-    objects(&caches.nodeclaims)
+/// A NodeClaim of the cache as the interruption consumer sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClaimRef {
+    name: String,
+    provider_id: String,
+    deleting: bool,
+}
+
+/// Instance id → the NodeClaim launched as it, of every NodeClaim in the cache.
+fn claims_by_instance(nodeclaims: &Store<KubeNodeClaim>) -> BTreeMap<String, ClaimRef> {
+    objects(nodeclaims)
         .iter()
         .filter_map(|c| {
-            let v = serde_json::to_value(&**c).ok()?;
-            let pid = v.pointer("/status/providerID")?.as_str()?.to_string();
+            let pid = c.status.as_ref()?.provider_id.clone()?;
             let id = karpenter_aws::launch::parse_provider_id(&pid)?.to_string();
-            Some((id, pid))
+            Some((
+                id,
+                ClaimRef {
+                    name: c.metadata.name.clone().unwrap_or_default(),
+                    provider_id: pid,
+                    deleting: c.metadata.deletion_timestamp.is_some(),
+                },
+            ))
         })
         .collect()
+}
+
+/// Whether the NodeClaim `name` is being deleted, or gone, in the cache: its delete was
+/// accepted by the API server.
+fn deleting_or_gone(nodeclaims: &Store<KubeNodeClaim>, name: &str) -> bool {
+    nodeclaims
+        .get(&kube::runtime::reflector::ObjectRef::new(name))
+        .is_none_or(|c| c.metadata.deletion_timestamp.is_some())
+}
+
+/// How long the consumer waits for the NodeClaim deletes of one message to show in the cache
+/// before it keeps the message for another delivery: well inside the visibility timeout.
+pub const INTERRUPTION_ACTION_WAIT: Duration = Duration::from_secs(15);
+
+/// How often the consumer looks at the cache while it waits.
+const INTERRUPTION_ACTION_POLL: Duration = Duration::from_millis(50);
+
+/// Hands a message's events to this replica's operator and reports the action durable once
+/// every NodeClaim the operator is to delete is being deleted (or gone) in the watch cache,
+/// that is, the API server accepted the delete. A replica that does not lead reports nothing
+/// durable: its operator drops the actions, so the message stays for the leader.
+pub struct OperatorHandoff {
+    nodeclaims: Store<KubeNodeClaim>,
+    changes: tokio::sync::mpsc::Sender<Change>,
+    leadership: crate::leader::Leadership,
+    wait: Duration,
+}
+
+impl OperatorHandoff {
+    /// A handoff to the operator fed by `changes`, confirming through the NodeClaim cache.
+    pub fn new(
+        nodeclaims: Store<KubeNodeClaim>,
+        changes: tokio::sync::mpsc::Sender<Change>,
+        leadership: crate::leader::Leadership,
+    ) -> Self {
+        OperatorHandoff {
+            nodeclaims,
+            changes,
+            leadership,
+            wait: INTERRUPTION_ACTION_WAIT,
+        }
+    }
+
+    /// The same handoff with another confirmation wait.
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+}
+
+#[async_trait::async_trait]
+impl InterruptionHandler for OperatorHandoff {
+    async fn act(&self, message: &Received, events: Vec<InterruptionEvent>) -> Result<(), String> {
+        if !self.leadership.is_leading() {
+            return Err("this replica does not lead: the message is left for the leader".into());
+        }
+        let claims: BTreeMap<String, ClaimRef> = claims_by_instance(&self.nodeclaims)
+            .into_values()
+            .map(|c| (c.provider_id.clone(), c))
+            .collect();
+        let mut awaited = Vec::new();
+        for event in events {
+            // The delete the operator is to make: only for a kind that deletes, and a claim not
+            // being deleted already (then the message is a no-op once recorded).
+            if event.kind.deletes_nodeclaim()
+                && let Some(c) = claims.get(&event.provider_id)
+                && !c.deleting
+            {
+                awaited.push(c.name.clone());
+            }
+            // The operator's channel is bounded: a full one holds the handoff back.
+            self.changes
+                .send(Change::Interruption(event))
+                .await
+                .map_err(|_| "the operator stopped".to_string())?;
+        }
+        let deadline = tokio::time::Instant::now() + self.wait;
+        loop {
+            awaited.retain(|name| !deleting_or_gone(&self.nodeclaims, name));
+            if awaited.is_empty() {
+                return Ok(());
+            }
+            if !self.leadership.is_leading() {
+                return Err(format!(
+                    "leadership lost before the delete of NodeClaim {} was seen",
+                    awaited.join(", ")
+                ));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "the delete of NodeClaim {} was not seen within {:?} (message {})",
+                    awaited.join(", "),
+                    self.wait,
+                    message.message_id
+                ));
+            }
+            tokio::time::sleep(INTERRUPTION_ACTION_POLL).await;
+        }
+    }
+}
+
+/// Counts and logs (once: the message is deleted) an interruption message that is no
+/// interruption event.
+fn report_malformed(metrics: &crate::metrics::Metrics, m: &Malformed) {
+    tracing::warn!(message = %m.message_id, error = %m.error, "interruption message that is no interruption event; deleted");
+    metrics.apply(&karpenter_core::lifecycle::Metric::add(
+        karpenter_aws::interruption::MESSAGE_ERRORS,
+        1.0,
+        [("error", m.error.label().to_string())],
+    ));
 }
 
 async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
@@ -415,6 +639,7 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
         mut leading,
         mut shutdown,
         leadership,
+        metrics,
         ..
     } = ctx;
     let Some(name) = rt.queue.clone() else {
@@ -436,27 +661,38 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
         }
     };
     tracing::info!(queue = %queue.url(), "interruption handling on");
+    let handoff = OperatorHandoff::new(caches.nodeclaims.clone(), changes, leadership.clone());
     loop {
-        // Only the leader receives (and so deletes) messages: a follower's operator would
-        // drop the actions they call for.
+        // Only the leader receives messages: a follower's operator would drop the actions
+        // they call for (and the handoff would keep them anyway).
         if !until_leading(&mut leading, &mut shutdown).await {
             return;
         }
         if !leadership.is_leading() {
             return;
         }
-        let ids = provider_ids(&caches);
-        let mut received = Vec::new();
+        let ids = claims_by_instance(&caches.nodeclaims);
         let poll = queue.poll(
             Duration::from_secs(karpenter_aws::sdk::interruption::WAIT_SECONDS as u64),
-            |id| ids.get(id).cloned(),
-            |e| received.push(e),
+            |id| ids.get(id).map(|c| c.provider_id.clone()),
+            &handoff,
         );
         tokio::select! {
             r = poll => match r {
                 Ok(stats) => {
-                    for m in stats.malformed {
-                        tracing::warn!(error = m, "interruption message that is no interruption event deleted");
+                    for m in &stats.malformed {
+                        report_malformed(&metrics, m);
+                    }
+                    metrics.apply(&karpenter_core::lifecycle::Metric::add(
+                        karpenter_aws::interruption::DELETED_MESSAGES,
+                        stats.deleted as f64,
+                        [],
+                    ));
+                    for (id, why) in &stats.kept {
+                        tracing::warn!(message = %id, reason = %why, "interruption message kept for another delivery");
+                    }
+                    for (id, e) in &stats.delete_errors {
+                        tracing::warn!(message = %id, error = %e, "interruption message handled but not deleted; it will be handled again");
                     }
                 }
                 Err(e) => {
@@ -466,11 +702,171 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
             },
             _ = shutdown.changed() => return,
         }
-        // The operator's channel is bounded: a full one holds the next poll back.
-        for e in received {
-            if changes.send(Change::Interruption(e)).await.is_err() {
-                return;
-            }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use karpenter_core::operator::InterruptionKind;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher;
+    use std::sync::Mutex;
+    use tokio::sync::mpsc;
+
+    fn claim(name: &str, instance: &str, deleting: bool) -> KubeNodeClaim {
+        let mut c: KubeNodeClaim = serde_json::from_value(serde_json::json!({
+            "apiVersion": "karpenter.sh/v1",
+            "kind": "NodeClaim",
+            "metadata": {"name": name},
+            "spec": {"nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"}, "requirements": []},
+            "status": {"providerID": format!("aws:///us-east-1a/{instance}")}
+        }))
+        .unwrap();
+        if deleting {
+            c.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         }
+        c
+    }
+
+    fn message() -> Received {
+        Received {
+            message_id: "m-1".into(),
+            receipt_handle: "r-1".into(),
+            body: String::new(),
+        }
+    }
+
+    fn event(kind: InterruptionKind, instance: &str) -> InterruptionEvent {
+        InterruptionEvent::new(kind, format!("aws:///us-east-1a/{instance}"))
+    }
+
+    /// A store holding `claims`, its writer, and a handoff on it.
+    fn setup(
+        claims: &[KubeNodeClaim],
+        leadership: crate::leader::Leadership,
+    ) -> (
+        Writer<KubeNodeClaim>,
+        OperatorHandoff,
+        mpsc::Receiver<Change>,
+    ) {
+        let (reader, mut writer) = kube::runtime::reflector::store::<KubeNodeClaim>();
+        for c in claims {
+            writer.apply_watcher_event(&watcher::Event::Apply(c.clone()));
+        }
+        let (tx, rx) = mpsc::channel(64);
+        let handoff =
+            OperatorHandoff::new(reader, tx, leadership).with_wait(Duration::from_secs(30));
+        (writer, handoff, rx)
+    }
+
+    #[tokio::test]
+    async fn a_message_is_durable_only_once_its_nodeclaim_delete_shows() {
+        let (writer, handoff, mut rx) = setup(
+            &[claim("a", "i-a", false)],
+            crate::leader::Leadership::always(),
+        );
+        // The operator stand-in: the delete is accepted (the watch shows the deletion
+        // timestamp) only after the event arrived; the order is recorded.
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let o = Arc::clone(&order);
+        let operator = tokio::spawn(async move {
+            let mut writer = writer;
+            let Some(Change::Interruption(e)) = rx.recv().await else {
+                panic!("no interruption handed on");
+            };
+            assert_eq!(e.kind, InterruptionKind::SpotInterrupted);
+            tokio::task::yield_now().await;
+            o.lock().unwrap().push("delete accepted");
+            writer.apply_watcher_event(&watcher::Event::Apply(claim("a", "i-a", true)));
+        });
+        handoff
+            .act(
+                &message(),
+                vec![event(InterruptionKind::SpotInterrupted, "i-a")],
+            )
+            .await
+            .unwrap();
+        order.lock().unwrap().push("durable");
+        operator.await.unwrap();
+        assert_eq!(*order.lock().unwrap(), ["delete accepted", "durable"]);
+    }
+
+    #[tokio::test]
+    async fn no_ops_are_durable_at_once_and_still_handed_on() {
+        let (_writer, handoff, mut rx) = setup(
+            &[claim("a", "i-a", true), claim("b", "i-b", false)],
+            crate::leader::Leadership::always(),
+        );
+        // Already deleting; a rebalance recommendation (recorded, nothing deleted); a claim
+        // gone from the cache.
+        handoff
+            .act(
+                &message(),
+                vec![
+                    event(InterruptionKind::SpotInterrupted, "i-a"),
+                    event(InterruptionKind::RebalanceRecommendation, "i-b"),
+                    event(InterruptionKind::InstanceTerminated, "i-gone"),
+                ],
+            )
+            .await
+            .unwrap();
+        let mut handed = 0;
+        while let Ok(Change::Interruption(_)) = rx.try_recv() {
+            handed += 1;
+        }
+        assert_eq!(handed, 3);
+    }
+
+    #[tokio::test]
+    async fn a_follower_keeps_the_message_and_hands_nothing_on() {
+        let (_writer, handoff, mut rx) = setup(
+            &[claim("a", "i-a", false)],
+            crate::leader::Leadership::elected(),
+        );
+        let err = handoff
+            .act(
+                &message(),
+                vec![event(InterruptionKind::SpotInterrupted, "i-a")],
+            )
+            .await
+            .unwrap_err();
+        assert!(err.contains("does not lead"), "{err}");
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_delete_that_never_shows_keeps_the_message() {
+        let (_writer, handoff, _rx) = setup(
+            &[claim("a", "i-a", false)],
+            crate::leader::Leadership::always(),
+        );
+        let handoff = handoff.with_wait(Duration::from_millis(100));
+        let err = handoff
+            .act(
+                &message(),
+                vec![event(InterruptionKind::SpotInterrupted, "i-a")],
+            )
+            .await
+            .unwrap_err();
+        assert!(err.contains("NodeClaim a was not seen"), "{err}");
+    }
+
+    #[test]
+    fn claims_are_found_by_instance_id() {
+        let (reader, mut writer) = kube::runtime::reflector::store::<KubeNodeClaim>();
+        writer.apply_watcher_event(&watcher::Event::Apply(claim("a", "i-0abc", true)));
+        let m = claims_by_instance(&reader);
+        assert_eq!(
+            m.get("i-0abc"),
+            Some(&ClaimRef {
+                name: "a".into(),
+                provider_id: "aws:///us-east-1a/i-0abc".into(),
+                deleting: true,
+            })
+        );
+        assert!(deleting_or_gone(&reader, "a"));
+        assert!(deleting_or_gone(&reader, "nope"));
     }
 }

@@ -342,6 +342,7 @@ where
         leading: leading.clone(),
         leadership: leadership.clone(),
         shutdown: shutdown.clone(),
+        metrics: metrics.clone(),
     });
     let (in_flight, mut in_flight_done) = operate::InFlight::new();
     let operator = tokio::spawn(operate::run(

@@ -113,6 +113,14 @@ pub const COUNTERS: &[(&str, &str)] = &[
         "Count of messages received from the interruption queue.",
     ),
     (
+        "karpenter_interruption_deleted_messages_total",
+        "Count of messages deleted from the SQS queue.",
+    ),
+    (
+        "karpenter_interruption_message_errors_total",
+        "Count of interruption-queue messages that were no interruption events, by error.",
+    ),
+    (
         "karpenter_cloudprovider_errors_total",
         "Total number of errors returned from CloudProvider calls.",
     ),

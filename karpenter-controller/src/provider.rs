@@ -38,6 +38,8 @@ pub struct ProviderContext {
     pub leadership: Leadership,
     /// Turns `true` when the controller stops.
     pub shutdown: watch::Receiver<bool>,
+    /// The metrics registry (a provider's loops count what they do here).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// A cloud provider as the controller runs it.

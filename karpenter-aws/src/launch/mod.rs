@@ -2,7 +2,7 @@
 //! their content, the block devices of a launch template (the AMI family's defaults unless the
 //! class lists its own), the CreateFleet request, and what a CreateFleet result (or API error) means:
 //! which offerings become unavailable for three minutes and what the NodeClaim's launch
-//! outcome is.
+//! outcome is. [`registered`]: the tags written once the node has registered.
 //!
 //! The SDK shell translates [`FleetRequest`] into `aws_sdk_ec2` builders field for field, and
 //! the CreateFleet output into [`FleetInstance`]s and [`FleetError`]s for [`handle_fleet_result`].
@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::nodeclass::hash::{canonical, fnv1a64};
 
 mod devices;
+pub mod registered;
 pub use devices::{
     DEFAULT_VOLUME_TYPE, block_device_mappings, default_block_device_mappings, volume_size_gib,
 };

@@ -1,7 +1,7 @@
 //! The I/O shell on the AWS SDK for Rust (feature `sdk`): the calls upstream's AWS provider
 //! makes, translated into and out of this crate's sans-IO decisions.
 //!
-//! - [`AwsClients`]: one EC2, SSM, IAM, SQS and Pricing client sharing one HTTP client
+//! - [`AwsClients`]: one EC2, SSM, IAM, SQS, EKS and Pricing client sharing one HTTP client
 //!   (hyper + rustls on ring, no aws-lc-sys); [`AwsClients::from_env`] for a real cluster,
 //!   [`AwsClients::with_endpoint`] for a local endpoint such as moto.
 //! - [`provider::AwsCloudProvider`]: karpenter-core's `CloudProvider` on EC2 (instance types
@@ -12,7 +12,9 @@
 //! - [`pricing`]: the Price List API client behind [`crate::pricing::PricingApi`] and spot
 //!   prices from DescribeSpotPriceHistory.
 //! - [`interruption`]: the SQS interruption-queue consumer.
+//! - [`cluster`]: `eks:DescribeCluster` for the settings the user did not give.
 
+pub mod cluster;
 pub mod convert;
 pub mod interruption;
 pub mod nodeclass;
@@ -54,6 +56,8 @@ pub struct AwsClients {
     pub iam: aws_sdk_iam::Client,
     /// SQS (the interruption queue).
     pub sqs: aws_sdk_sqs::Client,
+    /// EKS (DescribeCluster, for the settings the user did not give).
+    pub eks: aws_sdk_eks::Client,
     /// The Price List API, in its own region ([`crate::pricing::pricing_region`]).
     pub pricing: aws_sdk_pricing::Client,
     /// The region of the EC2, SSM and SQS clients.
@@ -118,6 +122,7 @@ impl AwsClients {
             ssm: aws_sdk_ssm::Client::new(conf),
             iam: aws_sdk_iam::Client::new(conf),
             sqs: aws_sdk_sqs::Client::new(conf),
+            eks: aws_sdk_eks::Client::new(conf),
             pricing: aws_sdk_pricing::Client::from_conf(pricing_conf),
             region,
         })

@@ -394,7 +394,7 @@ impl Operator {
             event.kind.event_reason(),
             message,
         )));
-        if !claim_is_deleting(&claim) {
+        if event.kind.deletes_nodeclaim() && !claim_is_deleting(&claim) {
             let pods = self
                 .view
                 .nodes_of_claim(&claim)

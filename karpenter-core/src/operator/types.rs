@@ -144,6 +144,13 @@ impl InterruptionKind {
         }
     }
 
+    /// Whether the operator deletes the interrupted instance's NodeClaim (when it is not being
+    /// deleted already): every kind but a rebalance recommendation, which is only recorded.
+    /// A queue consumer reads it to know which action to wait for before it deletes a message.
+    pub fn deletes_nodeclaim(self) -> bool {
+        !matches!(self, InterruptionKind::RebalanceRecommendation)
+    }
+
     /// The reason of the Kubernetes event recorded on the NodeClaim (upstream's).
     pub fn event_reason(self) -> &'static str {
         match self {

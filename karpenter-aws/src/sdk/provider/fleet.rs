@@ -30,7 +30,12 @@ impl AwsCloudProvider {
             api_server_endpoint: self.options.cluster_endpoint.clone(),
             ca_bundle: self.options.cluster_ca_bundle.clone(),
             cluster_cidr: self.options.cluster_cidr.clone(),
-            ipv6: false,
+            // An IPv6 service CIDR is an IPv6 cluster (upstream's IP family).
+            ipv6: self
+                .options
+                .cluster_cidr
+                .as_deref()
+                .is_some_and(|c| c.contains(':')),
             labels: claim.metadata.labels.clone(),
             taints,
             kubelet: class.spec.kubelet.clone(),

@@ -322,6 +322,52 @@ impl AwsCloudProvider {
     }
 }
 
+impl AwsCloudProvider {
+    /// Tags the instance of a registered NodeClaim as upstream's tagging controller does
+    /// ([`launch::registered`]): `Name` = `node_name`, `karpenter.sh/nodeclaim` = `claim` and
+    /// `eks:eks-cluster-name`, each only when the instance lacks the key. Returns the tags
+    /// written (empty when it had them all). An instance EC2 no longer lists is
+    /// `CloudProviderError::NodeClaimNotFound`.
+    pub async fn tag_registered_instance(
+        &self,
+        instance_id: &str,
+        claim: &str,
+        node_name: &str,
+    ) -> Result<BTreeMap<String, String>, CloudProviderError> {
+        let instance = self.describe_instance(instance_id).await?;
+        let existing = convert::tags(instance.tags());
+        let tags = launch::registered::registration_tags(
+            claim,
+            node_name,
+            &self.options.cluster_name,
+            &existing,
+        );
+        if tags.is_empty() {
+            return Ok(tags);
+        }
+        self.clients
+            .ec2
+            .create_tags()
+            .resources(instance_id)
+            .set_tags(Some(
+                tags.iter()
+                    .map(|(k, v)| ec2::Tag::builder().key(k).value(v).build())
+                    .collect(),
+            ))
+            .send()
+            .await
+            .map_err(|e| {
+                let (code, message) = error_code(&e);
+                if code == INSTANCE_NOT_FOUND {
+                    CloudProviderError::not_found(instance_id)
+                } else {
+                    other("CreateTags", &code, &message)
+                }
+            })?;
+        Ok(tags)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ids_in_message;

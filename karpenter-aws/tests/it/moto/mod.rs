@@ -8,6 +8,7 @@
 //! does). Without moto they fail: none passes without its real component. Fake
 //! credentials, a fixed loopback endpoint: nothing talks to AWS.
 
+mod cluster;
 mod conformance;
 mod devices;
 mod env;
@@ -16,3 +17,4 @@ mod inject;
 mod interruption;
 mod profiles;
 mod provider;
+mod tagging;
