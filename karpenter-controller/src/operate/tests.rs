@@ -1,5 +1,6 @@
 //! Tests of the operator shell.
 use super::*;
+use k8s_openapi::api::apps::v1::DaemonSet;
 use karpenter_core::scheduling::{MinValuesPolicy, PreferencePolicy};
 
 #[test]
