@@ -166,6 +166,7 @@ pub async fn run(
             c = changes.recv() => match c {
                 Some(c) => {
                     for input in feeder.inputs(c) {
+                        feeder.observe(&input);
                         op.handle(input, now());
                     }
                 }
@@ -296,14 +297,27 @@ async fn lead(
         // faster than they are read, and the operator decide (and write) on a stale view.
         inputs.extend(ready_inputs(&mut feeder, changes, &mut results));
         report_unreadable(ctx, &mut feeder);
-        // A pass can take a while (a consolidation over a large cluster): it runs with this
-        // worker handed over to the other tasks, so the Lease renewal and the servers go on.
-        tokio::task::block_in_place(|| {
-            let mut observer = ReconcileObserver::new(&ctx.metrics);
-            for input in inputs {
-                actions.extend(op.handle_observed(input, now(), &mut observer));
+        // Each input's actions are carried out before the next input is observed: a Node
+        // update is diffed against the Node the operator decided it on (see
+        // [`Feeder::observe`]), so another writer's entries that arrived later in the same
+        // batch are never taken for entries the operator removed.
+        for input in inputs {
+            feeder.observe(&input);
+            // A pass can take a while (a consolidation over a large cluster): it runs with this
+            // worker handed over to the other tasks, so the Lease renewal and the servers go on.
+            let step = tokio::task::block_in_place(|| {
+                op.handle_observed(input, now(), &mut ReconcileObserver::new(&ctx.metrics))
+            });
+            for action in step {
+                if !ctx.leadership.is_leading() {
+                    tracing::warn!(
+                        "leadership ended (renew deadline passed): stopping the operator loops"
+                    );
+                    return;
+                }
+                execute(ctx, action, &results_tx, &mut feeder, &mut failed).await;
             }
-        });
+        }
     }
 }
 

@@ -193,10 +193,17 @@ impl Feeder {
         self
     }
 
-    /// The inputs for `change`, in order.
+    /// The inputs for `change`, in order. Hand each to the operator after [`Self::observe`].
     pub fn inputs(&mut self, change: Change) -> Vec<Input> {
-        let out = self.convert(change);
-        for input in &out {
+        self.convert(change)
+    }
+
+    /// Records what the shell keeps of `input` (each Node as the operator's view has it, each
+    /// NodePool's `resourceVersion`): call it right before the operator handles `input`, and
+    /// carry out the actions of that input before observing the next, so the Node an update
+    /// is diffed against is the one the operator decided on.
+    pub fn observe(&mut self, input: &Input) {
+        {
             match input {
                 Input::NodeApplied(n) => {
                     self.nodes.insert(n.name.clone(), (**n).clone());
@@ -218,7 +225,6 @@ impl Feeder {
                 _ => {}
             }
         }
-        out
     }
 
     /// The Node as the operator's view has it, and records `update`, which the view took
