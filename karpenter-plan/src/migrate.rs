@@ -381,20 +381,9 @@ const DISRUPTION: &[&str] = &[
     "budgets",
 ];
 const BUDGET: &[&str] = &["nodes", "schedule", "duration"];
-const KUBELET: &[&str] = &[
-    "clusterDNS",
-    "maxPods",
-    "podsPerCore",
-    "systemReserved",
-    "kubeReserved",
-    "evictionHard",
-    "evictionSoft",
-    "evictionSoftGracePeriod",
-    "evictionMaxPodGracePeriod",
-    "imageGCHighThresholdPercent",
-    "imageGCLowThresholdPercent",
-    "cpuCFSQuota",
-];
+/// A v1beta1 NodePool's kubelet fields: the ones a v1 EC2NodeClass's kubelet takes for every
+/// family.
+const KUBELET: &[&str] = karpenter_aws::nodeclass::validation::MANAGED_KUBELET_FIELDS;
 
 /// A v1beta1 NodePool as v1, its kubelet (moved out) and the name of its class.
 fn nodepool(run: &mut Run, cx: &Ctx<'_>, input: &Value) -> Option<(Value, Option<Value>, String)> {
