@@ -618,7 +618,9 @@ impl Operator {
                         self.claims.mark(&name);
                         self.nodes_of_claim_dirty(&name);
                     }
-                    Err(_) => self.claims.fail(&name, now),
+                    Err(_) => {
+                        self.claims.fail(&name, now);
+                    }
                     Ok(()) => {}
                 }
             }

@@ -319,6 +319,9 @@ pub struct Operator {
     pod_events: BTreeMap<String, String>,
     staged_claims: BTreeMap<String, crate::api::NodeClaim>,
     staged_nodes: BTreeMap<String, crate::lifecycle::Node>,
+    /// Nodes whose patch this operator applied to the view before the API confirmed it: the
+    /// Node as the watch last showed it, put back if the patch fails.
+    unconfirmed_nodes: BTreeMap<String, crate::lifecycle::Node>,
     cloud_drift: BTreeMap<String, Option<String>>,
     drift_checked: BTreeMap<String, Timestamp>,
     instance_type_checked: BTreeMap<String, Timestamp>,
@@ -400,6 +403,7 @@ impl Operator {
             pod_events: BTreeMap::new(),
             staged_claims: BTreeMap::new(),
             staged_nodes: BTreeMap::new(),
+            unconfirmed_nodes: BTreeMap::new(),
             cloud_drift: BTreeMap::new(),
             drift_checked: BTreeMap::new(),
             instance_type_checked: BTreeMap::new(),
@@ -579,6 +583,8 @@ impl Operator {
                     .taints
                     .iter()
                     .any(|t| t.key == crate::labels::DISRUPTED_TAINT_KEY);
+                // What the watch shows is the truth, our patches included or not.
+                self.unconfirmed_nodes.remove(&name);
                 self.view.put_node(*node);
                 self.nodes.mark(&name);
                 if let Some(c) = self.view.claim_with_provider_id(&pid) {
@@ -599,6 +605,7 @@ impl Operator {
                     self.claims.mark(&c);
                 }
                 self.nodes.forget(&name);
+                self.unconfirmed_nodes.remove(&name);
                 self.node_instance_gone.remove(&name);
                 self.node_instance_checked.remove(&name);
                 self.nominated.remove(&name);
@@ -704,8 +711,30 @@ impl Operator {
                             self.claims.fail(&name, now);
                         }
                     }
-                    ObjectKind::Node => self.nodes.fail(&name, now),
-                    ObjectKind::NodePool => self.pools.fail(&name, now),
+                    ObjectKind::Node => {
+                        // The view holds the failed patch: go back to the Node as the watch
+                        // last showed it (a taint we removed is still there), so neither the
+                        // scheduler nor the next reconcile starts from a write that never
+                        // happened.
+                        if let Some(observed) = self.unconfirmed_nodes.remove(&name) {
+                            self.view.put_node(observed);
+                            self.trigger_if_pending(now);
+                        }
+                        let due = self.nodes.fail(&name, now);
+                        // The NodeClaim's lifecycle writes its Node too (registration,
+                        // initialization): it looks again with the Node's back-off.
+                        let claim = self.view.nodes().get(&name).and_then(|n| {
+                            self.view
+                                .claim_with_provider_id(&n.provider_id)
+                                .map(|c| c.name().to_string())
+                        });
+                        if let Some(claim) = claim {
+                            self.claims.requeue(&claim, due);
+                        }
+                    }
+                    ObjectKind::NodePool => {
+                        self.pools.fail(&name, now);
+                    }
                     ObjectKind::Pod => {}
                 }
             }
@@ -840,7 +869,8 @@ impl Operator {
     }
 
     /// Emits the staged writes. Node patches are applied to the view at once (a patch carries
-    /// whole fields, so a later patch must start from it); NodeClaim updates carry the
+    /// whole fields, so a later patch must start from it), and undone if the write fails
+    /// ([`Input::WriteFailed`]); NodeClaim updates carry the
     /// `resourceVersion` they were based on and wait for the watch.
     ///
     /// Node patches go before NodeClaim updates, as upstream orders them: a NodeClaim's status
@@ -855,6 +885,9 @@ impl Operator {
             };
             if let Some(update) = crate::lifecycle::NodeUpdate::diff(before, &node) {
                 out.push(Action::PatchNode(update));
+                if !self.unconfirmed_nodes.contains_key(&name) {
+                    self.unconfirmed_nodes.insert(name.clone(), before.clone());
+                }
                 self.view.put_node(node);
             }
         }

@@ -890,3 +890,68 @@ fn node_overlays_are_ignored_without_the_gate() {
     assert_eq!(small_price(&op), 0.1);
     assert!(overlay_statuses(&actions).is_empty());
 }
+
+/// The chaos suite's seed 14 with shell faults, reduced: a Node registers again under its old
+/// name (it carries the unregistered taint), and the operator's patch removing the taint fails
+/// with 409 Conflict. The operator applies its Node patches to its view at once; it used to
+/// keep the failed patch there, so its view showed the taint gone while the API still had it:
+/// the provisioner kept nominating pending pods to a Node kube-scheduler would never bind them
+/// to, and the Node's reconcile found nothing left to patch. Now a failed patch is undone in
+/// the view (back to what the watch last showed) and the reconcile patches again.
+#[test]
+fn a_failed_node_patch_is_undone_in_the_view_and_tried_again() {
+    let mut op = ready_operator();
+    let mut claim = launched_claim("default-n", "fake://n", 1);
+    conditions::ConditionSet::for_nodeclaim(&mut claim, at(5)).set_true(LAUNCHED);
+    claim
+        .metadata
+        .finalizers
+        .push(crate::lifecycle::TERMINATION_FINALIZER.to_string());
+    let mut node = crate::lifecycle::Node::new("node-n", "fake://n");
+    node.labels
+        .insert(crate::labels::NODEPOOL.to_string(), "default".to_string());
+    node.taints.push(crate::taints::unregistered_taint());
+    op.handle(Input::NodeClaimApplied(Box::new(claim)), at(10));
+    let patches = |actions: &[Action]| -> usize {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::PatchNode(u) if u.node_name == "node-n"))
+            .count()
+    };
+    let first = op.handle(Input::NodeApplied(Box::new(node)), at(10));
+    assert_eq!(
+        patches(&first),
+        1,
+        "registration patches the Node: {first:?}"
+    );
+    let tainted = |op: &Operator| {
+        op.view().nodes()["node-n"]
+            .taints
+            .iter()
+            .any(|t| t.key == crate::labels::UNREGISTERED_TAINT_KEY)
+    };
+    assert!(
+        !tainted(&op),
+        "the patch is in the view before the watch confirms it"
+    );
+    let failed = op.handle(
+        Input::WriteFailed {
+            kind: crate::lifecycle::ObjectKind::Node,
+            name: "node-n".into(),
+            message: "409 Conflict".into(),
+        },
+        at(11),
+    );
+    assert_eq!(patches(&failed), 0, "{failed:?}");
+    assert!(
+        tainted(&op),
+        "the failed patch is undone: the API still has the taint"
+    );
+    // The back-off of the Node's first failure is 1 s: the reconcile patches again.
+    let again: Vec<Action> = tick_range(&mut op, 11, 40)
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(patches(&again), 1, "{again:?}");
+    assert!(!tainted(&op));
+}

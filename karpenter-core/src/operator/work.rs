@@ -89,14 +89,16 @@ impl Work {
         self.by_time.first().map(|(t, _)| *t)
     }
 
-    /// Back-off after a failure: 1 s doubling, at most 5 min.
-    pub(super) fn fail(&mut self, name: &str, now: Timestamp) {
+    /// Back-off after a failure: 1 s doubling, at most 5 min. Returns when `name` is due again.
+    pub(super) fn fail(&mut self, name: &str, now: Timestamp) -> Timestamp {
         self.errors += 1;
         let n = self.failures.entry(name.to_string()).or_insert(0);
         let delay =
             SignedDuration::from_secs(1i64 << (*n).min(8)).min(SignedDuration::from_mins(5));
         *n = n.saturating_add(1);
-        self.requeue(name, crate::lifecycle::add(now, delay));
+        let at = crate::lifecycle::add(now, delay);
+        self.requeue(name, at);
+        at
     }
 
     pub(super) fn succeed(&mut self, name: &str) {

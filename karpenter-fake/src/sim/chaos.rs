@@ -145,13 +145,7 @@ impl FaultRates {
             node_remove: 0.005,
             interrupt: 0.01,
             crash: 0.01,
-            // Off in the suite until the open finding of docs/reliability.md is fixed (a pod
-            // left pending after a failed write and a Node vanishing); see
-            // [`FaultRates::shell_rates`].
-            conflict: 0.0,
-            write_error: 0.0,
-            watch_lag: 0.0,
-            relist: 0.0,
+            ..FaultRates::shell_rates()
         }
     }
 

@@ -89,9 +89,8 @@ fn the_suite_injects_every_fault() {
         }
     }
     // Scale, job, ice, ice ends, throttle, timeout, partial fleet, lost launch, node delete,
-    // node remove, interrupt, crash (the shell's faults are off in the suite: see
-    // `FaultRates::default_on`).
-    assert_eq!(seen.len(), 12);
+    // node remove, interrupt, crash, and the shell's: conflict, write error, watch lag, relist.
+    assert_eq!(seen.len(), 16);
 }
 
 #[test]

@@ -129,10 +129,12 @@ fn seeds_with_every_shell_fault_often_keep_every_invariant() {
 /// event of a seed as it was.
 #[test]
 fn shell_faults_leave_a_seeds_other_events_unchanged() {
-    let without = FaultRates::default_on();
-    let base = FaultRates::parse("default,conflict,write-error,watch-lag,relist").unwrap();
+    let without =
+        FaultRates::parse("default,conflict=0,write-error=0,watch-lag=0,relist=0").unwrap();
+    let base = FaultRates::default_on();
     assert_eq!(base.conflict, FaultRates::shell_rates().conflict);
     assert!(base.relist > 0.0);
+    assert_eq!(without.relist, 0.0);
     for seed in [0, 7, 19] {
         let a = Scenario::generate(seed, 500, without).trace();
         let b: Vec<_> = Scenario::generate(seed, 500, base)
