@@ -28,6 +28,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub mod guide;
+pub mod offerings;
+
 /// Label values as ordered pairs (upstream's label names).
 pub type Labels = Vec<(&'static str, String)>;
 
@@ -121,10 +124,13 @@ pub const COUNTERS: &[(&str, &str)] = &[
         "Count of interruption-queue messages that were no interruption events, by error.",
     ),
     (
-        "karpenter_cloudprovider_errors_total",
+        CLOUDPROVIDER_ERRORS_TOTAL,
         "Total number of errors returned from CloudProvider calls.",
     ),
 ];
+
+/// `karpenter_cloudprovider_errors_total` {controller, method, provider, error}.
+pub const CLOUDPROVIDER_ERRORS_TOTAL: &str = "karpenter_cloudprovider_errors_total";
 
 /// The histograms the operator loops update through `Action::Metric`, by full name, with help.
 pub const HISTOGRAMS: &[(&str, &str)] = &[
@@ -173,6 +179,13 @@ pub const DURATION_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
     1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
     25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
+];
+
+/// The histograms upstream buckets with its `DurationBuckets` ([`DURATION_BUCKETS`]).
+const DURATION_BUCKET_HISTOGRAMS: &[&str] = &[
+    "karpenter_pods_bound_duration_seconds",
+    "karpenter_scheduler_scheduling_duration_seconds",
+    "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
 ];
 
 /// The quantiles upstream's summaries report.
@@ -329,6 +342,8 @@ pub struct Metrics {
     pub cluster_state_synced: GaugeF,
     /// `karpenter_build_info` {version}: 1.
     pub build_info: Family<Labels, GaugeF>,
+    /// The instance-type offering gauges and `karpenter_nodepools_cost_total`.
+    pub offerings: offerings::OfferingMetrics,
 }
 
 /// Upstream's metric name of a resource: lower case, `-` as `_` (`ephemeral_storage`).
@@ -373,12 +388,11 @@ impl Metrics {
         }
         let mut histograms = BTreeMap::new();
         for (name, help) in HISTOGRAMS {
-            let buckets =
-                if name.ends_with("_duration_seconds") && name.starts_with("karpenter_pods_") {
-                    duration_histogram as fn() -> Histogram
-                } else {
-                    histogram as fn() -> Histogram
-                };
+            let buckets = if DURATION_BUCKET_HISTOGRAMS.contains(name) {
+                duration_histogram as fn() -> Histogram
+            } else {
+                histogram as fn() -> Histogram
+            };
             let family = Family::<DynLabels, Histogram>::new_with_constructor(buckets);
             registry.register(name.trim_start_matches("karpenter_"), *help, family.clone());
             histograms.insert(*name, family);
@@ -426,7 +440,9 @@ impl Metrics {
             cluster_state_node_count: GaugeF::default(),
             cluster_state_synced: GaugeF::default(),
             build_info: Family::default(),
+            offerings: offerings::OfferingMetrics::default(),
         };
+        m.offerings.register(registry);
         registry.register(
             "cloudprovider_duration_seconds",
             "Duration of cloud provider method calls.",
@@ -594,10 +610,36 @@ impl Metrics {
         }
     }
 
+    /// Records a cloud provider call of `controller` (`karpenter_cloudprovider_duration_seconds`)
+    /// and, when it failed with `error` (upstream's error name, or empty),
+    /// `karpenter_cloudprovider_errors_total`.
+    pub fn cloud_call(
+        &self,
+        controller: &str,
+        method: &str,
+        provider: &str,
+        elapsed: Duration,
+        error: Option<&str>,
+    ) {
+        let mut labels = vec![
+            ("controller", controller.to_string()),
+            ("method", method.to_string()),
+            ("provider", provider.to_string()),
+        ];
+        self.cloudprovider_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        if let Some(error) = error {
+            labels.push(("error", error.to_string()));
+            self.apply(&Metric::add(CLOUDPROVIDER_ERRORS_TOTAL, 1.0, labels));
+        }
+    }
+
     /// Sets the gauges read from the operator itself at `now`: the disruption budgets of the
     /// last pass, the reconcile queues, and (unless cluster state observability is off) the
     /// pod latency gauges of the pods that wait to be bound or to start.
     pub fn refresh_operator(&self, op: &Operator, now: jiff::Timestamp) {
+        self.offerings.refresh(op, self.cluster_state_observability);
         self.nodepools_allowed_disruptions.clear();
         self.nodepools_nodes_consuming_budgets.clear();
         for ((pool, reason), budget) in op.disruption_budgets() {
@@ -911,6 +953,11 @@ impl Metrics {
     }
 }
 
+/// `karpenter_scheduler_scheduling_duration_seconds` {controller}: the provisioner's
+/// scheduling simulations (upstream's name since v1.0; `karpenter_provisioner_scheduling_duration_seconds`
+/// before).
+pub const SCHEDULING_DURATION_SECONDS: &str = "karpenter_scheduler_scheduling_duration_seconds";
+
 /// Counts and times the operator's reconciles into [`Metrics`] (controller-runtime's
 /// `controller_runtime_reconcile_*`): hand it to `Operator::handle_observed`.
 pub struct ReconcileObserver<'a> {
@@ -938,6 +985,16 @@ impl LoopObserver for ReconcileObserver<'_> {
             Some((c, at)) if c == controller => Some(at.elapsed()),
             _ => None,
         };
+        // A provisioner reconcile is a scheduling simulation of the batch (upstream observes
+        // `Scheduler.Solve` labelled by the calling controller).
+        if let (karpenter_core::operator::controllers::PROVISIONER, Some(d)) = (controller, elapsed)
+        {
+            self.metrics.apply(&Metric::observe(
+                SCHEDULING_DURATION_SECONDS,
+                d.as_secs_f64(),
+                [("controller", controller.to_string())],
+            ));
+        }
         self.metrics.reconciled(controller, result, elapsed);
     }
 
