@@ -29,6 +29,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub mod guide;
+pub mod names;
 pub mod offerings;
 
 /// Label values as ordered pairs (upstream's label names).

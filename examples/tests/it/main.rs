@@ -13,6 +13,7 @@ mod examples;
 mod fidelity;
 mod fuzz;
 mod migrate;
+mod monitoring;
 mod options;
 mod packing;
 mod parity;

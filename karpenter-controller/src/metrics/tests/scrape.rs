@@ -44,8 +44,10 @@ fn has_samples(text: &str, name: &str) -> bool {
     })
 }
 
-#[test]
-fn every_metric_of_the_guide_table_is_scraped_under_its_current_name() {
+/// The scrape after a simulated scale-up to ten pods and down to two (plus one pod no
+/// instance type fits, which stays pending, and a DaemonSet pod), with the shell's own observations: a failed cloud
+/// call and a provisioner reconcile.
+fn scenario_scrape() -> String {
     let mut sim = Sim::new(SimConfig::default());
     let mut pool = node_pool("default");
     pool.spec.limits = Some(ResourceList::from_iter([(
@@ -68,6 +70,18 @@ fn every_metric_of_the_guide_table_is_scraped_under_its_current_name() {
         sim.delete_pod(&format!("default/app-{i}"));
     }
     sim.run_for(SignedDuration::from_mins(15)).unwrap();
+    // A DaemonSet pod on a remaining node, with limits.
+    let node = sim.api().nodes.keys().next().expect("a node left").clone();
+    let mut daemon = app_pod("agent-1");
+    daemon.owner = Some(OwnerReference::new("apps/v1", "DaemonSet", "agent").with_controller(true));
+    daemon.requests.insert("cpu", Quantity::from_milli(100));
+    daemon.limits.insert("cpu", Quantity::from_milli(200));
+    daemon.node_name = Some(node);
+    sim.add_pod(daemon);
+    let mut huge = app_pod("huge");
+    huge.requests.insert("cpu", Quantity::from_units(100_000));
+    sim.add_pod(huge);
+    sim.run_for(SignedDuration::from_secs(30)).unwrap();
 
     let m = Metrics::default();
     for metric in &sim.metrics {
@@ -113,7 +127,31 @@ fn every_metric_of_the_guide_table_is_scraped_under_its_current_name() {
         now,
     );
     m.refresh_operator(op, now);
-    let text = m.encode();
+    m.encode()
+}
+
+/// [`scenario_scrape`] with every operator counter, histogram and summary observed once more
+/// (value 0) and a failed reconcile, so every family of the registry has samples.
+fn full_scrape() -> String {
+    let m = Metrics::default();
+    for (name, _) in COUNTERS {
+        assert!(m.apply(&Metric::add(name, 0.0, [])));
+    }
+    for (name, _) in HISTOGRAMS.iter().chain(SUMMARIES) {
+        assert!(m.apply(&Metric::observe(name, 0.0, [])));
+    }
+    m.reconciled(
+        karpenter_core::operator::controllers::PROVISIONER,
+        karpenter_core::operator::ReconcileResult::Error,
+        Some(Duration::ZERO),
+    );
+    let scenario = scenario_scrape();
+    format!("{scenario}\n{}", m.encode())
+}
+
+#[test]
+fn every_metric_of_the_guide_table_is_scraped_under_its_current_name() {
+    let text = scenario_scrape();
 
     let names = guide::exported_names();
     assert_eq!(names.len(), 11, "{names:?}");
@@ -189,5 +227,32 @@ fn the_docs_table_shows_every_guide_metric() {
         for ours in g.ours {
             assert!(row.contains(&format!("`{ours}`")), "{row}");
         }
+    }
+}
+
+/// [`names::exported_series`] lists what the registry serves: every sample of a scrape that
+/// fills every family is in it, and every name in it is served.
+#[test]
+fn the_exported_series_list_is_the_registrys() {
+    let text = full_scrape();
+    let listed = crate::metrics::names::exported_series();
+    let served: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+        .collect();
+    let unlisted: Vec<_> = served.difference(&listed).collect();
+    assert!(unlisted.is_empty(), "served but not listed: {unlisted:?}");
+    let declared: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    for name in &listed {
+        let family = ["_bucket", "_sum", "_count", "_total"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains(*f)))
+            .unwrap_or(name);
+        assert!(declared.contains(family), "{name} is listed but not served");
     }
 }
