@@ -399,7 +399,26 @@ async fn execute(
                 Err(e) => Err(e.to_string()),
             };
             match result {
-                Ok(()) => tracing::info!(nodeclaim = %name, "created nodeclaim"),
+                Ok(()) => {
+                    // Upstream's provisioner logs it, or its disruption controller for a
+                    // replacement.
+                    let controller = if claim
+                        .metadata
+                        .annotations
+                        .contains_key(karpenter_core::labels::REPLACES_ANNOTATION)
+                    {
+                        "disruption"
+                    } else {
+                        "provisioner"
+                    };
+                    let pool = claim
+                        .metadata
+                        .labels
+                        .get(karpenter_core::labels::NODEPOOL)
+                        .cloned()
+                        .unwrap_or_default();
+                    tracing::info!(controller, nodepool = %pool, nodeclaim = %name, "created nodeclaim")
+                }
                 Err(e) => write_failed(failed, ObjectKind::NodeClaim, &name, e),
             }
         }
@@ -417,7 +436,9 @@ async fn execute(
         }
         Action::DeleteNode { name } => {
             match bounded(nodes.delete(&name, &DeleteParams::default())).await {
-                Ok(_) => tracing::info!(node = %name, "deleting node"),
+                Ok(_) => {
+                    tracing::info!(controller = "node.termination", node = %name, "deleting node")
+                }
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => write_failed(failed, ObjectKind::Node, &name, e),
             }
@@ -511,7 +532,7 @@ async fn execute(
                     cloud_error(&response),
                 );
                 if let CloudCall::Create(claim) = &call {
-                    tracing::info!(nodeclaim = %claim.name(), "launching instance");
+                    tracing::info!(controller = "nodeclaim.lifecycle", nodeclaim = %claim.name(), "launching instance");
                 }
                 let _ = results.send(Input::CloudResult { id, response }).await;
             });

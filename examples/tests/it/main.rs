@@ -12,6 +12,7 @@ mod errors;
 mod examples;
 mod fidelity;
 mod fuzz;
+mod logs;
 mod migrate;
 mod monitoring;
 mod options;

@@ -418,6 +418,24 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
                 "{name} is not served: {metrics}"
             );
         }
+        // The guide's provisioning log filter with upstream's current key (its
+        // `.logger == "controller.provisioner"` is pre-v0.37: docs/controller.md).
+        let log: String = ctl
+            .log_text()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let created = crate::logs::jq(
+            r#"select(.controller == "provisioner") | select(.message == "created nodeclaim")"#,
+            &log,
+        );
+        assert!(!created.is_empty(), "{log}");
+        for line in &created {
+            assert_eq!(line["logger"], "controller", "{line}");
+            assert_eq!(line["NodePool"]["name"], "e2e-scaleup", "{line}");
+            assert!(line["NodeClaim"]["name"].is_string(), "{line}");
+        }
         ctl.terminate();
         cleanup(&admin, test).await;
     });
