@@ -11,7 +11,8 @@
 #      (karpenter.sh/nodepool DoesNotExist);
 #   4. bad values fail `helm template` with a message naming the value, and so does every
 #      upstream value this controller has no feature for, set away from upstream's default;
-#   5. optional parts render (ServiceMonitor, the fake provider's RBAC).
+#   5. optional parts render (ServiceMonitor, the fake provider's RBAC, the PrometheusRule and
+#      the Grafana dashboards' ConfigMaps, into OUT_DIR/monitoring.yaml), and none by default.
 # The rendered manifests are then checked structurally and applied to the real kube-apiserver
 # (server-side, dryRun=All) by the Rust tests in examples/tests/it/chart.rs, which read
 # KARPENTER_CHART_RENDERED=OUT_DIR and KARPENTER_E2E_KUBECONFIG; scripts/test sets both. With
@@ -100,6 +101,18 @@ expect_failure "reservedENIs" "${base[@]}" --set settings.reservedENIs=two
   | grep -q 'name: karpenter-fake-provider' || die "cloudProvider=kwok renders no fake-provider RBAC"
 "$HELM" template karpenter "$CHART" "${base[@]}" \
   | grep -q '^kind: ServiceMonitor' && die "a ServiceMonitor renders by default"
+"$HELM" template karpenter "$CHART" --namespace kube-system "${base[@]}" \
+  --set prometheusRule.enabled=true --set dashboards.enabled=true \
+  --set prometheusRule.additionalLabels.release=prometheus > "$OUT/monitoring.yaml" \
+  || die "helm template with prometheusRule.enabled and dashboards.enabled"
+[ "$(grep -c '^kind: PrometheusRule' "$OUT/monitoring.yaml")" = 1 ] \
+  || die "prometheusRule.enabled=true renders no PrometheusRule"
+[ "$(grep -c 'grafana_dashboard: "1"' "$OUT/monitoring.yaml")" = 4 ] \
+  || die "dashboards.enabled=true does not render the four dashboard ConfigMaps"
+log "rendered $OUT/monitoring.yaml ($(grep -c '^kind:' "$OUT/monitoring.yaml") objects)"
+"$HELM" template karpenter "$CHART" "${base[@]}" \
+  | grep -Eq '^kind: PrometheusRule|grafana_dashboard' && die "monitoring objects render by default"
+expect_failure "prometheusRule" "${base[@]}" --set prometheusRule.enabeld=true
 
 if [ "$RUN_TESTS" = 1 ]; then
   KARPENTER_CHART_RENDERED="$OUT" cargo test -p karpenter-cli --all-features --test it chart:: >&2 \

@@ -231,14 +231,14 @@ async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
                     let value = match serde_json::to_value(&obj) {
                         Ok(v) => v,
                         Err(e) => {
-                            tracing::warn!(nodeclass = %name, error = %e, "EC2NodeClass not readable");
+                            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "EC2NodeClass not readable");
                             continue;
                         }
                     };
                     let mut class = match EC2NodeClass::from_json_value(value) {
                         Ok(c) => c,
                         Err(e) => {
-                            tracing::warn!(nodeclass = %name, error = %e, "EC2NodeClass not decodable");
+                            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "EC2NodeClass not decodable");
                             continue;
                         }
                     };
@@ -255,12 +255,12 @@ async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
                                     )
                                     .await
                                 {
-                                    tracing::warn!(nodeclass = %name, error = %e, "writing EC2NodeClass status");
+                                    tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "writing EC2NodeClass status");
                                 }
                             }
                         }
                         Err(e) => {
-                            tracing::warn!(nodeclass = %name, error = %e, "resolving EC2NodeClass");
+                            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "resolving EC2NodeClass");
                         }
                     }
                     seen.insert(name, class);
@@ -284,10 +284,10 @@ async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
                     for name in gone {
                         match rt.provider.delete_class_launch_templates(&name).await {
                             Ok(deleted) => {
-                                tracing::info!(nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
+                                tracing::info!(controller = "nodeclass", nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
                             }
                             Err(e) => {
-                                tracing::warn!(nodeclass = %name, error = %e, "deleting launch templates")
+                                tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting launch templates")
                             }
                         }
                     }

@@ -29,6 +29,7 @@
 //!   which upstream's end-to-end suites drive (`karpenter controller --cloud-provider kwok`);
 //! - `aws` (feature `aws`): the AWS provider's controller parts;
 //! - [`leader`]: leader election on a `coordination.k8s.io` Lease;
+//! - [`logging`]: log lines as upstream's controller writes them (zap JSON, its keys);
 //! - [`metrics`]: Prometheus metrics with upstream's names and labels;
 //! - [`operate`]: the operator shell (watch changes in, actions out as API and cloud calls);
 //! - [`ratelimit`]: the client-side rate limiter of API calls (`KUBE_CLIENT_QPS` / `_BURST`);
@@ -42,6 +43,7 @@ pub mod crds;
 pub mod kwok;
 pub mod kwok_upstream;
 pub mod leader;
+pub mod logging;
 pub mod metrics;
 pub mod operate;
 pub mod provider;
@@ -98,20 +100,20 @@ impl ControllerError {
 /// watches).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(295);
 
-/// Installs the JSON log subscriber at `level` (once per process; later calls are ignored).
+/// Installs the JSON log subscriber at `level` (once per process; later calls are ignored):
+/// upstream's line format ([`logging`]) on standard output.
 pub fn init_logging(level: settings::LogLevel) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::new(format!(
         "{},hyper=warn,tower=warn,rustls=warn",
         level.directive()
     ));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_target(true)
-        .with_env_filter(filter)
-        .with_writer(std::io::stdout)
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(logging::ZapJsonLayer::new(|| {
+            Box::new(std::io::stdout()) as Box<dyn std::io::Write>
+        }))
         .try_init();
 }
 

@@ -10,8 +10,7 @@
 //! the watch caches and the operator's view by [`Metrics::refresh`] and
 //! [`Metrics::refresh_operator`] before each scrape, so they never go stale.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
@@ -27,6 +26,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+pub mod guide;
+pub mod names;
+pub mod offerings;
+mod summary;
+pub use summary::Summary;
 
 /// Label values as ordered pairs (upstream's label names).
 pub type Labels = Vec<(&'static str, String)>;
@@ -121,10 +126,13 @@ pub const COUNTERS: &[(&str, &str)] = &[
         "Count of interruption-queue messages that were no interruption events, by error.",
     ),
     (
-        "karpenter_cloudprovider_errors_total",
+        CLOUDPROVIDER_ERRORS_TOTAL,
         "Total number of errors returned from CloudProvider calls.",
     ),
 ];
+
+/// `karpenter_cloudprovider_errors_total` {controller, method, provider, error}.
+pub const CLOUDPROVIDER_ERRORS_TOTAL: &str = "karpenter_cloudprovider_errors_total";
 
 /// The histograms the operator loops update through `Action::Metric`, by full name, with help.
 pub const HISTOGRAMS: &[(&str, &str)] = &[
@@ -175,6 +183,13 @@ pub const DURATION_BUCKETS: &[f64] = &[
     25.0, 30.0, 40.0, 50.0, 60.0, 120.0, 150.0, 300.0, 450.0, 600.0,
 ];
 
+/// The histograms upstream buckets with its `DurationBuckets` ([`DURATION_BUCKETS`]).
+const DURATION_BUCKET_HISTOGRAMS: &[&str] = &[
+    "karpenter_pods_bound_duration_seconds",
+    "karpenter_scheduler_scheduling_duration_seconds",
+    "karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
+];
+
 /// The quantiles upstream's summaries report.
 pub const SUMMARY_QUANTILES: &[f64] = &[0.0, 0.5, 0.9, 0.99, 1.0];
 
@@ -184,80 +199,6 @@ pub const SUMMARY_MAX_AGE: Duration = Duration::from_secs(600);
 
 /// At most this many observations are kept for a summary's quantiles (the oldest go first).
 pub const SUMMARY_MAX_SAMPLES: usize = 10_000;
-
-/// A Prometheus summary without labels (prometheus-client has none): `_sum` and `_count` over
-/// every observation, and the [`SUMMARY_QUANTILES`] over those of the last
-/// [`SUMMARY_MAX_AGE`] (exact ranks, where Prometheus's Go client estimates within 1%); `NaN`
-/// when there are none, as Go's client reports.
-#[derive(Debug, Default)]
-pub struct Summary {
-    state: Mutex<SummaryState>,
-}
-
-#[derive(Debug, Default)]
-struct SummaryState {
-    recent: VecDeque<(Instant, f64)>,
-    sum: f64,
-    count: u64,
-}
-
-impl Summary {
-    /// Records `value` at `now`.
-    pub fn observe_at(&self, value: f64, now: Instant) {
-        if let Ok(mut s) = self.state.lock() {
-            s.sum += value;
-            s.count += 1;
-            s.recent.push_back((now, value));
-            while s.recent.len() > SUMMARY_MAX_SAMPLES {
-                s.recent.pop_front();
-            }
-        }
-    }
-
-    /// The text exposition of this summary named `name` (full name) at `now`.
-    pub fn encode_at(&self, name: &str, help: &str, now: Instant) -> String {
-        use std::fmt::Write;
-        let Ok(mut s) = self.state.lock() else {
-            return String::new();
-        };
-        while s
-            .recent
-            .front()
-            .is_some_and(|(t, _)| now.saturating_duration_since(*t) > SUMMARY_MAX_AGE)
-        {
-            s.recent.pop_front();
-        }
-        let mut values: Vec<f64> = s.recent.iter().map(|(_, v)| *v).collect();
-        values.sort_by(f64::total_cmp);
-        let mut out = String::new();
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} summary");
-        for q in SUMMARY_QUANTILES {
-            let value = if values.is_empty() {
-                f64::NAN
-            } else {
-                // Nearest rank: the smallest value with at least q of the values at or below it.
-                let rank = (q * values.len() as f64).ceil() as usize;
-                values[rank.clamp(1, values.len()) - 1]
-            };
-            let _ = writeln!(out, "{name}{{quantile=\"{q}\"}} {}", float(value));
-        }
-        let _ = writeln!(out, "{name}_sum {}", float(s.sum));
-        let _ = writeln!(out, "{name}_count {}", s.count);
-        out
-    }
-}
-
-/// A float as the exposition writes it (`1.0`, `NaN`).
-fn float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.1}")
-    } else {
-        format!("{v}")
-    }
-}
 
 /// Every metric the controller exports.
 pub struct Metrics {
@@ -329,6 +270,8 @@ pub struct Metrics {
     pub cluster_state_synced: GaugeF,
     /// `karpenter_build_info` {version}: 1.
     pub build_info: Family<Labels, GaugeF>,
+    /// The instance-type offering gauges and `karpenter_nodepools_cost_total`.
+    pub offerings: offerings::OfferingMetrics,
 }
 
 /// Upstream's metric name of a resource: lower case, `-` as `_` (`ephemeral_storage`).
@@ -373,12 +316,11 @@ impl Metrics {
         }
         let mut histograms = BTreeMap::new();
         for (name, help) in HISTOGRAMS {
-            let buckets =
-                if name.ends_with("_duration_seconds") && name.starts_with("karpenter_pods_") {
-                    duration_histogram as fn() -> Histogram
-                } else {
-                    histogram as fn() -> Histogram
-                };
+            let buckets = if DURATION_BUCKET_HISTOGRAMS.contains(name) {
+                duration_histogram as fn() -> Histogram
+            } else {
+                histogram as fn() -> Histogram
+            };
             let family = Family::<DynLabels, Histogram>::new_with_constructor(buckets);
             registry.register(name.trim_start_matches("karpenter_"), *help, family.clone());
             histograms.insert(*name, family);
@@ -426,7 +368,9 @@ impl Metrics {
             cluster_state_node_count: GaugeF::default(),
             cluster_state_synced: GaugeF::default(),
             build_info: Family::default(),
+            offerings: offerings::OfferingMetrics::default(),
         };
+        m.offerings.register(registry);
         registry.register(
             "cloudprovider_duration_seconds",
             "Duration of cloud provider method calls.",
@@ -594,10 +538,36 @@ impl Metrics {
         }
     }
 
+    /// Records a cloud provider call of `controller` (`karpenter_cloudprovider_duration_seconds`)
+    /// and, when it failed with `error` (upstream's error name, or empty),
+    /// `karpenter_cloudprovider_errors_total`.
+    pub fn cloud_call(
+        &self,
+        controller: &str,
+        method: &str,
+        provider: &str,
+        elapsed: Duration,
+        error: Option<&str>,
+    ) {
+        let mut labels = vec![
+            ("controller", controller.to_string()),
+            ("method", method.to_string()),
+            ("provider", provider.to_string()),
+        ];
+        self.cloudprovider_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        if let Some(error) = error {
+            labels.push(("error", error.to_string()));
+            self.apply(&Metric::add(CLOUDPROVIDER_ERRORS_TOTAL, 1.0, labels));
+        }
+    }
+
     /// Sets the gauges read from the operator itself at `now`: the disruption budgets of the
     /// last pass, the reconcile queues, and (unless cluster state observability is off) the
     /// pod latency gauges of the pods that wait to be bound or to start.
     pub fn refresh_operator(&self, op: &Operator, now: jiff::Timestamp) {
+        self.offerings.refresh(op, self.cluster_state_observability);
         self.nodepools_allowed_disruptions.clear();
         self.nodepools_nodes_consuming_budgets.clear();
         for ((pool, reason), budget) in op.disruption_budgets() {
@@ -911,6 +881,11 @@ impl Metrics {
     }
 }
 
+/// `karpenter_scheduler_scheduling_duration_seconds` {controller}: the provisioner's
+/// scheduling simulations (upstream's name since v1.0; `karpenter_provisioner_scheduling_duration_seconds`
+/// before).
+pub const SCHEDULING_DURATION_SECONDS: &str = "karpenter_scheduler_scheduling_duration_seconds";
+
 /// Counts and times the operator's reconciles into [`Metrics`] (controller-runtime's
 /// `controller_runtime_reconcile_*`): hand it to `Operator::handle_observed`.
 pub struct ReconcileObserver<'a> {
@@ -938,6 +913,16 @@ impl LoopObserver for ReconcileObserver<'_> {
             Some((c, at)) if c == controller => Some(at.elapsed()),
             _ => None,
         };
+        // A provisioner reconcile is a scheduling simulation of the batch (upstream observes
+        // `Scheduler.Solve` labelled by the calling controller).
+        if let (karpenter_core::operator::controllers::PROVISIONER, Some(d)) = (controller, elapsed)
+        {
+            self.metrics.apply(&Metric::observe(
+                SCHEDULING_DURATION_SECONDS,
+                d.as_secs_f64(),
+                [("controller", controller.to_string())],
+            ));
+        }
         self.metrics.reconciled(controller, result, elapsed);
     }
 

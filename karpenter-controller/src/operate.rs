@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::api::NodeClaim;
-use karpenter_core::cloud::CloudProvider;
+use karpenter_core::cloud::{CloudProvider, CloudProviderError};
 use karpenter_core::crd::{KubeNodeClaim, KubeNodeOverlay, KubeNodePool};
 use karpenter_core::lifecycle::termination::EvictionResponse;
 use karpenter_core::lifecycle::{self, EventType, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
-use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
+use karpenter_core::operator::{Action, CloudCall, CloudResponse, Input, Operator, OperatorConfig};
 use karpenter_core::scheduling::SchedulerOptions;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
@@ -399,7 +399,26 @@ async fn execute(
                 Err(e) => Err(e.to_string()),
             };
             match result {
-                Ok(()) => tracing::info!(nodeclaim = %name, "created nodeclaim"),
+                Ok(()) => {
+                    // Upstream's provisioner logs it, or its disruption controller for a
+                    // replacement.
+                    let controller = if claim
+                        .metadata
+                        .annotations
+                        .contains_key(karpenter_core::labels::REPLACES_ANNOTATION)
+                    {
+                        "disruption"
+                    } else {
+                        "provisioner"
+                    };
+                    let pool = claim
+                        .metadata
+                        .labels
+                        .get(karpenter_core::labels::NODEPOOL)
+                        .cloned()
+                        .unwrap_or_default();
+                    tracing::info!(controller, nodepool = %pool, nodeclaim = %name, "created nodeclaim")
+                }
                 Err(e) => write_failed(failed, ObjectKind::NodeClaim, &name, e),
             }
         }
@@ -417,7 +436,9 @@ async fn execute(
         }
         Action::DeleteNode { name } => {
             match bounded(nodes.delete(&name, &DeleteParams::default())).await {
-                Ok(_) => tracing::info!(node = %name, "deleting node"),
+                Ok(_) => {
+                    tracing::info!(controller = "node.termination", node = %name, "deleting node")
+                }
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => write_failed(failed, ObjectKind::Node, &name, e),
             }
@@ -503,17 +524,15 @@ async fn execute(
                 let method = cloud_method(&call);
                 let started = Instant::now();
                 let response = call.execute(provider.as_ref()).await;
-                let labels = vec![
-                    ("controller", String::new()),
-                    ("method", method.to_string()),
-                    ("provider", provider.name().to_string()),
-                ];
-                metrics
-                    .cloudprovider_duration
-                    .get_or_create(&labels)
-                    .observe(started.elapsed().as_secs_f64());
+                metrics.cloud_call(
+                    cloud_controller(&call),
+                    method,
+                    provider.name(),
+                    started.elapsed(),
+                    cloud_error(&response),
+                );
                 if let CloudCall::Create(claim) = &call {
-                    tracing::info!(nodeclaim = %claim.name(), "launching instance");
+                    tracing::info!(controller = "nodeclaim.lifecycle", nodeclaim = %claim.name(), "launching instance");
                 }
                 let _ = results.send(Input::CloudResult { id, response }).await;
             });
@@ -537,6 +556,38 @@ fn cloud_method(call: &CloudCall) -> &'static str {
         CloudCall::InstanceTypes(_) => "GetInstanceTypes",
         CloudCall::IsDrifted(_) => "IsDrifted",
     }
+}
+
+/// The upstream controller that makes `call` (the `controller` label of the cloud provider
+/// metrics): launches, deletions and lookups are the NodeClaim lifecycle's, listing is garbage
+/// collection's, instance types the provisioner's and drift the NodeClaim disruption
+/// controller's.
+fn cloud_controller(call: &CloudCall) -> &'static str {
+    match call {
+        CloudCall::Create(_) | CloudCall::Delete(_) | CloudCall::Get(_) => "nodeclaim.lifecycle",
+        CloudCall::List => "nodeclaim.garbagecollection",
+        CloudCall::InstanceTypes(_) => "provisioner",
+        CloudCall::IsDrifted(_) => "nodeclaim.disruption",
+    }
+}
+
+/// The `error` label of `karpenter_cloudprovider_errors_total` for a failed call (upstream's
+/// names of the well-known errors, empty for the others); `None` when the call succeeded.
+pub fn cloud_error(response: &CloudResponse) -> Option<&'static str> {
+    let error = match response {
+        CloudResponse::Create(r) => r.as_ref().err(),
+        CloudResponse::Delete(r) => r.as_ref().err(),
+        CloudResponse::Get(r) => r.as_ref().err(),
+        CloudResponse::List(r) => r.as_ref().err(),
+        CloudResponse::InstanceTypes(r) => r.as_ref().err(),
+        CloudResponse::IsDrifted(r) => r.as_ref().err(),
+    }?;
+    Some(match error {
+        CloudProviderError::NodeClaimNotFound { .. } => "NodeClaimNotFoundError",
+        CloudProviderError::InsufficientCapacity { .. } => "InsufficientCapacityError",
+        CloudProviderError::NodeClassNotReady { .. } => "NodeClassNotReadyError",
+        _ => "",
+    })
 }
 
 async fn update_nodeclaim(

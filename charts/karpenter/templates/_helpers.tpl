@@ -222,7 +222,7 @@ silently ignored.
 {{- fail (printf "logOutputPaths=%v is not supported: karpenter-rs writes its log lines to stdout only (only [stdout] is accepted)" (toJson $v.logOutputPaths)) }}
 {{- end }}
 {{- if ne (toJson $v.logErrorOutputPaths) (toJson (list "stderr")) }}
-{{- fail (printf "logErrorOutputPaths=%v is not supported: karpenter-rs writes error lines to stdout with the others (only upstream's default, [stderr], is accepted)" (toJson $v.logErrorOutputPaths)) }}
+{{- fail (printf "logErrorOutputPaths=%v is not supported: it is zap's destination of the logger's own failures, which karpenter-rs's logger does not have; ERROR lines go to stdout with the others, as upstream's do (only upstream's default, [stderr], is accepted)" (toJson $v.logErrorOutputPaths)) }}
 {{- end }}
 {{- if and $v.webhook $v.webhook.enabled }}
 {{- fail "webhook.enabled=true is not supported: karpenter-rs has no webhooks (upstream v1.0's conversion webhooks; v1 validation is in the CRDs, and `karpenter migrate` rewrites v1beta1 manifests)" }}

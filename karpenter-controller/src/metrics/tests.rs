@@ -517,3 +517,5 @@ fn reconciles_are_counted_timed_and_failures_are_errors() {
         "unprefixed: {text}"
     );
 }
+
+mod scrape;

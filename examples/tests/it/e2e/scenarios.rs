@@ -399,6 +399,43 @@ fn pending_pods_get_nodeclaims_nodes_and_are_bound_by_kube_scheduler() {
         ] {
             assert!(metrics.contains(family), "{family}: {metrics}");
         }
+        // Every metric of docs/controller.md's table of the guide's names has samples, but
+        // for the counters of scale-downs and failures, which this test does not cause (the
+        // unit scrape of karpenter-controller's metrics covers them).
+        for name in karpenter_controller::metrics::guide::exported_names() {
+            if [
+                "karpenter_nodeclaims_terminated_total",
+                "karpenter_voluntary_disruption_decisions_total",
+                "karpenter_cloudprovider_errors_total",
+            ]
+            .contains(&name)
+            {
+                continue;
+            }
+            assert!(
+                metrics.lines().any(|l| l.starts_with(&format!("{name}{{"))
+                    || l.starts_with(&format!("{name}_bucket{{"))),
+                "{name} is not served: {metrics}"
+            );
+        }
+        // The guide's provisioning log filter with upstream's current key (its
+        // `.logger == "controller.provisioner"` is pre-v0.37: docs/controller.md).
+        let log: String = ctl
+            .log_text()
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let created = crate::logs::jq(
+            r#"select(.controller == "provisioner") | select(.message == "created nodeclaim")"#,
+            &log,
+        );
+        assert!(!created.is_empty(), "{log}");
+        for line in &created {
+            assert_eq!(line["logger"], "controller", "{line}");
+            assert_eq!(line["NodePool"]["name"], "e2e-scaleup", "{line}");
+            assert!(line["NodeClaim"]["name"].is_string(), "{line}");
+        }
         ctl.terminate();
         cleanup(&admin, test).await;
     });
