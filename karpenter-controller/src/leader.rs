@@ -22,67 +22,55 @@ use kube::Api;
 use kube::api::PostParams;
 use tokio::sync::watch;
 
-/// What this replica does with the Lease it just read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// No Lease exists: create it, holding it.
-    Create,
-    /// We hold it: renew.
-    Renew,
-    /// Nobody holds it, or the holder stopped renewing: take it over.
-    Acquire,
-    /// Someone else holds it and renews: stay a follower.
-    Follow {
-        /// The current holder.
-        holder: String,
-    },
+pub use karpenter_core::leader::Decision;
+use karpenter_core::leader::{self as core_leader, LeaseRecord};
+
+/// The election's view of a Lease: its holder, times, duration (15 s when unset) and
+/// transitions.
+pub fn record_of(lease: &Lease) -> LeaseRecord {
+    let spec = lease.spec.clone().unwrap_or_default();
+    LeaseRecord {
+        holder: spec.holder_identity.unwrap_or_default(),
+        acquire_time: spec.acquire_time.map(|t| t.0),
+        renew_time: spec.renew_time.map(|t| t.0),
+        lease_duration: jiff::SignedDuration::from_secs(i64::from(
+            spec.lease_duration_seconds.unwrap_or(15),
+        )),
+        transitions: spec.lease_transitions.unwrap_or(0),
+    }
 }
 
-/// Tracks when this replica last saw the Lease's record change (client-go's "observed time").
+/// Tracks when this replica last saw the Lease's record change (client-go's "observed time"),
+/// by the monotonic clock: [`karpenter_core::leader::Observer`] on the time elapsed since the
+/// first observation.
 #[derive(Debug, Default)]
 pub struct Observer {
-    last: Option<(Option<String>, Option<String>, Instant)>,
+    base: Option<Instant>,
+    inner: core_leader::Observer,
 }
 
 impl Observer {
     /// Records `lease` as seen at `now` and returns for how long its holder and renew time
     /// have been unchanged.
     pub fn observe(&mut self, lease: &Lease, now: Instant) -> Duration {
-        let spec = lease.spec.as_ref();
-        let holder = spec.and_then(|s| s.holder_identity.clone());
-        let renew = spec
-            .and_then(|s| s.renew_time.as_ref())
-            .map(|t| t.0.to_string());
-        match &self.last {
-            Some((h, r, at)) if *h == holder && *r == renew => now.saturating_duration_since(*at),
-            _ => {
-                self.last = Some((holder, renew, now));
-                Duration::ZERO
-            }
-        }
+        let base = *self.base.get_or_insert(now);
+        let since = jiff::SignedDuration::try_from(now.saturating_duration_since(base))
+            .unwrap_or(jiff::SignedDuration::MAX);
+        let at = jiff::Timestamp::UNIX_EPOCH
+            .checked_add(since)
+            .unwrap_or(jiff::Timestamp::MAX);
+        let unchanged = self.inner.observe(&record_of(lease), at);
+        Duration::try_from(unchanged).unwrap_or_default()
     }
 }
 
 /// The decision for replica `me`, given the Lease read (if any) and how long its record has
-/// been unchanged (`unchanged_for`, from [`Observer::observe`]).
+/// been unchanged (`unchanged_for`, from [`Observer::observe`]):
+/// [`karpenter_core::leader::decide`].
 pub fn decide(lease: Option<&Lease>, me: &str, unchanged_for: Duration) -> Decision {
-    let Some(lease) = lease else {
-        return Decision::Create;
-    };
-    let spec = lease.spec.clone().unwrap_or_default();
-    let holder = spec.holder_identity.unwrap_or_default();
-    if holder == me {
-        return Decision::Renew;
-    }
-    if holder.is_empty() {
-        return Decision::Acquire;
-    }
-    let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
-    if unchanged_for > duration {
-        Decision::Acquire
-    } else {
-        Decision::Follow { holder }
-    }
+    let unchanged =
+        jiff::SignedDuration::try_from(unchanged_for).unwrap_or(jiff::SignedDuration::MAX);
+    core_leader::decide(lease.map(record_of).as_ref(), me, unchanged)
 }
 
 /// Settings of the election (client-go's names; the controller's defaults are client-go's:
@@ -105,21 +93,18 @@ pub struct Config {
 }
 
 impl Config {
-    /// Checks that `retry_period < renew_deadline < lease_duration`, as client-go requires.
+    /// Checks that `retry_period < renew_deadline < lease_duration`, as client-go requires
+    /// ([`karpenter_core::leader::Timing::check`]).
     pub fn check(&self) -> Result<(), String> {
-        if self.renew_deadline >= self.lease_duration {
-            return Err(format!(
-                "the renew deadline ({:?}) must be shorter than the lease duration ({:?})",
-                self.renew_deadline, self.lease_duration
-            ));
+        let d =
+            |d: Duration| jiff::SignedDuration::try_from(d).unwrap_or(jiff::SignedDuration::MAX);
+        core_leader::Timing {
+            lease_duration: d(self.lease_duration),
+            renew_deadline: d(self.renew_deadline),
+            retry_period: d(self.retry_period),
         }
-        if self.retry_period >= self.renew_deadline {
-            return Err(format!(
-                "the retry period ({:?}) must be shorter than the renew deadline ({:?})",
-                self.retry_period, self.renew_deadline
-            ));
-        }
-        Ok(())
+        .check()
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -233,19 +218,26 @@ fn now_micro() -> MicroTime {
 
 fn held_spec(cfg: &Config, previous: Option<&LeaseSpec>, acquiring: bool) -> LeaseSpec {
     let prev = previous.cloned().unwrap_or_default();
-    let now = now_micro();
+    let previous_record = previous.map(|spec| {
+        record_of(&Lease {
+            metadata: ObjectMeta::default(),
+            spec: Some(spec.clone()),
+        })
+    });
+    let duration = jiff::SignedDuration::from_secs(cfg.lease_duration.as_secs().max(1) as i64);
+    let record = core_leader::held(
+        previous_record.as_ref(),
+        &cfg.identity,
+        duration,
+        now_micro().0,
+        acquiring,
+    );
     LeaseSpec {
-        holder_identity: Some(cfg.identity.clone()),
-        lease_duration_seconds: Some(cfg.lease_duration.as_secs().max(1) as i32),
-        acquire_time: if acquiring {
-            Some(now.clone())
-        } else {
-            prev.acquire_time.clone()
-        },
-        renew_time: Some(now),
-        lease_transitions: Some(
-            prev.lease_transitions.unwrap_or(0) + i32::from(acquiring && previous.is_some()),
-        ),
+        holder_identity: Some(record.holder),
+        lease_duration_seconds: Some(record.lease_duration.as_secs() as i32),
+        acquire_time: record.acquire_time.map(MicroTime),
+        renew_time: record.renew_time.map(MicroTime),
+        lease_transitions: Some(record.transitions),
         ..prev
     }
 }

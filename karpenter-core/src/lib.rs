@@ -145,6 +145,7 @@ pub mod features;
 pub mod hostports;
 pub mod labels;
 pub mod launch;
+pub mod leader;
 pub mod lifecycle;
 pub mod model;
 pub mod operator;
