@@ -47,12 +47,14 @@ mod api;
 pub mod chaos;
 mod event;
 mod invariants;
+mod replicas;
 mod rng;
 pub mod scripted;
 mod step;
 pub mod workload;
 mod world;
 pub use self::api::{ApiError, ClusterApi};
+pub use self::replicas::{NonLeaderAct, ReplicaConfig};
 pub use self::world::{EvictionRecord, Observations, RUN_FOR_ANNOTATION};
 
 /// A NodePool named `name` with the fake node class, no requirements and the default
@@ -89,6 +91,9 @@ pub struct SimConfig {
     /// promises on purpose (launch twice, disrupt past a budget, ...) and show that an
     /// invariant catches it. `None` (the default) carries out every batch as asked.
     pub seeded_bug: Option<SeededBug>,
+    /// Two replicas with leader election on a Lease (see [`ReplicaConfig`]); `None` (the
+    /// default): one replica that always leads.
+    pub replicas: Option<ReplicaConfig>,
 }
 
 /// A seeded bug (see [`SimConfig::seeded_bug`]): rewrites a batch of the operator's actions,
@@ -110,6 +115,7 @@ impl Default for SimConfig {
             max_inputs_per_instant: 100_000,
             trace: false,
             seeded_bug: None,
+            replicas: None,
         }
     }
 }
@@ -192,6 +198,10 @@ pub struct Sim {
     /// How many inputs the operator was handed.
     pub inputs_delivered: u64,
     crash: Option<CrashPoint>,
+    /// The second replica and the election (see [`SimConfig::replicas`]).
+    replicas: Option<Box<replicas::Replicas>>,
+    /// With one replica: paused (see [`Sim::pause_leader`]) until then.
+    paused_until: Option<Timestamp>,
 }
 
 /// An armed crash of the controller (see [`Sim::crash_before`]).
@@ -213,6 +223,17 @@ impl Sim {
     /// A simulation over a given provider.
     pub fn with_provider(config: SimConfig, provider: Arc<FakeCloudProvider>) -> Sim {
         let operator = Operator::new(config.operator.clone());
+        let replicas = config.replicas.map(|r| {
+            // The second replica names its NodeClaims from another seed, as two processes
+            // would.
+            let mut second = config.operator.clone();
+            second.name_seed = second.name_seed.wrapping_add(1 << 40);
+            Box::new(replicas::Replicas::new(
+                r,
+                Operator::new(second),
+                config.start,
+            ))
+        });
         Sim {
             now: config.start,
             config,
@@ -237,6 +258,8 @@ impl Sim {
             write_errors: Vec::new(),
             inputs_delivered: 0,
             crash: None,
+            replicas,
+            paused_until: None,
         }
     }
 
@@ -311,7 +334,7 @@ impl Sim {
 
     /// Delivers an interruption message (as a provider's queue consumer would).
     pub fn interrupt(&mut self, event: karpenter_core::operator::InterruptionEvent) {
-        self.inbox.push_back(Input::Interruption(event));
+        self.push_to_leader(Input::Interruption(event));
     }
 
     /// Feeds the operator the whole cluster, then [`Input::Synced`].
@@ -325,6 +348,10 @@ impl Sim {
             .retain(|_, e| !matches!(e, WorldEvent::Deliver(_)));
         self.faults.lag_until = None;
         self.faults.last_release = None;
+        if self.replicas.is_some() {
+            self.start_replicas();
+            return;
+        }
         for input in inputs {
             self.deliver(input);
         }
@@ -334,6 +361,11 @@ impl Sim {
     /// Replaces the operator by a new instance built from the cluster's state alone (a crash
     /// and restart of the controller): answers to calls in flight are lost.
     pub fn restart_operator(&mut self) {
+        if self.replicas.is_some() {
+            // Two replicas: the leader's pod is replaced and the other replica takes over.
+            self.crash_replica();
+            return;
+        }
         self.restarts += 1;
         let mut config = self.config.operator.clone();
         config.name_seed = config.name_seed.wrapping_add(self.restarts);
@@ -365,7 +397,7 @@ impl Sim {
             match self.faults.watch_release(self.now) {
                 // Held back: delivered in order, after every event held back before it.
                 Some(at) => self.schedule(at, WorldEvent::Deliver(Box::new(e))),
-                None => self.inbox.push_back(e),
+                None => self.push_watch(e),
             }
         }
     }
@@ -380,8 +412,18 @@ impl Sim {
         if let Some(bug) = self.config.seeded_bug {
             bug(&self.api, &mut actions);
         }
+        let gate = self.gate();
+        if gate == replicas::Gate::Drop {
+            actions.clear();
+        }
         let mut crashed = false;
+        let mut lost = false;
         for action in actions {
+            // The controller's rule: no action after leadership ended.
+            if gate == replicas::Gate::Leader && !self.current_may_act() {
+                lost = true;
+                break;
+            }
             if let Some(CrashPoint(at)) = &mut self.crash
                 && at(&action)
             {
@@ -389,11 +431,14 @@ impl Sim {
                 crashed = true;
                 break;
             }
+            self.note_act(&action);
             self.execute(action);
         }
         self.drain_api_events();
         if crashed {
             self.restart_operator();
+        } else if lost {
+            self.leadership_lost();
         }
     }
 
@@ -615,7 +660,7 @@ impl Sim {
                 self.api.put_node(node);
             }
             WorldEvent::Complete(key, uid) => self.complete_pod(&key, &uid),
-            WorldEvent::Deliver(input) => self.inbox.push_back(*input),
+            WorldEvent::Deliver(input) => self.push_watch(*input),
         }
     }
 
@@ -712,8 +757,15 @@ impl Sim {
     /// due (firing world events and waking the operator). Returns `Ok(false)` when nothing is
     /// left to do before `deadline`.
     pub fn step(&mut self, deadline: Timestamp) -> Result<bool, SimError> {
+        if self.replicas.is_some() {
+            return self.step_replicas(deadline);
+        }
         self.refresh_pdbs();
-        if let Some(input) = self.inbox.pop_front() {
+        if self.paused_until.is_some_and(|t| t <= self.now) {
+            self.paused_until = None;
+        }
+        let paused = self.paused_until.is_some();
+        if !paused && let Some(input) = self.inbox.pop_front() {
             self.inputs_at_instant += 1;
             if self.inputs_at_instant > self.config.max_inputs_per_instant {
                 return Err(SimError::Livelock {
@@ -729,10 +781,11 @@ impl Sim {
             return Ok(true);
         }
         let world_next = self.world.keys().next().map(|(t, _)| *t);
-        let next = [world_next, self.operator.next_wakeup()]
-            .into_iter()
-            .flatten()
-            .min();
+        let wakeup = match self.paused_until {
+            Some(t) => Some(t),
+            None => self.operator.next_wakeup(),
+        };
+        let next = [world_next, wakeup].into_iter().flatten().min();
         let Some(next) = next else {
             return Ok(false);
         };
@@ -769,8 +822,20 @@ impl Sim {
                     .collect(),
             });
         }
-        self.deliver(Input::Tick);
+        if self.paused_until.is_some_and(|t| t <= self.now) {
+            self.paused_until = None;
+        }
+        self.tick();
         Ok(true)
+    }
+
+    /// Wakes the operator (every leading replica) now, unless it is paused.
+    fn tick(&mut self) {
+        if self.replicas.is_some() {
+            self.tick_replicas(true);
+        } else if self.paused_until.is_none() {
+            self.deliver(Input::Tick);
+        }
     }
 
     /// Moves the clock to `t` (when it is later than now) and wakes the operator there; run
@@ -779,7 +844,7 @@ impl Sim {
         if t > self.now {
             self.now = t;
             self.inputs_at_instant = 0;
-            self.deliver(Input::Tick);
+            self.tick();
         }
     }
 
@@ -790,7 +855,7 @@ impl Sim {
         if deadline > self.now {
             self.now = deadline;
             self.inputs_at_instant = 0;
-            self.deliver(Input::Tick);
+            self.tick();
             while self.step(deadline)? {}
         }
         Ok(())

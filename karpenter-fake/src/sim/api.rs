@@ -65,6 +65,9 @@ pub struct ClusterApi {
     pub pdbs: BTreeMap<String, PodDisruptionBudget>,
     /// VolumeAttachments: name → Node name.
     pub volume_attachments: BTreeMap<String, String>,
+    /// The leader-election Lease (two replicas only; it produces no watch events for the
+    /// operator).
+    pub lease: Option<karpenter_core::leader::LeaseRecord>,
     /// Watch events not yet delivered.
     pub(super) events: VecDeque<Input>,
     /// Bumped by every write that can change where a pending pod binds (pods and Nodes).

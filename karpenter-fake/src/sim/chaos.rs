@@ -74,10 +74,15 @@ pub struct FaultRates {
     /// `relist`: the controller's watches restart and list every object again (events held
     /// back by a lag are replaced by the list).
     pub relist: f64,
+    /// `pause`: the leading replica stops for 20 to 60 s (like SIGSTOP): no lease renewals,
+    /// no inputs handled, no actions; its inputs queue up. With two replicas the other one
+    /// takes over once the Lease expires, and the paused one, when it resumes, finds its renew
+    /// deadline passed, restarts and follows.
+    pub pause: f64,
 }
 
 /// The fault names [`FaultRates::parse`] accepts, in order.
-pub const FAULT_NAMES: [&str; 13] = [
+pub const FAULT_NAMES: [&str; 14] = [
     "ice",
     "throttle",
     "timeout",
@@ -91,6 +96,7 @@ pub const FAULT_NAMES: [&str; 13] = [
     "write-error",
     "watch-lag",
     "relist",
+    "pause",
 ];
 
 /// A `--faults` specification that could not be read.
@@ -129,6 +135,7 @@ impl FaultRates {
             write_error: 0.0,
             watch_lag: 0.0,
             relist: 0.0,
+            pause: 0.0,
         }
     }
 
@@ -149,7 +156,7 @@ impl FaultRates {
         }
     }
 
-    /// The rates of the shell's faults (`conflict`, `write-error`, `watch-lag`, `relist`) when
+    /// The rates of the shell's faults (`conflict`, `write-error`, `watch-lag`, `relist`, `pause`) when
     /// named without a rate: `default,conflict,write-error,watch-lag,relist` turns them all on.
     pub fn shell_rates() -> Self {
         FaultRates {
@@ -157,6 +164,7 @@ impl FaultRates {
             write_error: 0.02,
             watch_lag: 0.01,
             relist: 0.01,
+            pause: 0.005,
             ..FaultRates::none()
         }
     }
@@ -176,6 +184,7 @@ impl FaultRates {
             "write-error" => &mut self.write_error,
             "watch-lag" => &mut self.watch_lag,
             "relist" => &mut self.relist,
+            "pause" => &mut self.pause,
             _ => return None,
         })
     }
@@ -401,6 +410,7 @@ impl Scenario {
     pub fn generate(seed: u64, steps: usize, faults: FaultRates) -> Scenario {
         let mut rng = SimRng::new(seed);
         let mut shell_rng = SimRng::new(seed ^ SHELL_FAULT_STREAM);
+        let mut pause_rng = SimRng::new(seed ^ PAUSE_FAULT_STREAM);
         let instance_types = crate::catalog::instance_types(CATALOG_SIZE);
         let setup = generate_setup(&mut rng);
         let names: Vec<String> = setup
@@ -442,6 +452,7 @@ impl Scenario {
                 &mut out,
             ));
             events.extend(shell_fault_events(&mut shell_rng, &faults));
+            events.extend(pause_events(&mut pause_rng, &faults));
             out[step].splice(0..0, events);
         }
         Scenario {
@@ -592,6 +603,22 @@ pub fn shell_fault_events(rng: &mut SimRng, faults: &FaultRates) -> Vec<Event> {
     events
 }
 
+/// Mixed into a scenario's seed for the random stream of the `pause` fault
+/// ([`pause_events`]), so adding it left every other event of a seed unchanged.
+pub const PAUSE_FAULT_STREAM: u64 = 0x5041_5553_4500_0001;
+
+/// The `pause` fault of one step: the leader stops for 20 to 60 s. Drawn from its own stream
+/// (see [`PAUSE_FAULT_STREAM`]); a rate of 0 draws nothing.
+pub fn pause_events(rng: &mut SimRng, faults: &FaultRates) -> Vec<Event> {
+    if faults.pause > 0.0 && rng.chance(faults.pause) {
+        vec![Event::Pause {
+            secs: rng.range(20, 60),
+        }]
+    } else {
+        Vec::new()
+    }
+}
+
 fn generate_setup(rng: &mut SimRng) -> Setup {
     let mut default = node_pool("default");
     let budget = rng
@@ -691,6 +718,7 @@ fn event_kind(e: &Event) -> &'static str {
         Event::WriteError { .. } => "write-error",
         Event::WatchLag { .. } => "watch-lag",
         Event::Relist => "relist",
+        Event::Pause { .. } => "pause",
     }
 }
 

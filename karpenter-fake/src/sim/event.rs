@@ -98,6 +98,12 @@ pub enum Event {
     },
     /// The controller's watches restart and list every object again.
     Relist,
+    /// The leading replica stops for `secs` seconds (like SIGSTOP): no renewals, no inputs,
+    /// no actions; its inputs queue up.
+    Pause {
+        /// How long, in seconds.
+        secs: u64,
+    },
 }
 
 impl Event {
@@ -153,6 +159,7 @@ impl fmt::Display for Event {
                 lasting_secs,
             } => write!(f, "watch events {lag_secs} s late for {lasting_secs} s"),
             Event::Relist => write!(f, "the watches restart and relist"),
+            Event::Pause { secs } => write!(f, "the leader stops for {secs} s"),
         }
     }
 }
@@ -237,6 +244,11 @@ pub fn apply_event(sim: &mut Sim, event: &Event) {
             SignedDuration::from_secs(i64::try_from(*lasting_secs).unwrap_or(60)),
         ),
         Event::Relist => sim.relist(),
+        Event::Pause { secs } => {
+            sim.pause_leader(SignedDuration::from_secs(
+                i64::try_from(*secs).unwrap_or(60),
+            ));
+        }
     }
 }
 

@@ -87,6 +87,24 @@ pub enum Violation {
         /// The NodeClaim.
         node_claim: String,
     },
+    /// A replica carried out a write or cloud call while it did not hold the leader-election
+    /// Lease, or while another replica led too.
+    #[error(
+        "replica {replica} acted at {at} while the Lease was held by {holder:?}{}: {action}",
+        other_leader.as_ref().map(|o| format!(" and {o} led too")).unwrap_or_default()
+    )]
+    NonLeaderActed {
+        /// The replica that acted.
+        replica: String,
+        /// When.
+        at: Timestamp,
+        /// The Lease's holder then (empty: none).
+        holder: String,
+        /// Another replica leading by its own rule then, if any.
+        other_leader: Option<String>,
+        /// The action.
+        action: String,
+    },
     /// The operator (or the simulator) panicked.
     #[error("panic: {message}")]
     Panic {
@@ -103,7 +121,7 @@ pub enum Violation {
 
 impl Violation {
     /// A short name of the invariant (`leak`, `pending`, `budget`, `limit`, `do-not-disrupt`,
-    /// `pdb`, `launched-twice`, `panic`, `livelock`).
+    /// `pdb`, `launched-twice`, `non-leader-acted`, `panic`, `livelock`).
     pub fn invariant(&self) -> &'static str {
         match self {
             Violation::Leak { .. } => "leak",
@@ -113,6 +131,7 @@ impl Violation {
             Violation::DoNotDisruptDrained { .. } => "do-not-disrupt",
             Violation::PdbBlockedDrained { .. } => "pdb",
             Violation::LaunchedTwice { .. } => "launched-twice",
+            Violation::NonLeaderActed { .. } => "non-leader-acted",
             Violation::Panic { .. } => "panic",
             Violation::Livelock { .. } => "livelock",
         }
@@ -144,6 +163,7 @@ pub(super) struct Checker {
     events_seen: usize,
     evictions_seen: usize,
     double_launches_seen: usize,
+    non_leader_acts_seen: usize,
     disrupting: BTreeSet<String>,
     checked_rv: u64,
 }
@@ -152,6 +172,7 @@ impl Checker {
     /// Checks every invariant against the simulation as it is now.
     pub(super) fn check(&mut self, sim: &Sim, bounds: &Bounds) -> Result<(), Violation> {
         let now = sim.now();
+        self.check_leader(sim)?;
         self.check_launches(sim)?;
         self.check_leaks(sim, now, bounds)?;
         self.check_pending(sim, now, bounds)?;
@@ -164,6 +185,7 @@ impl Checker {
     /// The invariants cheap enough to check after each of the simulator's inner steps:
     /// launches, evictions and disruptions starting.
     pub(super) fn check_fast(&mut self, sim: &Sim) -> Result<(), Violation> {
+        self.check_leader(sim)?;
         if sim.api().rv() == self.checked_rv {
             return Ok(());
         }
@@ -208,6 +230,21 @@ impl Checker {
         sim.observed
             .lost_launches
             .retain(|t| lifecycle_add(*t, timeout) > oldest);
+    }
+
+    fn check_leader(&mut self, sim: &Sim) -> Result<(), Violation> {
+        let acts = &sim.observed.non_leader_acts;
+        if let Some(a) = acts.get(self.non_leader_acts_seen) {
+            return Err(Violation::NonLeaderActed {
+                replica: a.replica.clone(),
+                at: a.at,
+                holder: a.holder.clone(),
+                other_leader: a.other_leader.clone(),
+                action: a.action.clone(),
+            });
+        }
+        self.non_leader_acts_seen = acts.len();
+        Ok(())
     }
 
     fn check_launches(&mut self, sim: &Sim) -> Result<(), Violation> {

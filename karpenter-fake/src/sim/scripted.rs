@@ -603,6 +603,7 @@ fn fault_name(e: &Event) -> &'static str {
         Event::WriteError { .. } => "write-error",
         Event::WatchLag { .. } => "watch-lag",
         Event::Relist => "relist",
+        Event::Pause { .. } => "pause",
     }
 }
 

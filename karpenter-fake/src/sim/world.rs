@@ -153,6 +153,9 @@ pub struct Observations {
     /// When each injected failing cloud call (throttled or timed out) was injected, one entry
     /// per call.
     pub failed_calls: Vec<karpenter_core::model::Timestamp>,
+    /// Writes and cloud calls carried out by a replica that did not hold the Lease then, or
+    /// while another replica led too (two replicas only).
+    pub non_leader_acts: Vec<super::NonLeaderAct>,
 }
 
 impl Sim {
@@ -191,11 +194,12 @@ impl Sim {
             if let Some(WorldEvent::Deliver(input)) = self.world.remove(&k)
                 && self.is_gone(&input)
             {
-                self.inbox.push_back(*input);
+                self.push_watch(*input);
             }
         }
-        let inputs = self.api.list_all();
-        self.inbox.extend(inputs);
+        for input in self.api.list_all() {
+            self.push_watch(input);
+        }
     }
 
     /// Whether `input` is the deletion of an object the API no longer holds.

@@ -13,6 +13,7 @@ mod provider;
 mod sim;
 mod sim_chaos;
 mod sim_invariants;
+mod sim_leader;
 mod sim_shell_faults;
 mod suite_binpacking;
 mod suite_custom_constraints;

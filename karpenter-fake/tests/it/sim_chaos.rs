@@ -79,6 +79,36 @@ fn twenty_seeds_with_faults_keep_every_invariant() {
 
 /// Every fault of the default rates is injected somewhere in the suite's seeds (the suite
 /// would prove little if a fault never fired).
+/// Seeds of the two-replica run (each fault, `pause` and `crash` included, hits the leader;
+/// the other replica takes over). `KARPENTER_CHAOS_REPLICA_SEEDS` changes it.
+const REPLICA_SEEDS: u64 = 4;
+
+#[test]
+fn seeds_with_two_replicas_keep_every_invariant() {
+    let seeds: u64 = env_or("KARPENTER_CHAOS_REPLICA_SEEDS", REPLICA_SEEDS);
+    let steps: usize = env_or("KARPENTER_CHAOS_STEPS", STEPS);
+    let mut config = ChaosConfig {
+        steps,
+        faults: FaultRates::default_on(),
+        ..ChaosConfig::default()
+    };
+    config.sim.replicas = Some(karpenter_fake::sim::ReplicaConfig::default());
+    let t = std::time::Instant::now();
+    // Other seeds than the one-replica run's.
+    let failures = run_seeds(100..100 + seeds, &config);
+    eprintln!(
+        "{seeds} seeds x {steps} steps with two replicas and faults {} in {:.1?}",
+        config.faults,
+        t.elapsed()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {seeds} two-replica seeds failed (replay with the config's `sim.replicas` set):\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
 #[test]
 fn the_suite_injects_every_fault() {
     let mut seen = std::collections::HashSet::new();
@@ -89,8 +119,9 @@ fn the_suite_injects_every_fault() {
         }
     }
     // Scale, job, ice, ice ends, throttle, timeout, partial fleet, lost launch, node delete,
-    // node remove, interrupt, crash, and the shell's: conflict, write error, watch lag, relist.
-    assert_eq!(seen.len(), 16);
+    // node remove, interrupt, crash, and the shell's: conflict, write error, watch lag, relist,
+    // pause.
+    assert_eq!(seen.len(), 17);
 }
 
 #[test]
