@@ -90,21 +90,14 @@ pub enum Violation {
     /// A replica carried out a write or cloud call while it did not hold the leader-election
     /// Lease, or while another replica led too.
     #[error(
-        "replica {replica} acted at {at} while the Lease was held by {holder:?}{}: {action}",
-        other_leader.as_ref().map(|o| format!(" and {o} led too")).unwrap_or_default()
+        "replica {} acted at {} while the Lease was held by {:?}{}: {}",
+        .0.replica,
+        .0.at,
+        .0.holder,
+        .0.other_leader.as_ref().map(|o| format!(" and {o} led too")).unwrap_or_default(),
+        .0.action
     )]
-    NonLeaderActed {
-        /// The replica that acted.
-        replica: String,
-        /// When.
-        at: Timestamp,
-        /// The Lease's holder then (empty: none).
-        holder: String,
-        /// Another replica leading by its own rule then, if any.
-        other_leader: Option<String>,
-        /// The action.
-        action: String,
-    },
+    NonLeaderActed(Box<super::NonLeaderAct>),
     /// The operator (or the simulator) panicked.
     #[error("panic: {message}")]
     Panic {
@@ -131,7 +124,7 @@ impl Violation {
             Violation::DoNotDisruptDrained { .. } => "do-not-disrupt",
             Violation::PdbBlockedDrained { .. } => "pdb",
             Violation::LaunchedTwice { .. } => "launched-twice",
-            Violation::NonLeaderActed { .. } => "non-leader-acted",
+            Violation::NonLeaderActed(_) => "non-leader-acted",
             Violation::Panic { .. } => "panic",
             Violation::Livelock { .. } => "livelock",
         }
@@ -235,13 +228,7 @@ impl Checker {
     fn check_leader(&mut self, sim: &Sim) -> Result<(), Violation> {
         let acts = &sim.observed.non_leader_acts;
         if let Some(a) = acts.get(self.non_leader_acts_seen) {
-            return Err(Violation::NonLeaderActed {
-                replica: a.replica.clone(),
-                at: a.at,
-                holder: a.holder.clone(),
-                other_leader: a.other_leader.clone(),
-                action: a.action.clone(),
-            });
+            return Err(Violation::NonLeaderActed(Box::new(a.clone())));
         }
         self.non_leader_acts_seen = acts.len();
         Ok(())
