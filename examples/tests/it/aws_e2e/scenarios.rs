@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use karpenter_aws::sdk::aws_sdk_ec2::types as ec2;
 use karpenter_core::crd::KubeNodeClaim;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
@@ -43,6 +45,7 @@ async fn start(env: &Env, test: &'static str) -> Suite {
     let chart = rendered_chart(test);
     let admin = client(&env.admin).await;
     install(&admin).await;
+    delete_deployments(&admin).await;
     cleanup(&admin, test).await;
     delete_node_classes(&admin).await;
     install_chart_rbac(&admin, &chart).await;
@@ -100,20 +103,68 @@ impl Suite {
         .await;
     }
 
-    /// Creates `n` pods of 1200m (one per node), named `<prefix>-<i>`.
+    /// A pod of 1200m (one per node) with what a cluster's DefaultTolerationSeconds
+    /// admission gives every pod (a node not Ready yet does not evict it at once).
+    fn pod(&self, name: &str) -> Pod {
+        let mut p = pod(self.test, name, "1200m", "256Mi", BTreeMap::new());
+        if let Some(spec) = p.spec.as_mut() {
+            spec.tolerations = Some(
+                [
+                    "node.kubernetes.io/not-ready",
+                    "node.kubernetes.io/unreachable",
+                ]
+                .into_iter()
+                .map(|key| k8s_openapi::api::core::v1::Toleration {
+                    key: Some(key.to_string()),
+                    operator: Some("Exists".into()),
+                    effect: Some("NoExecute".into()),
+                    toleration_seconds: Some(300),
+                    ..Default::default()
+                })
+                .collect(),
+            );
+        }
+        p
+    }
+
+    /// Creates `n` pods named `<prefix>-<i>`.
     async fn pods(&self, prefix: &str, n: usize) {
-        let pods: Vec<Pod> = (0..n)
-            .map(|i| {
-                pod(
-                    self.test,
-                    &format!("{prefix}-{i}"),
-                    "1200m",
-                    "256Mi",
-                    BTreeMap::new(),
-                )
-            })
-            .collect();
+        let pods: Vec<Pod> = (0..n).map(|i| self.pod(&format!("{prefix}-{i}"))).collect();
         create_pods(&self.admin, &pods).await;
+    }
+
+    /// Creates a Deployment of `n` such pods (their replacements come back after a drain).
+    async fn deployment(&self, name: &str, n: i32) {
+        let template = self.pod(name);
+        let labels = template.metadata.labels.clone();
+        let d = Deployment {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some("default".into()),
+                labels: labels.clone(),
+                ..Default::default()
+            },
+            spec: Some(DeploymentSpec {
+                replicas: Some(n),
+                selector: LabelSelector {
+                    match_labels: labels.clone(),
+                    ..Default::default()
+                },
+                template: PodTemplateSpec {
+                    metadata: Some(kube::api::ObjectMeta {
+                        labels,
+                        ..Default::default()
+                    }),
+                    spec: template.spec,
+                },
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Api::<Deployment>::namespaced(self.admin.clone(), "default")
+            .create(&Default::default(), &d)
+            .await
+            .expect("create the Deployment");
     }
 
     /// Waits until `n` of the test's pods run.
@@ -159,9 +210,20 @@ impl Suite {
         for c in &mut self.controllers {
             c.kill();
         }
+        delete_deployments(&self.admin).await;
         cleanup(&self.admin, self.test).await;
         delete_node_classes(&self.admin).await;
     }
+}
+
+/// Deletes the e2e tests' Deployments (before their pods).
+async fn delete_deployments(admin: &Client) {
+    let _ = Api::<Deployment>::namespaced(admin.clone(), "default")
+        .delete_collection(
+            &DeleteParams::default(),
+            &kube::api::ListParams::default().labels(crate::e2e::harness::E2E_LABEL),
+        )
+        .await;
 }
 
 fn provider_id(i: &ec2::Instance) -> String {
@@ -359,9 +421,12 @@ fn spot_interruptions_are_each_handled_once_by_two_replicas() {
     env.rt.block_on(async {
         let s = start(&env, "aws-interruption").await;
         s.apply_pool("spot", &["spot", "on-demand"], "Never").await;
-        s.pods("batch", N).await;
+        s.deployment("batch", N as i32).await;
         s.running(N, Duration::from_secs(420)).await;
-        let live = s.one_instance_per_claim(Duration::from_secs(60)).await;
+        // A CreateFleet retried after a lost answer leaves instances no NodeClaim names (moto
+        // takes no ClientToken); the garbage collection (every 2 minutes, 30 s grace)
+        // terminates them.
+        let live = s.one_instance_per_claim(Duration::from_secs(240)).await;
         assert_eq!(live.len(), N);
         let before: BTreeSet<String> = nodeclaims(&s.admin)
             .await
@@ -429,7 +494,7 @@ fn spot_interruptions_are_each_handled_once_by_two_replicas() {
         );
         // The replacements: N new NodeClaims, each on a new instance; the old ones terminated.
         s.running(N, Duration::from_secs(420)).await;
-        let live = s.one_instance_per_claim(Duration::from_secs(120)).await;
+        let live = s.one_instance_per_claim(Duration::from_secs(240)).await;
         assert_eq!(live.len(), N);
         let after: BTreeSet<String> = nodeclaims(&s.admin)
             .await
@@ -456,7 +521,7 @@ fn a_new_ami_release_replaces_the_node() {
     env.rt.block_on(async {
         let s = start(&env, "aws-drift").await;
         s.apply_pool("general", &["on-demand"], "Never").await;
-        s.pods("app", 1).await;
+        s.deployment("app", 1).await;
         s.running(1, Duration::from_secs(240)).await;
         let first = s.one_instance_per_claim(Duration::from_secs(60)).await;
         assert_eq!(first[0].image_id(), Some(s.world.amis[0].as_str()));

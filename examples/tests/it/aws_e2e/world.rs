@@ -144,10 +144,13 @@ impl World {
             .unwrap_or_default()
             .subsec_nanos();
         let name = format!("{test}-{nanos}").replace('_', "-");
+        // A VPC range of its own: the nodes' names (private DNS names) differ from the last
+        // test's, whose Nodes the control plane may still be forgetting.
+        let net = 1 + nanos % 250;
         let e = &clients.ec2;
         let vpc = e
             .create_vpc()
-            .cidr_block("10.0.0.0/16")
+            .cidr_block(format!("10.{net}.0.0/16"))
             .send()
             .await
             .expect("CreateVpc")
@@ -160,7 +163,7 @@ impl World {
             let s = e
                 .create_subnet()
                 .vpc_id(&vpc)
-                .cidr_block(format!("10.0.{i}.0/24"))
+                .cidr_block(format!("10.{net}.{i}.0/24"))
                 .availability_zone(*zone)
                 .send()
                 .await
@@ -171,7 +174,7 @@ impl World {
         let decoy_subnet = e
             .create_subnet()
             .vpc_id(&vpc)
-            .cidr_block("10.0.9.0/24")
+            .cidr_block(format!("10.{net}.9.0/24"))
             .availability_zone(ZONES[0])
             .send()
             .await

@@ -268,7 +268,7 @@ async fn create_get_list_drift_delete() {
         .collect();
     actual.sort();
     actual.dedup();
-    assert_eq!(actual, [cluster.security_group.clone()]);
+    assert_eq!(actual, std::slice::from_ref(&cluster.security_group));
     assert_eq!(provider.is_drifted(&launched).await.unwrap(), None);
     let mut other = class.clone();
     other.status.security_groups = vec![karpenter_aws::nodeclass::StatusSecurityGroup {
