@@ -5,9 +5,9 @@
 //!   Identity, IMDS), checks EC2 connectivity (DescribeInstanceTypes dry run) and returns
 //!   `karpenter_aws::sdk::provider::AwsCloudProvider`.
 //! - [`AwsProvider`]'s [`Provider::start`] starts, all on the leader only, the node-class loop (every EC2NodeClass resolved through EC2, SSM and IAM
-//!   every minute, with the dry-run permission checks unless `DISABLE_DRY_RUN=true`; the status
+//!   every minute and at once when a class is created, changed or deleted, with the dry-run permission checks unless `DISABLE_DRY_RUN=true`; the status
 //!   written; the provider reads the resolved classes; a deleted
-//!   class's launch templates deleted), the housekeeping (this
+//!   class's launch templates and instance profile deleted), the housekeeping (this
 //!   cluster's launch templates found at start, unused ones deleted every minute, managed
 //!   instance profiles of gone classes garbage-collected every 30 minutes), the price refresh
 //!   (on-demand from the Price List API unless `ISOLATED_VPC=true` or in a `us-gov` region,
@@ -213,12 +213,16 @@ fn ec2nodeclass_api(client: &Client) -> Api<DynamicObject> {
 
 async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
     let ProviderContext {
+        caches,
         mut leading,
         mut shutdown,
         leadership,
         ..
     } = ctx;
     let api = ec2nodeclass_api(&rt.client);
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let watch = tokio::spawn(class_changes(api.clone(), Arc::clone(&wake)));
+    let _stop_watch = AbortOnDrop(watch);
     loop {
         if !until_leading(&mut leading, &mut shutdown).await {
             return;
@@ -265,40 +269,120 @@ async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
                     }
                     seen.insert(name, class);
                 }
-                let gone: Vec<String> = {
+                let gone: Vec<EC2NodeClass> = {
                     let mut store = rt
                         .store
                         .write()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                     let gone = store
-                        .keys()
-                        .filter(|k| !seen.contains_key(*k))
-                        .cloned()
+                        .iter()
+                        .filter(|(k, _)| !seen.contains_key(*k))
+                        .map(|(_, c)| c.clone())
                         .collect();
                     *store = seen;
                     gone
                 };
-                // A deleted class's launch templates go with it (upstream's finalizer step;
-                // its instance profile goes with the next garbage collection).
+                // A deleted class's launch templates and instance profile go with it
+                // (upstream's finalizer steps).
                 if leadership.is_leading() {
-                    for name in gone {
-                        match rt.provider.delete_class_launch_templates(&name).await {
-                            Ok(deleted) => {
-                                tracing::info!(controller = "nodeclass", nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
-                            }
-                            Err(e) => {
-                                tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting launch templates")
-                            }
-                        }
+                    let in_use = profiles_in_use(&caches);
+                    for class in gone {
+                        class_deleted(&rt, &class, &in_use).await;
                     }
                 }
             }
             Err(e) => tracing::warn!(error = %e, "listing EC2NodeClasses"),
         }
-        if !pause(NODE_CLASS_INTERVAL, &mut shutdown).await {
-            return;
+        // Every minute, and at once when a class is created, changed or deleted.
+        tokio::select! {
+            _ = tokio::time::sleep(NODE_CLASS_INTERVAL) => {}
+            _ = wake.notified() => {}
+            _ = shutdown.wait_for(|s| *s) => return,
         }
     }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether a watch event calls for a node-class pass: a class seen for the first time, a new
+/// generation (a spec change; the loop's own status writes keep the generation), or a
+/// deletion. `generations` is what was seen so far.
+fn class_changed(
+    generations: &mut BTreeMap<String, Option<i64>>,
+    name: &str,
+    generation: Option<i64>,
+    deleted: bool,
+) -> bool {
+    if deleted {
+        return generations.remove(name).is_some();
+    }
+    generations.insert(name.to_string(), generation) != Some(generation)
+}
+
+/// Wakes the node-class loop when an EC2NodeClass is created, changed or deleted, as
+/// upstream's node-class controller reconciles on watch events.
+async fn class_changes(api: Api<DynamicObject>, wake: Arc<tokio::sync::Notify>) {
+    use futures::StreamExt;
+    use kube::runtime::WatchStreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let mut generations = BTreeMap::new();
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = stream.next().await {
+        let (obj, deleted) = match event {
+            Ok(Event::Apply(o) | Event::InitApply(o)) => (o, false),
+            Ok(Event::Delete(o)) => (o, true),
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::debug!(error = %e, "watching EC2NodeClasses");
+                continue;
+            }
+        };
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        if class_changed(&mut generations, &name, obj.metadata.generation, deleted) {
+            wake.notify_one();
+        }
+    }
+}
+
+/// What a deleted EC2NodeClass leaves: its launch templates are deleted, and its managed
+/// instance profile too unless a NodeClaim still names it (then the garbage collection takes
+/// it once the NodeClaim is gone).
+async fn class_deleted(rt: &AwsProvider, class: &EC2NodeClass, in_use: &BTreeSet<String>) {
+    let name = class.name();
+    match rt.provider.delete_class_launch_templates(name).await {
+        Ok(deleted) => {
+            tracing::info!(controller = "nodeclass", nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
+        }
+        Err(e) => tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting launch templates"),
+    }
+    if let Some(profile) = class_profile_to_keep(class, in_use) {
+        tracing::info!(controller = "nodeclass", nodeclass = %name, profile = %profile, "the instance profile of a deleted EC2NodeClass is still in use; the garbage collection deletes it later");
+        return;
+    }
+    match rt.resolver.delete_instance_profile(class).await {
+        Ok(()) => {
+            tracing::info!(controller = "nodeclass", nodeclass = %name, "deleted the instance profile of a deleted EC2NodeClass")
+        }
+        Err(e) => tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting the instance profile"),
+    }
+}
+
+/// The instance profile of a deleted class that a NodeClaim still names (`in_use`), if any.
+fn class_profile_to_keep(class: &EC2NodeClass, in_use: &BTreeSet<String>) -> Option<String> {
+    class
+        .status
+        .instance_profile
+        .clone()
+        .filter(|p| in_use.contains(p))
 }
 
 /// The instance profiles live NodeClaims launched with (their
@@ -851,6 +935,34 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.contains("NodeClaim a was not seen"), "{err}");
+    }
+
+    #[test]
+    fn a_deleted_class_keeps_its_profile_only_while_a_nodeclaim_names_it() {
+        let mut class = EC2NodeClass::from_json_value(serde_json::json!({
+            "apiVersion": "karpenter.k8s.aws/v1",
+            "kind": "EC2NodeClass",
+            "metadata": {"name": "default"},
+            "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "r",
+                     "subnetSelectorTerms": [{"id": "subnet-1"}],
+                     "securityGroupSelectorTerms": [{"id": "sg-1"}]}
+        }))
+        .unwrap();
+        class.status.instance_profile = Some("c_1".into());
+        let used: BTreeSet<String> = ["c_1".to_string()].into();
+        assert_eq!(class_profile_to_keep(&class, &used), Some("c_1".into()));
+        assert_eq!(class_profile_to_keep(&class, &BTreeSet::new()), None);
+    }
+
+    #[test]
+    fn only_new_changed_or_deleted_classes_wake_the_loop() {
+        let mut seen = BTreeMap::new();
+        assert!(class_changed(&mut seen, "a", Some(1), false));
+        // A status write keeps the generation.
+        assert!(!class_changed(&mut seen, "a", Some(1), false));
+        assert!(class_changed(&mut seen, "a", Some(2), false));
+        assert!(class_changed(&mut seen, "a", Some(2), true));
+        assert!(!class_changed(&mut seen, "a", Some(2), true));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! Expected plans live in `tests/expected/<scenario>.json`; run with `UPDATE_EXPECT=1` to
 //! regenerate them after an intended change, and review the diff.
 
+#[cfg(feature = "aws")]
+mod aws_e2e;
 mod chart;
 mod crds;
 mod dumps;

@@ -21,6 +21,10 @@ pub mod nodeclass;
 pub mod pricing;
 pub mod provider;
 
+/// The SDK crates this shell is built on, re-exported so that embedders and tests name the
+/// same versions (request and response types, `Credentials`).
+pub use {aws_credential_types, aws_sdk_ec2, aws_sdk_eks, aws_sdk_iam, aws_sdk_sqs, aws_sdk_ssm};
+
 use std::time::Duration;
 
 use aws_config::BehaviorVersion;

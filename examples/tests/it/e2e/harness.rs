@@ -326,6 +326,20 @@ impl Controller {
         identity: &str,
         extra: &[&str],
     ) -> Controller {
+        Controller::start_command_env(env, bin, lead, identity, extra, &[])
+    }
+
+    /// [`Controller::start_command`] with the environment variables `vars` (the AWS mode's
+    /// settings); with any, nothing else of the test's environment but `PATH`, `HOME` and
+    /// `RUST_BACKTRACE` is passed on.
+    pub fn start_command_env(
+        env: &Env,
+        bin: &std::path::Path,
+        lead: &[&str],
+        identity: &str,
+        extra: &[&str],
+        vars: &[(String, String)],
+    ) -> Controller {
         let metrics_port = free_port();
         let probe_port = free_port();
         let dir = std::env::temp_dir().join("karpenter-rs-e2e");
@@ -333,7 +347,17 @@ impl Controller {
         let log = dir.join(format!("{identity}.log"));
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let child = Command::new(bin)
+        let mut command = Command::new(bin);
+        if !vars.is_empty() {
+            // Only the given settings: no AWS_* (or other) variable of the test's environment.
+            command.env_clear();
+            for keep in ["PATH", "HOME", "RUST_BACKTRACE"] {
+                if let Some(v) = std::env::var_os(keep) {
+                    command.env(keep, v);
+                }
+            }
+        }
+        let child = command
             .args(lead)
             .arg("--kubeconfig")
             .arg(&env.controller)
@@ -345,6 +369,7 @@ impl Controller {
             .args(["--log-level", "debug"])
             .args(extra)
             .env_remove("KUBECONFIG")
+            .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()

@@ -15,7 +15,7 @@
 //! Deployments), which works either way (`KCP_CONTROLLER_MANAGER=0` in up.sh).
 
 mod faults;
-mod harness;
+pub(crate) mod harness;
 mod kubectl;
 mod memory;
 mod scenarios;

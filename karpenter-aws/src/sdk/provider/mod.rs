@@ -693,9 +693,14 @@ impl CloudProvider for AwsCloudProvider {
         node_pool: &NodePool,
     ) -> Result<Vec<Arc<InstanceType>>, CloudProviderError> {
         let name = &node_pool.spec.template.spec.node_class_ref.name;
-        match self.class(name) {
+        // A class the node-class loop has not resolved yet is not ready (rather than a pool
+        // without instance types): the operator asks again soon instead of at the next
+        // refresh, minutes later.
+        match self.class(name).filter(|c| !c.status.is_empty()) {
             Some(class) => self.instance_types_for_class(&class).await,
-            None => Ok(Vec::new()),
+            None => Err(CloudProviderError::node_class_not_ready(format!(
+                "EC2NodeClass {name} is not resolved yet"
+            ))),
         }
     }
 

@@ -17,4 +17,5 @@ mod inject;
 mod interruption;
 mod profiles;
 mod provider;
+mod standins;
 mod tagging;

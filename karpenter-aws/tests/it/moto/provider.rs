@@ -256,14 +256,9 @@ async fn create_get_list_drift_delete() {
     want.sort();
     assert_eq!(ids, want);
 
-    // Drift. moto starts fleet instances in the VPC's default security group, not the launch
-    // template's, so the instance's groups differ from the class's: SecurityGroupDrift.
-    assert_eq!(
-        provider.is_drifted(&launched).await.unwrap().as_deref(),
-        Some("SecurityGroupDrift")
-    );
-    // With the status listing the instance's actual groups there is no drift; a changed
-    // static field → NodeClassDrift; an AMI the status no longer lists → AMIDrift.
+    // Drift. The instance runs in the launch template's security groups, the class's
+    // (scripts/moto/server.py gives a fleet instance its template's network-interface groups,
+    // as EC2 does): no drift; a status listing other groups → SecurityGroupDrift.
     let mut actual: Vec<String> = inst
         .network_interfaces()
         .iter()
@@ -273,11 +268,23 @@ async fn create_get_list_drift_delete() {
         .collect();
     actual.sort();
     actual.dedup();
-    let mut class = class;
-    class.status.security_groups = actual
-        .into_iter()
-        .map(|id| karpenter_aws::nodeclass::StatusSecurityGroup { id, name: None })
-        .collect();
+    assert_eq!(actual, std::slice::from_ref(&cluster.security_group));
+    assert_eq!(provider.is_drifted(&launched).await.unwrap(), None);
+    let mut other = class.clone();
+    other.status.security_groups = vec![karpenter_aws::nodeclass::StatusSecurityGroup {
+        id: "sg-0123456789abcdef0".into(),
+        name: None,
+    }];
+    provider
+        .node_classes()
+        .write()
+        .unwrap()
+        .insert("default".into(), other);
+    assert_eq!(
+        provider.is_drifted(&launched).await.unwrap().as_deref(),
+        Some("SecurityGroupDrift")
+    );
+    // A changed static field → NodeClassDrift; an AMI the status no longer lists → AMIDrift.
     provider
         .node_classes()
         .write()
