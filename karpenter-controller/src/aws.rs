@@ -362,7 +362,9 @@ async fn class_deleted(rt: &AwsProvider, class: &EC2NodeClass, in_use: &BTreeSet
         Ok(deleted) => {
             tracing::info!(controller = "nodeclass", nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
         }
-        Err(e) => tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting launch templates"),
+        Err(e) => {
+            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting launch templates")
+        }
     }
     if let Some(profile) = class_profile_to_keep(class, in_use) {
         tracing::info!(controller = "nodeclass", nodeclass = %name, profile = %profile, "the instance profile of a deleted EC2NodeClass is still in use; the garbage collection deletes it later");
@@ -372,7 +374,9 @@ async fn class_deleted(rt: &AwsProvider, class: &EC2NodeClass, in_use: &BTreeSet
         Ok(()) => {
             tracing::info!(controller = "nodeclass", nodeclass = %name, "deleted the instance profile of a deleted EC2NodeClass")
         }
-        Err(e) => tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting the instance profile"),
+        Err(e) => {
+            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting the instance profile")
+        }
     }
 }
 
