@@ -54,7 +54,8 @@ async fn provider(
                 Api::<Node>::all(client),
                 types,
                 catalog.policy.clone(),
-            );
+            )
+            .with_instance_names(args.fake_instance_names);
             Ok(Box::new(PlainProvider::new(Arc::new(cloud))))
         }
         CloudProviderKind::Kwok => {

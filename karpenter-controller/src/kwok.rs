@@ -34,6 +34,8 @@ use karpenter_core::taints::{Taint, TaintEffect};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams};
 
+use crate::settings::FakeInstanceNames;
+
 /// The annotation kwok selects the Nodes it plays the kubelet of by.
 pub const KWOK_ANNOTATION: &str = "kwok.x-k8s.io/node";
 /// Its value.
@@ -50,6 +52,7 @@ pub struct KwokCloudProvider {
     nodes: Api<core::Node>,
     instance_types: Vec<Arc<InstanceType>>,
     policy: LabelPolicy,
+    names: FakeInstanceNames,
 }
 
 impl KwokCloudProvider {
@@ -63,8 +66,43 @@ impl KwokCloudProvider {
             nodes,
             instance_types,
             policy,
+            names: FakeInstanceNames::Claim,
         }
     }
+
+    /// How launched instances are named: after the NodeClaim (the default; a retried launch
+    /// finds its Node) or a new name per launch, as a real cloud's instance ids are.
+    pub fn with_instance_names(mut self, names: FakeInstanceNames) -> Self {
+        self.names = names;
+        self
+    }
+}
+
+/// A name no other launch has: the NodeClaim's name, then the launch's time in nanoseconds
+/// and a per-process counter (both in base 36), unique across restarts of the controller.
+fn unique_instance_name(claim: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    format!("{claim}-{}{}", base36(nanos), base36(u128::from(n)))
+}
+
+fn base36(mut v: u128) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(v % 36) as usize]);
+        v /= 36;
+        if v == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
 }
 
 pub(crate) fn quantities(list: &ResourceList) -> BTreeMap<String, K8sQuantity> {
@@ -82,11 +120,22 @@ pub(crate) fn k8s_taint(t: &Taint) -> core::Taint {
     }
 }
 
-/// The Node a launch of `claim` as `instance_type` (offering index `offering`) creates.
+/// The Node a launch of `claim` as `instance_type` (offering index `offering`) creates, named
+/// after the NodeClaim.
 pub fn node_for_launch(
     claim: &NodeClaim,
     instance_type: &InstanceType,
     offering: usize,
+) -> Result<core::Node, CloudProviderError> {
+    node_for_launch_named(claim, instance_type, offering, claim.name())
+}
+
+/// [`node_for_launch`] with the Node (and provider id) named `name`.
+pub fn node_for_launch_named(
+    claim: &NodeClaim,
+    instance_type: &InstanceType,
+    offering: usize,
+    name: &str,
 ) -> Result<core::Node, CloudProviderError> {
     let Some(offer) = instance_type.offerings.get(offering) else {
         return Err(CloudProviderError::other(format!(
@@ -94,7 +143,7 @@ pub fn node_for_launch(
             instance_type.name()
         )));
     };
-    let name = claim.name().to_string();
+    let name = name.to_string();
     let requirements = Requirements::from_node_selector_requirements(claim.spec.requirements());
     let mut node_labels = launch_labels(
         instance_type,
@@ -207,12 +256,14 @@ pub fn node_name(provider_id: &str) -> Option<&str> {
 impl CloudProvider for KwokCloudProvider {
     async fn create(&self, node_claim: &NodeClaim) -> Result<NodeClaim, CloudProviderError> {
         let name = node_claim.name();
-        // A launch retried (after a crash, or a lost response) finds its Node.
-        if let Some(existing) = self
-            .nodes
-            .get_opt(name)
-            .await
-            .map_err(|e| api_error("create", e))?
+        // A launch retried (after a crash, or a lost response) finds its Node, unless every
+        // launch is a new instance.
+        if self.names == FakeInstanceNames::Claim
+            && let Some(existing) = self
+                .nodes
+                .get_opt(name)
+                .await
+                .map_err(|e| api_error("create", e))?
             && let Some(launched) = claim_from_node(&existing)
         {
             return Ok(merge_launch(node_claim, launched));
@@ -232,12 +283,16 @@ impl CloudProvider for KwokCloudProvider {
             ));
         };
         let it = &self.instance_types[choice.instance_type];
-        let node = node_for_launch(node_claim, it, choice.offering)?;
+        let node_name = match self.names {
+            FakeInstanceNames::Claim => name.to_string(),
+            FakeInstanceNames::Unique => unique_instance_name(name),
+        };
+        let node = node_for_launch_named(node_claim, it, choice.offering, &node_name)?;
         let created = match self.nodes.create(&PostParams::default(), &node).await {
             Ok(n) => n,
             Err(kube::Error::Api(s)) if s.code == 409 => self
                 .nodes
-                .get(name)
+                .get(&node_name)
                 .await
                 .map_err(|e| api_error("create", e))?,
             Err(e) => return Err(api_error("create", e)),
@@ -354,6 +409,32 @@ mod tests {
             .labels
             .insert(labels::NODEPOOL.to_string(), "default".to_string());
         c
+    }
+
+    #[test]
+    fn unique_instance_names_differ_per_launch_and_name_the_provider_id() {
+        let types = karpenter_fake::catalog::instance_types(5);
+        let c = claim();
+        let (a, b) = (
+            unique_instance_name(c.name()),
+            unique_instance_name(c.name()),
+        );
+        assert_ne!(a, b);
+        assert!(a.starts_with("default-abcde-") && a.len() > "default-abcde-".len());
+        let node = node_for_launch_named(&c, &types[0], 0, &a).unwrap();
+        assert_eq!(node.metadata.name.as_deref(), Some(a.as_str()));
+        let launched = launched_claim(&c, &node).unwrap();
+        assert_eq!(
+            launched.name(),
+            "default-abcde",
+            "the request keeps its name"
+        );
+        assert_eq!(
+            launched.status.provider_id.as_deref(),
+            Some(format!("kwok://{a}").as_str())
+        );
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(36 * 36 + 35), "10z");
     }
 
     #[test]

@@ -20,6 +20,20 @@ pub enum CloudProviderKind {
     Kwok,
 }
 
+/// How the fake provider names the instances (kwok Nodes) it launches
+/// (`--fake-instance-names`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum FakeInstanceNames {
+    /// After the NodeClaim, as upstream's kwok provider does: a launch retried after a crash
+    /// finds the Node it already made.
+    #[default]
+    Claim,
+    /// A new name for every launch (`<nodeclaim>-<suffix>`), as a real cloud's instance ids:
+    /// a launch retried after a crash makes a second instance, which garbage collection must
+    /// find and terminate. For fault tests of the controller.
+    Unique,
+}
+
 /// Log levels (`LOG_LEVEL`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogLevel {
@@ -58,6 +72,17 @@ pub struct ControllerArgs {
     /// catalog file (as `karpenter plan --catalog`). Not read by kwok, whose catalog is fixed.
     #[arg(long, env = "CATALOG", value_name = "SPEC", default_value = "aws")]
     pub catalog: String,
+    /// How the fake provider names its instances: claim (after the NodeClaim, so a retried
+    /// launch finds its instance, as upstream's kwok provider) or unique (a new name per launch,
+    /// like a real cloud's instance ids). Not read by aws or kwok.
+    #[arg(
+        long,
+        env = "FAKE_INSTANCE_NAMES",
+        value_enum,
+        value_name = "NAMING",
+        default_value = "claim"
+    )]
+    pub fake_instance_names: FakeInstanceNames,
     /// A kubeconfig file. Default: as kubectl (KUBECONFIG, ~/.kube/config, then the in-cluster
     /// service account).
     #[arg(long, value_name = "PATH")]

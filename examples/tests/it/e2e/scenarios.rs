@@ -265,7 +265,7 @@ fn a_missing_lease_namespace_is_a_clear_error_at_start() {
 // ---------------------------------------------------------------------------------------------
 
 /// Waits until every pod of `test` is bound (by kube-scheduler) and Running (by kwok).
-async fn all_running(client: &kube::Client, test: &str, n: usize, timeout: Duration) {
+pub(super) async fn all_running(client: &kube::Client, test: &str, n: usize, timeout: Duration) {
     wait_for(
         &format!("{n} pods of {test} bound and Running"),
         timeout,
@@ -948,6 +948,11 @@ fn a_do_not_disrupt_pod_holds_its_node() {
     });
 }
 
+/// A controller killed once mid-launch and restarted under another identity (after the
+/// Lease expires) finishes the scale-up. The fake provider names instances after their
+/// NodeClaims here, so a retried launch finds its instance; with a provider whose every launch
+/// is a new instance, duplicates and leaks are the subject of
+/// `faults::the_controller_killed_at_random_points_of_a_scale_up_leaks_no_instance`.
 #[test]
 #[ignore = "needs the loopback control plane: scripts/test starts it and runs these with --ignored"]
 fn a_controller_killed_mid_launch_restarts_without_duplicates_or_leaks() {
