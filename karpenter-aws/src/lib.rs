@@ -36,6 +36,7 @@ pub mod interruption;
 pub mod launch;
 mod network;
 pub mod nodeclass;
+pub mod placement;
 pub mod pricing;
 pub mod resolve;
 #[cfg(feature = "sdk")]

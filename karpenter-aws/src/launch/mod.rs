@@ -15,6 +15,7 @@ use crate::nodeclass::hash::{canonical, fnv1a64};
 
 mod devices;
 pub mod registered;
+pub mod template;
 pub use devices::{
     DEFAULT_VOLUME_TYPE, block_device_mappings, default_block_device_mappings, volume_size_gib,
 };

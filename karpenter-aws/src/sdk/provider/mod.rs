@@ -196,6 +196,7 @@ pub struct AwsCloudProvider {
     types: Mutex<BTreeMap<String, TypesEntry>>,
     unavailable: Mutex<UnavailableOfferings>,
     launch_templates: Mutex<BTreeMap<String, Instant>>,
+    placement_groups: Mutex<BTreeMap<String, (Instant, crate::placement::PlacementGroup)>>,
     launch_template_lock: tokio::sync::Mutex<()>,
     fleet_batches: Arc<Mutex<HashMap<String, FleetBucket>>>,
     describe_batcher: batch::IdBatcher<ec2::Instance>,
@@ -261,6 +262,7 @@ impl AwsCloudProvider {
             types: Mutex::new(BTreeMap::new()),
             unavailable: Mutex::new(UnavailableOfferings::new()),
             launch_templates: Mutex::new(BTreeMap::new()),
+            placement_groups: Mutex::new(BTreeMap::new()),
             launch_template_lock: tokio::sync::Mutex::new(()),
             fleet_batches: Arc::new(Mutex::new(HashMap::new())),
             describe_batcher: batch::IdBatcher::new(
@@ -307,6 +309,14 @@ impl AwsCloudProvider {
             &[],
             jiff::Timestamp::now(),
         )
+    }
+
+    /// An IPv6 cluster: its service CIDR is IPv6 (upstream's IP family).
+    fn ipv6(&self) -> bool {
+        self.options
+            .cluster_cidr
+            .as_deref()
+            .is_some_and(|c| c.contains(':'))
     }
 
     fn class(&self, name: &str) -> Option<EC2NodeClass> {
@@ -381,10 +391,12 @@ mod batch;
 mod fleet;
 mod housekeeping;
 mod instances;
+mod placement;
 mod types;
 
 pub(crate) use fleet::launch_template_data;
 pub use housekeeping::{LAUNCH_TEMPLATE_PREFIX, PRICE_REFRESH_INTERVAL};
+pub use placement::PLACEMENT_GROUP_TTL;
 
 #[async_trait]
 impl CloudProvider for AwsCloudProvider {
@@ -478,16 +490,48 @@ impl CloudProvider for AwsCloudProvider {
             &pool,
             class.name(),
         );
+        let placement_group = self.placement_group(&class).await?;
+        let placement = placement_group
+            .as_ref()
+            .map(|g| crate::launch::template::Placement {
+                group_id: g.id.clone(),
+                partition_number: g.partition_for(&requirements),
+            });
+        // A NodeClaim that requests EFA gets one template per EFA count: each interface is
+        // created on its own network card (upstream's grouping).
+        let wants_efa = requests.contains_key(crate::catalog::resources::EFA);
         let mut templates = Vec::new();
         for (image_id, instance_types) in by_ami {
-            let name = self
-                .ensure_launch_template(&class, node_claim, &image_id, &tags)
-                .await?;
-            templates.push(TemplateRef {
-                name,
-                image_id,
-                instance_types,
-            });
+            let mut by_efa: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+            for t in instance_types {
+                let efa = if wants_efa {
+                    types.iter().find(|it| it.name() == t).map_or(0, |it| {
+                        it.capacity()
+                            .get_or_zero(crate::catalog::resources::EFA)
+                            .value()
+                    })
+                } else {
+                    0
+                };
+                by_efa.entry(efa).or_default().push(t);
+            }
+            for (efa_count, instance_types) in by_efa {
+                let params = crate::launch::template::TemplateParams {
+                    image_id: image_id.clone(),
+                    tags: tags.clone(),
+                    efa_count,
+                    placement: placement.clone(),
+                    ..Default::default()
+                };
+                let name = self
+                    .ensure_launch_template(&class, node_claim, params)
+                    .await?;
+                templates.push(TemplateRef {
+                    name,
+                    image_id: image_id.clone(),
+                    instance_types,
+                });
+            }
         }
         let subnets: Vec<crate::resolve::SubnetInfo> = class
             .status
@@ -592,6 +636,17 @@ impl CloudProvider for AwsCloudProvider {
             Some(id) => launched.metadata.labels.insert(ZONE_ID.into(), id.clone()),
             None => launched.metadata.labels.remove(ZONE_ID),
         };
+        if let (Some(g), Some(p)) = (&placement_group, &placement) {
+            let labels = &mut launched.metadata.labels;
+            labels.insert(crate::placement::PLACEMENT_GROUP_ID.into(), g.id.clone());
+            labels.remove(crate::placement::PLACEMENT_GROUP_PARTITION);
+            if let Some(n) = p.partition_number {
+                labels.insert(
+                    crate::placement::PLACEMENT_GROUP_PARTITION.into(),
+                    n.to_string(),
+                );
+            }
+        }
         for (k, v) in drift::hash_annotations(&class) {
             launched.metadata.annotations.insert(k.to_string(), v);
         }
@@ -775,7 +830,11 @@ impl CloudProvider for AwsCloudProvider {
     fn well_known_labels(&self) -> Vec<String> {
         crate::catalog::labels::WELL_KNOWN
             .iter()
-            .chain([&ZONE_ID])
+            .chain([
+                &ZONE_ID,
+                &crate::placement::PLACEMENT_GROUP_ID,
+                &crate::placement::PLACEMENT_GROUP_PARTITION,
+            ])
             .map(|s| s.to_string())
             .collect()
     }

@@ -184,12 +184,14 @@ impl AwsCloudProvider {
             spot_price_factor: UPSTREAM_FALLBACK_SPOT_PRICE_FACTOR,
             ..AwsCatalogOptions::default()
         };
-        let opts = class.catalog_options(&base).map_err(|e| {
+        let mut opts = class.catalog_options(&base).map_err(|e| {
             CloudProviderError::node_class_not_ready(format!("EC2NodeClass {name}: {e}"))
         })?;
+        let placement_group = self.placement_group(class).await?;
+        opts.placement_group_strategy = placement_group.as_ref().map(|g| g.strategy.clone());
         let zone_ids = zone_ids(class);
         let key = format!(
-            "{zone_ids:?}|{zones:?}|{:?}|{opts:?}",
+            "{zone_ids:?}|{zones:?}|{:?}|{opts:?}|{placement_group:?}",
             class.status.amis.iter().map(|a| &a.id).collect::<Vec<_>>()
         );
         let cached = {
@@ -202,7 +204,15 @@ impl AwsCloudProvider {
         let types = match cached {
             Some(t) => t,
             None => {
-                let built = self.build_types(&data, &zones, &zone_ids, &opts)?;
+                let mut built = self.build_types(&data, &zones, &zone_ids, &opts)?;
+                if let Some(g) = &placement_group {
+                    for it in &mut built {
+                        let t = Arc::make_mut(it);
+                        for r in g.requirements() {
+                            t.add_requirement(r);
+                        }
+                    }
+                }
                 lock(&self.types).insert(
                     name,
                     TypesEntry {

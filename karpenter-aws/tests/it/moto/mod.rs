@@ -15,6 +15,7 @@ mod env;
 mod housekeeping;
 mod inject;
 mod interruption;
+mod launch_fields;
 mod profiles;
 mod provider;
 mod tagging;
