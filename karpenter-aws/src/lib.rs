@@ -38,6 +38,7 @@ mod network;
 pub mod nodeclass;
 pub mod placement;
 pub mod pricing;
+pub mod reservation;
 pub mod resolve;
 #[cfg(feature = "sdk")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sdk")))]
