@@ -194,9 +194,14 @@ def create_capacity_reservation(self):
 
 
 def _end(value):
-    if value is None or isinstance(value, datetime.datetime):
-        return value
-    return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    """EndDate as an aware datetime (moto hands timestamps over naive, in UTC)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime.datetime):
+        value = datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value
 
 
 def _reservation_view(r, now):

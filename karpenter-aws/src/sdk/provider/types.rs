@@ -224,7 +224,7 @@ impl AwsCloudProvider {
                 built
             }
         };
-        Ok(self.apply_unavailable(types))
+        Ok(self.apply_unavailable(self.apply_reservations(types, class)))
     }
 
     pub(super) fn build_types(
@@ -266,6 +266,11 @@ impl AwsCloudProvider {
             let mut converted = it.to_instance_type().map_err(|e| {
                 CloudProviderError::other(format!("instance type {}: {e}", it.name))
             })?;
+            // Spot and on-demand offerings never carry the reservation labels (upstream).
+            converted.offerings = std::mem::take(&mut converted.offerings)
+                .into_iter()
+                .map(crate::reservation::without_reservation)
+                .collect();
             // `topology.k8s.aws/zone-id`: the ids of the zones the type is offered in, from
             // the class's subnets (upstream takes them from there too; the catalog has no
             // subnets, so the provider adds the requirement).

@@ -18,4 +18,5 @@ mod interruption;
 mod launch_fields;
 mod profiles;
 mod provider;
+mod reservations;
 mod tagging;
