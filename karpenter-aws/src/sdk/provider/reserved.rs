@@ -46,7 +46,33 @@ impl AwsCloudProvider {
             let extra = reservation::offerings(reservations, it.name(), on_demand, &zones, |id| {
                 availability.available(id)
             });
-            Arc::make_mut(it).offerings.extend(extra);
+            if extra.is_empty() {
+                continue;
+            }
+            // The type's capacity-type requirement (computed from its offerings when it was
+            // built) gains `reserved`, as upstream's types list the reserved capacity type.
+            let mut requirements = it.requirements().clone();
+            if let Some(ct) = requirements.get(karpenter_core::labels::CAPACITY_TYPE)
+                && !ct.has(karpenter_core::labels::CAPACITY_TYPE_RESERVED)
+            {
+                let mut values: Vec<String> = ct.values().map(str::to_string).collect();
+                values.push(karpenter_core::labels::CAPACITY_TYPE_RESERVED.to_string());
+                requirements.remove(karpenter_core::labels::CAPACITY_TYPE);
+                requirements.add(karpenter_core::requirements::Requirement::new(
+                    karpenter_core::labels::CAPACITY_TYPE,
+                    karpenter_core::requirements::Operator::In,
+                    values,
+                ));
+            }
+            let mut offerings = it.offerings.clone();
+            offerings.extend(extra);
+            *it = Arc::new(InstanceType::new(
+                it.name(),
+                requirements,
+                offerings,
+                it.capacity().clone(),
+                it.overhead().clone(),
+            ));
         }
         types
     }

@@ -295,3 +295,89 @@ async fn launches_go_into_the_selected_reservation_until_it_is_used_up() {
         ]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs moto (scripts/moto/install.sh): scripts/test runs these with --ignored"]
+async fn the_scheduler_places_a_pod_selecting_a_reservation_into_it_and_capacity_errors_empty_it() {
+    use karpenter_core::launch::to_node_claim;
+    use karpenter_core::prelude::*;
+
+    use super::inject::{self, Faults};
+
+    let faults = std::sync::Arc::new(Faults::default());
+    let clients = clients(Some(inject::client(std::sync::Arc::clone(&faults)))).await;
+    let cluster = Cluster::create(&cluster_name("resched"), clients).await;
+    let odcr = reserve(&cluster, "m5.large", "us-east-1b", 3, None, &[]).await;
+    let mut v = serde_json::to_value(cluster.node_class("reserved")).unwrap();
+    v["spec"]["capacityReservationSelectorTerms"] = serde_json::json!([{"id": odcr}]);
+    let class = EC2NodeClass::from_json_value(v).unwrap();
+    class.validate().unwrap();
+    let provider = cluster.provider(Vec::new());
+    resolve_into(&cluster, &provider, class).await;
+
+    let mut spec = NodeClaimTemplateSpec::new(NodeClassReference::new(
+        "karpenter.k8s.aws",
+        "EC2NodeClass",
+        "reserved",
+    ));
+    spec.requirements = Some(vec![
+        NodeSelectorRequirement::new(
+            "node.kubernetes.io/instance-type",
+            Operator::In,
+            ["m5.large", "c5.large"],
+        ),
+        NodeSelectorRequirement::new(
+            "karpenter.sh/capacity-type",
+            Operator::In,
+            ["reserved", "on-demand"],
+        ),
+    ]);
+    let pool = NodePool::new("default", NodePoolSpec::new(NodeClaimTemplate::new(spec)));
+    let options = SchedulerOptions::for_provider(&*provider);
+    let types = provider.instance_types(&pool).await.unwrap();
+    // A pod selecting the reservation's type label can only go into a reservation.
+    let pod = Pod::new("default", "train")
+        .with_requests([("cpu", Quantity::from_units(1))])
+        .with_node_selector([(CAPACITY_RESERVATION_TYPE, "default")]);
+    let input = SchedulingInput::new()
+        .with_node_pools(vec![NodePoolInput::from_nodepool(&pool, types)])
+        .with_pods(vec![pod]);
+    let results = solve(&input, &options);
+    assert_eq!(results.new_node_claims.len(), 1, "{:?}", results.pod_errors);
+    let planned = &results.new_node_claims[0];
+    assert_eq!(planned.reservation_ids, std::slice::from_ref(&odcr));
+    let mut nc = to_node_claim(planned, &pool, &options.label_policy);
+    nc.metadata.name = Some("resched-a".into());
+    let launched = provider.create(&nc).await.unwrap_or_else(|e| {
+        panic!(
+            "{e}: injected {} counters {:?}",
+            faults.injected.lock().unwrap(),
+            provider.counters().snapshot()
+        )
+    });
+    let l = &launched.metadata.labels;
+    assert_eq!(l["karpenter.sh/capacity-type"], "reserved");
+    assert_eq!(l[CAPACITY_RESERVATION_ID], odcr);
+    assert_eq!(l[CAPACITY_RESERVATION_TYPE], "default");
+    assert_eq!(l["topology.kubernetes.io/zone"], "us-east-1b");
+
+    // EC2 has no capacity left in it after all: the reservation offers nothing any more, and
+    // the m5.large on-demand pool is not marked unavailable for it.
+    faults.exhausted.lock().unwrap().insert("m5.large".into());
+    let mut again = nc.clone();
+    again.metadata.name = Some("resched-b".into());
+    let err = provider.create(&again).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            karpenter_core::cloud::CloudProviderError::InsufficientCapacity { .. }
+        ),
+        "{err:?}"
+    );
+    let types = provider.instance_types(&pool).await.unwrap();
+    let m5 = types.iter().find(|t| t.name() == "m5.large").unwrap();
+    let r = m5.offerings.iter().find(|o| o.is_reserved()).unwrap();
+    assert_eq!((r.reservation_capacity, r.available), (0, false));
+    assert!(!provider.is_unavailable("on-demand", "m5.large", "us-east-1b"));
+    assert!(!provider.is_unavailable("reserved", "m5.large", "us-east-1b"));
+}
