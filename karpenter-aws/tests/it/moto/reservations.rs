@@ -381,3 +381,56 @@ async fn the_scheduler_places_a_pod_selecting_a_reservation_into_it_and_capacity
     assert!(!provider.is_unavailable("on-demand", "m5.large", "us-east-1b"));
     assert!(!provider.is_unavailable("reserved", "m5.large", "us-east-1b"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs moto (scripts/moto/install.sh): scripts/test runs these with --ignored"]
+async fn nodeclaims_reservations_are_described_by_id_and_expiring_blocks_found() {
+    use std::collections::BTreeMap;
+
+    use karpenter_aws::nodeclass::CapacityReservationSelectorTerm;
+    use karpenter_aws::reservation::{expiring_claims, status};
+    use karpenter_aws::sdk::reservation::{describe, lock, shared_availability};
+
+    let clients = clients(None).await;
+    let cluster = Cluster::create(&cluster_name("resexp"), clients).await;
+    let now = jiff::Timestamp::now();
+    let block = reserve(
+        &cluster,
+        "c5.large",
+        "us-east-1a",
+        2,
+        Some(now + jiff::SignedDuration::from_mins(20)),
+        &[
+            ("standin:reservation-type", "capacity-block"),
+            ("standin:available", "1"),
+        ],
+    )
+    .await;
+    let odcr = reserve(&cluster, "m5.large", "us-east-1a", 2, None, &[]).await;
+    // What the loop does with the NodeClaims' labels: describe each id (an id EC2 does not
+    // know is skipped, as upstream), sync the counts, delete the claims of expiring blocks.
+    let terms: Vec<CapacityReservationSelectorTerm> = [&block, &odcr, "cr-00000000000000000"]
+        .iter()
+        .map(|id| CapacityReservationSelectorTerm {
+            id: Some(id.to_string()),
+            ..Default::default()
+        })
+        .collect();
+    let availability = shared_availability();
+    let described = describe(&cluster.clients, &terms, &availability, now)
+        .await
+        .unwrap();
+    let mut ids: Vec<&str> = described.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    let mut want = vec![block.as_str(), odcr.as_str()];
+    want.sort();
+    assert_eq!(ids, want);
+    assert_eq!(lock(&availability).available(&block), 1);
+    assert_eq!(lock(&availability).available(&odcr), 2);
+    let st = status(&described, now);
+    let labelled =
+        |id: &str| BTreeMap::from([(CAPACITY_RESERVATION_ID.to_string(), id.to_string())]);
+    let (in_block, in_odcr) = (labelled(&block), labelled(&odcr));
+    let claims = [("gpu-a", &in_block, false), ("web-a", &in_odcr, false)];
+    assert_eq!(expiring_claims(claims, &st), ["gpu-a"]);
+}
