@@ -36,7 +36,9 @@ pub mod interruption;
 pub mod launch;
 mod network;
 pub mod nodeclass;
+pub mod placement;
 pub mod pricing;
+pub mod reservation;
 pub mod resolve;
 #[cfg(feature = "sdk")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sdk")))]

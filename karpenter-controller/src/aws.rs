@@ -17,7 +17,10 @@
 //!   `Input::Interruption` (the operator decides what they do); a message is deleted only once
 //!   its action is durable ([`OperatorHandoff`]: the NodeClaim delete shows in the watch
 //!   cache), or when it needs none, or when it is no interruption event (counted in
-//!   `karpenter_interruption_message_errors_total{error}` and logged once).
+//!   `karpenter_interruption_message_errors_total{error}` and logged once); a capacity
+//!   reservation interruption also leaves the reservation with nothing to offer until the next
+//!   describe. And the capacity-reservation loop ([`reservations`]): NodeClaims in expiring
+//!   capacity blocks deleted, those of ended reservations made `on-demand`.
 //!
 //! Settings beyond the shared flags, read from the environment as upstream's chart sets them:
 //! `AWS_REGION` (else the SDK's chain), `CLUSTER_CA_BUNDLE`, `CLUSTER_SERVICE_CIDR` (AL2023's
@@ -56,6 +59,8 @@ use crate::ControllerError;
 use crate::cluster::{Caches, Change, objects};
 use crate::provider::{Provider, ProviderContext};
 use crate::settings::ControllerArgs;
+
+pub mod reservations;
 
 /// How often every EC2NodeClass is resolved again.
 pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
@@ -155,7 +160,8 @@ impl AwsProvider {
         Ok(AwsProvider {
             client: client.clone(),
             resolver: NodeClassResolver::new(clients.clone(), &args.cluster_name, k8s)
-                .with_dry_run(!env_true("DISABLE_DRY_RUN")),
+                .with_dry_run(!env_true("DISABLE_DRY_RUN"))
+                .with_reservation_availability(provider.reservation_availability()),
             clients,
             provider: Arc::clone(&provider),
             store,
@@ -178,6 +184,10 @@ impl Provider for AwsProvider {
         tokio::spawn(housekeeping(Arc::clone(&runtime), ctx.clone()));
         tokio::spawn(prices(Arc::clone(&runtime), ctx.clone()));
         tokio::spawn(tagging(Arc::clone(&runtime), ctx.clone()));
+        tokio::spawn(reservations::reservations(
+            Arc::clone(&runtime),
+            ctx.clone(),
+        ));
         if runtime.queue.is_some() {
             tokio::spawn(interruptions(runtime, ctx));
         }
@@ -589,6 +599,7 @@ struct ClaimRef {
     name: String,
     provider_id: String,
     deleting: bool,
+    reservation: Option<String>,
 }
 
 /// Instance id → the NodeClaim launched as it, of every NodeClaim in the cache.
@@ -604,6 +615,10 @@ fn claims_by_instance(nodeclaims: &Store<KubeNodeClaim>) -> BTreeMap<String, Cla
                     name: c.metadata.name.clone().unwrap_or_default(),
                     provider_id: pid,
                     deleting: c.metadata.deletion_timestamp.is_some(),
+                    reservation: c.metadata.labels.as_ref().and_then(|l| {
+                        l.get(karpenter_aws::reservation::CAPACITY_RESERVATION_ID)
+                            .cloned()
+                    }),
                 },
             ))
         })
@@ -634,6 +649,7 @@ pub struct OperatorHandoff {
     changes: tokio::sync::mpsc::Sender<Change>,
     leadership: crate::leader::Leadership,
     wait: Duration,
+    reservations: Option<karpenter_aws::sdk::reservation::SharedAvailability>,
 }
 
 impl OperatorHandoff {
@@ -648,7 +664,18 @@ impl OperatorHandoff {
             changes,
             leadership,
             wait: INTERRUPTION_ACTION_WAIT,
+            reservations: None,
         }
+    }
+
+    /// The same handoff marking the reservation of a NodeClaim whose capacity reservation is
+    /// interrupted as having nothing left in `availability` (upstream).
+    pub fn with_reservations(
+        mut self,
+        availability: karpenter_aws::sdk::reservation::SharedAvailability,
+    ) -> Self {
+        self.reservations = Some(availability);
+        self
     }
 
     /// The same handoff with another confirmation wait.
@@ -677,6 +704,17 @@ impl InterruptionHandler for OperatorHandoff {
                 && !c.deleting
             {
                 awaited.push(c.name.clone());
+            }
+            if event.kind
+                == karpenter_core::operator::InterruptionKind::CapacityReservationInterrupted
+                && let (Some(a), Some(id)) = (
+                    &self.reservations,
+                    claims
+                        .get(&event.provider_id)
+                        .and_then(|c| c.reservation.as_ref()),
+                )
+            {
+                karpenter_aws::sdk::reservation::lock(a).mark_unavailable(id);
             }
             // The operator's channel is bounded: a full one holds the handoff back.
             self.changes
@@ -749,7 +787,8 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
         }
     };
     tracing::info!(queue = %queue.url(), "interruption handling on");
-    let handoff = OperatorHandoff::new(caches.nodeclaims.clone(), changes, leadership.clone());
+    let handoff = OperatorHandoff::new(caches.nodeclaims.clone(), changes, leadership.clone())
+        .with_reservations(rt.provider.reservation_availability());
     loop {
         // Only the leader receives messages: a follower's operator would drop the actions
         // they call for (and the handoff would keep them anyway).
@@ -980,6 +1019,7 @@ mod tests {
                 name: "a".into(),
                 provider_id: "aws:///us-east-1a/i-0abc".into(),
                 deleting: true,
+                reservation: None,
             })
         );
         assert!(deleting_or_gone(&reader, "a"));

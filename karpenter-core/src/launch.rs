@@ -218,7 +218,8 @@ pub fn choose_launch(
 /// The labels of a node launched as `instance_type` through `offering` (as upstream's fake provider, `fake.CloudProvider.Create`): for every
 /// instance-type requirement with operator `In`, one of its values; then the offering's zone,
 /// capacity type and, when `reservation_label` is given and the offering is reserved, its
-/// reservation id under that key; then `claim_labels`, which win.
+/// reservation id under that key; then the offering's own labels ([`Offering::labels`]); then
+/// `claim_labels`, which win.
 ///
 /// Upstream takes an arbitrary value of a multi-valued requirement (Go set order); here the
 /// value is deterministic: the smallest value that the claim's `requirements` allow for that key,
@@ -253,6 +254,11 @@ pub fn launch_labels(
     );
     if let (Some(key), Some(id)) = (reservation_label, offering.reservation_id()) {
         out.insert(key.to_string(), id.to_string());
+    }
+    for (key, value) in offering.labels() {
+        if let Some(v) = value {
+            out.insert(key.clone(), v.clone());
+        }
     }
     for (k, v) in claim_labels {
         out.insert(k.clone(), v.clone());

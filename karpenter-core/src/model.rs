@@ -119,7 +119,7 @@ mod pdb_tests {
 mod allocatable_group_tests {
     use super::*;
     use crate::labels;
-    use crate::requirements::{Operator, Requirements};
+    use crate::requirements::{Operator, Requirement, Requirements};
     use crate::resources::{Quantity, ResourceList};
     use proptest::prelude::*;
 
@@ -305,6 +305,33 @@ mod allocatable_group_tests {
                 .get(labels::ZONE)
                 .is_some_and(|q| q.has("z9"))
         );
+    }
+
+    #[test]
+    fn provider_labels_are_requirements_that_survive_serde() {
+        let kind = "example.com/reservation-type";
+        let r = Offering::reserved("z1", "r-1", 2, 0.5, "example.com/reservation")
+            .with_label(kind, Some("capacity-block"));
+        assert!(
+            r.requirements()
+                .get(kind)
+                .is_some_and(|q| q.has("capacity-block"))
+        );
+        assert_eq!(r.labels()[kind].as_deref(), Some("capacity-block"));
+        let plain = Offering::new("z1", "on-demand", 1.0).with_label(kind, None);
+        assert_eq!(
+            plain.requirements().get(kind).map(|q| q.operator()),
+            Some(Operator::DoesNotExist)
+        );
+        // A pod selecting the label is compatible with the offering that gives it only.
+        let mut pod = Requirements::new();
+        pod.add(Requirement::new(kind, Operator::In, ["capacity-block"]));
+        assert!(r.requirements().is_compatible(&pod, None));
+        assert!(!plain.requirements().is_compatible(&pod, None));
+        for o in [r, plain] {
+            let back: Offering = serde_json::from_value(serde_json::to_value(&o).unwrap()).unwrap();
+            assert_eq!(back, o);
+        }
     }
 
     proptest! {

@@ -1,5 +1,8 @@
 """Starts moto's server on a free loopback port for the AWS provider's integration tests.
 
+EC2 actions moto lacks and the provider calls (placement groups, capacity reservations) are
+added by ``standins.py`` beside this file.
+
 Prints the endpoint (``http://127.0.0.1:<port>``) on its first line of stdout once the server
 answers, then serves until its standard input closes (the parent exited or closed the pipe) or it
 gets SIGTERM/SIGINT. Fake credentials only: moto never forwards anything to AWS.
@@ -172,6 +175,11 @@ def dispatch(self, environ, start_response):
 
 
 DomainDispatcherApplication.__call__ = dispatch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standins  # noqa: E402
+
+standins.install()
 
 stop = threading.Event()
 

@@ -65,6 +65,7 @@ pub(crate) fn convert(
     if family == super::AmiFamily::Al2023 && name.starts_with("a1.") {
         return Err(DropReason::IncompatibleWithAmiFamily(family.name()));
     }
+    node_class_compatibility(info, opts)?;
 
     let vcpus = info
         .vcpu_info
@@ -118,7 +119,16 @@ pub(crate) fn convert(
     let network = info.network_info.as_ref();
     let pods = match opts.max_pods {
         Some(n) => n,
-        None if family.eni_limited_pod_density() => eni_limited_pods(network, opts.reserved_enis)?,
+        // EFA-only interfaces on card 0 take an ENI the VPC CNI cannot use.
+        None if family.eni_limited_pod_density() => eni_limited_pods(
+            network,
+            opts.reserved_enis.saturating_add(
+                opts.network_interfaces
+                    .iter()
+                    .filter(|n| n.efa_only && n.network_card_index == 0)
+                    .count() as i64,
+            ),
+        )?,
         None => 110,
     };
     let pods = match opts.pods_per_core {
@@ -129,7 +139,7 @@ pub(crate) fn convert(
     };
     capacity.insert(resources::PODS, Quantity::from_units(pods));
 
-    for (resource, count) in extended_resources(info, family.is_windows()) {
+    for (resource, count) in extended_resources(info, family.is_windows(), opts) {
         if count > 0 {
             capacity.insert(resource, Quantity::from_units(count));
         }
@@ -268,6 +278,79 @@ fn ephemeral_storage(info: &InstanceTypeInfo, opts: &AwsCatalogOptions) -> (i64,
     (bytes, Suffixes::Binary)
 }
 
+/// Upstream's node-class compatibility checks: the class's network interfaces fit the type's
+/// cards (ENA supported, the card exists, the device index is below its interface limit, no
+/// more `efa-only` interfaces than EFA allows), nested virtualization is supported when
+/// enabled, connection tracking needs Nitro, and the placement group's strategy is supported.
+fn node_class_compatibility(
+    info: &InstanceTypeInfo,
+    opts: &AwsCatalogOptions,
+) -> Result<(), DropReason> {
+    let incompatible = |what| Err(DropReason::IncompatibleWithNodeClass(what));
+    if !opts.network_interfaces.is_empty() {
+        let Some(network) = info
+            .network_info
+            .as_ref()
+            .filter(|n| !n.network_cards.is_empty())
+        else {
+            return incompatible("networkInterfaces");
+        };
+        if network.ena_support.as_deref() == Some("unsupported") {
+            return incompatible("networkInterfaces");
+        }
+        for ni in &opts.network_interfaces {
+            let card = usize::try_from(ni.network_card_index)
+                .ok()
+                .filter(|i| *i < network.network_cards.len())
+                .and_then(|_| {
+                    network
+                        .network_cards
+                        .iter()
+                        .find(|c| c.network_card_index == Some(ni.network_card_index))
+                });
+            let fits = card
+                .and_then(|c| c.maximum_network_interfaces)
+                .is_some_and(|max| max > ni.device_index);
+            if !fits {
+                return incompatible("networkInterfaces");
+            }
+        }
+        let efa_only = opts
+            .network_interfaces
+            .iter()
+            .filter(|n| n.efa_only)
+            .count() as i64;
+        let efa_max = network
+            .efa_info
+            .as_ref()
+            .and_then(|e| e.maximum_efa_interfaces);
+        if efa_only > 0 && efa_max.is_none_or(|m| efa_only > m) {
+            return incompatible("networkInterfaces");
+        }
+    }
+    if opts.nested_virtualization
+        && !info.processor_info.as_ref().is_some_and(|p| {
+            p.supported_features
+                .iter()
+                .any(|f| f == "nested-virtualization")
+        })
+    {
+        return incompatible("cpuOptions.nestedVirtualization");
+    }
+    if opts.connection_tracking && info.hypervisor.as_deref() != Some("nitro") {
+        return incompatible("connectionTracking");
+    }
+    if let Some(strategy) = &opts.placement_group_strategy
+        && !info
+            .placement_group_info
+            .as_ref()
+            .is_some_and(|p| p.supported_strategies.contains(strategy))
+    {
+        return incompatible("placementGroupSelector");
+    }
+    Ok(())
+}
+
 /// The VPC CNI pod limit: `usable ENIs × (IPv4 per ENI − 1) + 2`, with usable = the default
 /// card's interfaces less `reserved_enis` (0 pods when none is usable).
 pub(crate) fn eni_limited_pods(
@@ -326,7 +409,11 @@ pub(crate) fn kube_reserved_cpu_millis(vcpus: i64) -> i64 {
 }
 
 /// Extended resources with their counts (zero included; the caller drops zeros).
-fn extended_resources(info: &InstanceTypeInfo, windows: bool) -> Vec<(&'static str, i64)> {
+fn extended_resources(
+    info: &InstanceTypeInfo,
+    windows: bool,
+    opts: &AwsCatalogOptions,
+) -> Vec<(&'static str, i64)> {
     let gpus = info
         .gpu_info
         .as_ref()
@@ -350,10 +437,18 @@ fn extended_resources(info: &InstanceTypeInfo, windows: bool) -> Vec<(&'static s
             .saturating_mul(d.core_info.as_ref().and_then(|c| c.count).unwrap_or(0))
     });
     let network = info.network_info.as_ref();
-    let efa = network
-        .and_then(|n| n.efa_info.as_ref())
-        .and_then(|e| e.maximum_efa_interfaces)
-        .unwrap_or(0);
+    // The class's interfaces, when it lists them, decide how many EFA devices a node has.
+    let efa = if opts.network_interfaces.is_empty() {
+        network
+            .and_then(|n| n.efa_info.as_ref())
+            .and_then(|e| e.maximum_efa_interfaces)
+            .unwrap_or(0)
+    } else {
+        opts.network_interfaces
+            .iter()
+            .filter(|n| n.efa_only)
+            .count() as i64
+    };
     let mut out = vec![
         (resources::NVIDIA_GPU, gpu_count("NVIDIA")),
         (resources::AMD_GPU, gpu_count("AMD")),

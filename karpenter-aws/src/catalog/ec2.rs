@@ -43,6 +43,17 @@ pub struct InstanceTypeInfo {
     pub bare_metal: Option<bool>,
     /// `supported` or `unsupported`.
     pub nitro_enclaves_support: Option<String>,
+    /// The placement-group strategies the type supports.
+    pub placement_group_info: Option<PlacementGroupInfo>,
+}
+
+/// `PlacementGroupInfo`.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PlacementGroupInfo {
+    /// `cluster`, `partition`, `spread`.
+    #[serde(default)]
+    pub supported_strategies: Vec<String>,
 }
 
 /// `VCpuInfo`.
@@ -73,6 +84,9 @@ pub struct ProcessorInfo {
     pub manufacturer: Option<String>,
     /// Sustained all-core clock speed in GHz.
     pub sustained_clock_speed_in_ghz: Option<f64>,
+    /// Additional processor features (`amd-sev-snp`, `nested-virtualization`).
+    #[serde(default)]
+    pub supported_features: Vec<String>,
 }
 
 /// `NetworkInfo`.

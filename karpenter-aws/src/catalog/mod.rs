@@ -80,7 +80,7 @@ use serde::Deserialize;
 pub use self::ec2::InstanceTypeInfo;
 pub use self::options::{
     AmiFamily, AwsCatalogOptions, DEFAULT_SPOT_PRICE_FACTOR, DEFAULT_VM_MEMORY_OVERHEAD_PERCENT,
-    UPSTREAM_FALLBACK_SPOT_PRICE_FACTOR,
+    InterfaceSlot, UPSTREAM_FALLBACK_SPOT_PRICE_FACTOR,
 };
 pub use karpenter_core::catalog::{
     CatalogFile, CatalogInstanceType, CatalogOffering, CatalogOverhead,
@@ -165,6 +165,10 @@ pub enum DropReason {
     /// Memory overhead leaves no memory.
     #[error("no memory left after the VM overhead")]
     NoUsableMemory,
+    /// The type cannot run what the EC2NodeClass asks for (its network interfaces, nested
+    /// virtualization, connection tracking or placement-group strategy; named).
+    #[error("incompatible with the EC2NodeClass {0}")]
+    IncompatibleWithNodeClass(&'static str),
 }
 
 impl DropReason {
@@ -180,6 +184,7 @@ impl DropReason {
             Self::NoOnDemandPrice => "no-on-demand-price",
             Self::MissingData(_) => "missing-data",
             Self::NoUsableMemory => "no-usable-memory",
+            Self::IncompatibleWithNodeClass(_) => "incompatible-with-node-class",
         }
     }
 }

@@ -147,6 +147,30 @@ pub struct AwsCatalogOptions {
     /// ephemeral-storage thresholds (a quantity, or a percentage of capacity;
     /// `100%` counts as 0). Other signals are ignored, as upstream does.
     pub eviction_hard: BTreeMap<String, String>,
+    /// The EC2NodeClass `networkInterfaces` (empty: Karpenter's default interface). When set,
+    /// a type must have the cards and device indices they name and support ENA (and EFA for
+    /// `efa-only` interfaces); `vpc.amazonaws.com/efa` is the number of `efa-only` interfaces
+    /// and those on card 0 leave the pod formula.
+    pub network_interfaces: Vec<InterfaceSlot>,
+    /// `cpuOptions.nestedVirtualization: enabled`: only types listing `nested-virtualization`
+    /// in `ProcessorInfo.SupportedFeatures` are compatible.
+    pub nested_virtualization: bool,
+    /// `connectionTracking` is set: only Nitro types are compatible.
+    pub connection_tracking: bool,
+    /// The strategy of the class's resolved placement group (`cluster`, `partition`,
+    /// `spread`): only types supporting it are compatible.
+    pub placement_group_strategy: Option<String>,
+}
+
+/// One EC2NodeClass `networkInterfaces[]` entry as the catalog reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InterfaceSlot {
+    /// `networkCardIndex`.
+    pub network_card_index: i64,
+    /// `deviceIndex`.
+    pub device_index: i64,
+    /// `interfaceType: efa-only`.
+    pub efa_only: bool,
 }
 
 impl Default for AwsCatalogOptions {
@@ -164,6 +188,10 @@ impl Default for AwsCatalogOptions {
             kube_reserved: ResourceList::new(),
             system_reserved: ResourceList::new(),
             eviction_hard: BTreeMap::new(),
+            network_interfaces: Vec::new(),
+            nested_virtualization: false,
+            connection_tracking: false,
+            placement_group_strategy: None,
         }
     }
 }

@@ -903,3 +903,84 @@ fn eviction_quantities_must_parse() {
         "200Mi"
     );
 }
+
+/// The EC2NodeClass compatibility checks and EFA capacity (upstream's `compatibility.go` and
+/// `efas`): what the class asks of a type leaves the types that cannot do it out.
+mod node_class_compatibility {
+    use super::*;
+
+    fn names(r: &CatalogReport) -> BTreeSet<String> {
+        r.instance_types.iter().map(|t| t.name.clone()).collect()
+    }
+
+    fn slot(card: i64, device: i64, efa_only: bool) -> InterfaceSlot {
+        InterfaceSlot {
+            network_card_index: card,
+            device_index: device,
+            efa_only,
+        }
+    }
+
+    #[test]
+    fn nested_virtualization_connection_tracking_and_placement_strategies_filter_types() {
+        let all = names(&default_report());
+        let nested = report(&AwsCatalogOptions {
+            nested_virtualization: true,
+            ..AwsCatalogOptions::default()
+        });
+        let n = names(&nested);
+        assert!(!n.is_empty() && n.len() < all.len(), "{}", n.len());
+        assert!(nested.dropped.iter().any(|d| d.reason
+            == DropReason::IncompatibleWithNodeClass("cpuOptions.nestedVirtualization")));
+        // Connection tracking needs Nitro: no Xen type (m4) stays, Nitro types (m5) do.
+        let ct = names(&report(&AwsCatalogOptions {
+            connection_tracking: true,
+            ..AwsCatalogOptions::default()
+        }));
+        assert!(all.contains("m4.large") && !ct.contains("m4.large"));
+        assert!(ct.contains("m5.large"));
+        // Every type of the embedded data supports cluster groups it is offered with.
+        let cluster = names(&report(&AwsCatalogOptions {
+            placement_group_strategy: Some("cluster".into()),
+            ..AwsCatalogOptions::default()
+        }));
+        assert!(cluster.contains("m5.large"));
+        let unknown = names(&report(&AwsCatalogOptions {
+            placement_group_strategy: Some("no-such-strategy".into()),
+            ..AwsCatalogOptions::default()
+        }));
+        assert!(unknown.is_empty());
+    }
+
+    #[test]
+    fn efa_capacity_is_the_types_maximum_or_the_classes_efa_only_interfaces() {
+        let default = default_report();
+        let p5 = find(&default, "p5.48xlarge");
+        let max_efa = p5.capacity.get_or_zero("vpc.amazonaws.com/efa").value();
+        assert!(max_efa > 1, "{max_efa}");
+        let interfaces = AwsCatalogOptions {
+            network_interfaces: vec![slot(0, 0, false), slot(0, 1, true), slot(1, 0, true)],
+            ..AwsCatalogOptions::default()
+        };
+        let r = report(&interfaces);
+        let p5i = find(&r, "p5.48xlarge");
+        assert_eq!(p5i.capacity.get_or_zero("vpc.amazonaws.com/efa").value(), 2);
+        // The efa-only interface on card 0 takes an ENI from the pod formula.
+        let pods = |it: &CatalogInstanceType| it.capacity.get_or_zero("pods").value();
+        assert!(pods(p5i) < pods(p5), "{} < {}", pods(p5i), pods(p5));
+        // Types without EFA, or with one network card, cannot carry these interfaces.
+        assert!(names(&default).contains("m5.large"));
+        assert!(!names(&r).contains("m5.large"));
+        assert!(
+            r.dropped
+                .iter()
+                .any(|d| d.reason == DropReason::IncompatibleWithNodeClass("networkInterfaces"))
+        );
+        // A device index beyond the card's interfaces is incompatible too.
+        let too_deep = report(&AwsCatalogOptions {
+            network_interfaces: vec![slot(0, 0, false), slot(0, 1000, false)],
+            ..AwsCatalogOptions::default()
+        });
+        assert!(names(&too_deep).is_empty());
+    }
+}

@@ -15,6 +15,7 @@ use crate::nodeclass::hash::{canonical, fnv1a64};
 
 mod devices;
 pub mod registered;
+pub mod template;
 pub use devices::{
     DEFAULT_VOLUME_TYPE, block_device_mappings, default_block_device_mappings, volume_size_gib,
 };
@@ -97,6 +98,8 @@ pub struct Offering {
     pub capacity_type: String,
     /// USD per hour.
     pub price: f64,
+    /// The capacity reservation of a `reserved` offering.
+    pub reservation_id: Option<String>,
 }
 
 /// A resolved launch template and the instance types it serves.
@@ -108,6 +111,9 @@ pub struct TemplateRef {
     pub image_id: String,
     /// The instance types it serves.
     pub instance_types: Vec<String>,
+    /// The capacity reservation the template launches into: it then serves only that
+    /// reservation's offerings (upstream: one template per reservation).
+    pub reservation_id: Option<String>,
 }
 
 /// Everything CreateFleet is built from.
@@ -127,6 +133,9 @@ pub struct FleetInput {
     pub context: Option<String>,
     /// Whether the NodeClaim carries the price-overlay annotation (prioritized strategies).
     pub price_overlay: bool,
+    /// For a `reserved` launch: `DefaultTargetCapacityType` by the reservations' kind
+    /// ([`crate::reservation::target_capacity_type`]); `on-demand` when unset.
+    pub reserved_target_capacity_type: Option<String>,
 }
 
 /// One `Overrides[]` entry.
@@ -189,8 +198,10 @@ pub enum FleetBuildError {
 
 /// Builds the CreateFleet request: spot uses `price-capacity-optimized` (or
 /// `capacity-optimized-prioritized` with a price overlay), on-demand and reserved
-/// `lowest-price` (or `prioritized`); tags on instance, volume and fleet; one config per
-/// template with one override per (type, zone) offering whose zone has a subnet, at most
+/// `lowest-price` (or `prioritized`); a reserved launch targets
+/// [`FleetInput::reserved_target_capacity_type`]; tags on instance, volume and fleet; one
+/// config per template with one override per (type, zone) offering whose zone has a subnet
+/// (a reservation's template: that reservation's offerings only), at most
 /// [`MAX_INSTANCE_TYPES`] types (cheapest first); configs without overrides are dropped.
 pub fn build_fleet_request(input: &FleetInput) -> Result<FleetRequest, FleetBuildError> {
     let spot = input.capacity_type == "spot";
@@ -215,6 +226,7 @@ pub fn build_fleet_request(input: &FleetInput) -> Result<FleetRequest, FleetBuil
         for o in &input.offerings {
             if !keep.contains(o.instance_type.as_str())
                 || !t.instance_types.contains(&o.instance_type)
+                || (t.reservation_id.is_some() && t.reservation_id != o.reservation_id)
             {
                 continue;
             }
@@ -249,7 +261,16 @@ pub fn build_fleet_request(input: &FleetInput) -> Result<FleetRequest, FleetBuil
         .collect();
     Ok(FleetRequest {
         r#type: "instant".into(),
-        default_target_capacity_type: if spot { "spot" } else { "on-demand" }.into(),
+        default_target_capacity_type: if spot {
+            "spot".to_string()
+        } else if input.capacity_type == "reserved" {
+            input
+                .reserved_target_capacity_type
+                .clone()
+                .unwrap_or_else(|| "on-demand".to_string())
+        } else {
+            "on-demand".to_string()
+        },
         total_target_capacity: 1,
         spot_allocation_strategy: spot.then(|| {
             if input.price_overlay {

@@ -10,6 +10,7 @@ fn offering(ty: &str, zone: &str, ct: &str, price: f64) -> Offering {
         zone: zone.into(),
         capacity_type: ct.into(),
         price,
+        reservation_id: None,
     }
 }
 
@@ -21,16 +22,19 @@ fn input(ct: &str) -> FleetInput {
                 name: "karpenter.k8s.aws/1".into(),
                 image_id: "ami-amd64".into(),
                 instance_types: vec!["m5.large".into(), "c5.large".into()],
+                reservation_id: None,
             },
             TemplateRef {
                 name: "karpenter.k8s.aws/2".into(),
                 image_id: "ami-arm64".into(),
                 instance_types: vec!["m7g.large".into()],
+                reservation_id: None,
             },
             TemplateRef {
                 name: "karpenter.k8s.aws/3".into(),
                 image_id: "ami-gpu".into(),
                 instance_types: vec!["g5.xlarge".into()],
+                reservation_id: None,
             },
         ],
         offerings: vec![
@@ -53,6 +57,7 @@ fn input(ct: &str) -> FleetInput {
         ),
         context: None,
         price_overlay: false,
+        reserved_target_capacity_type: None,
     }
 }
 
@@ -174,6 +179,7 @@ fn fleet_request_keeps_the_sixty_cheapest_types() {
         name: "lt".into(),
         image_id: "ami".into(),
         instance_types: (0..80).map(|n| format!("t{n}")).collect(),
+        reservation_id: None,
     }];
     i.offerings = (0..80)
         .map(|n| {
@@ -388,5 +394,59 @@ fn an_insufficient_capacity_error_moves_the_next_launch_to_another_offering() {
             .available(&first.offerings, t("2026-01-01T00:03:00Z"))
             .len(),
         first.offerings.len()
+    );
+}
+
+#[test]
+fn a_reserved_fleet_request_has_one_template_per_reservation_and_its_target_type() {
+    let reserved = |ty: &str, zone: &str, id: &str| Offering {
+        reservation_id: Some(id.into()),
+        ..offering(ty, zone, "reserved", 1e-8)
+    };
+    let template = |name: &str, ty: &str, id: &str| TemplateRef {
+        name: name.into(),
+        image_id: "ami-amd64".into(),
+        instance_types: vec![ty.into()],
+        reservation_id: Some(id.into()),
+    };
+    let mut i = input("reserved");
+    i.templates = vec![
+        template("lt-a", "m5.large", "cr-a"),
+        template("lt-b", "m5.large", "cr-b"),
+    ];
+    i.offerings = vec![
+        reserved("m5.large", "us-east-1a", "cr-a"),
+        reserved("m5.large", "us-east-1b", "cr-b"),
+    ];
+    i.reserved_target_capacity_type = Some("capacity-block".into());
+    let r = build_fleet_request(&i).unwrap();
+    assert_eq!(r.default_target_capacity_type, "capacity-block");
+    assert_eq!(
+        r.on_demand_allocation_strategy.as_deref(),
+        Some("lowest-price")
+    );
+    let zones: Vec<(&str, Vec<&str>)> = r
+        .launch_template_configs
+        .iter()
+        .map(|c| {
+            (
+                c.launch_template_name.as_str(),
+                c.overrides
+                    .iter()
+                    .map(|o| o.availability_zone.as_str())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        zones,
+        [("lt-a", vec!["us-east-1a"]), ("lt-b", vec!["us-east-1b"])]
+    );
+    i.reserved_target_capacity_type = None;
+    assert_eq!(
+        build_fleet_request(&i)
+            .unwrap()
+            .default_target_capacity_type,
+        "on-demand"
     );
 }

@@ -81,8 +81,9 @@ fn resource_list(
 
 impl EC2NodeClass {
     /// The catalog options of this class on top of `base` (region, VM overhead, spot price
-    /// factor, reserved ENIs are kept): AMI family, ephemeral storage
-    /// ([`EC2NodeClassSpec::ephemeral_storage_bytes`]), `instanceStorePolicy`, and kubelet
+    /// factor, reserved ENIs and the placement-group strategy are kept): AMI family, ephemeral
+    /// storage ([`EC2NodeClassSpec::ephemeral_storage_bytes`]), `instanceStorePolicy`,
+    /// `networkInterfaces`, `cpuOptions.nestedVirtualization`, `connectionTracking`, and kubelet
     /// `maxPods`, `podsPerCore`, `kubeReserved`, `systemReserved`, `evictionHard`.
     ///
     /// Call [`EC2NodeClass::validate`] first; this only reports what it cannot convert (an
@@ -113,6 +114,21 @@ impl EC2NodeClass {
             Err(e) => errs.push(e),
         }
         opts.instance_store_raid0 = spec.instance_store_policy.as_deref() == Some("RAID0");
+        opts.network_interfaces = spec
+            .network_interfaces
+            .iter()
+            .map(|n| crate::catalog::InterfaceSlot {
+                network_card_index: n.network_card_index,
+                device_index: n.device_index,
+                efa_only: n.interface_type == "efa-only",
+            })
+            .collect();
+        opts.nested_virtualization = spec
+            .cpu_options
+            .as_ref()
+            .and_then(|c| c.nested_virtualization.as_deref())
+            == Some("enabled");
+        opts.connection_tracking = spec.connection_tracking.is_some();
         if let Some(k) = &spec.kubelet {
             opts.max_pods = k.max_pods;
             opts.pods_per_core = k.pods_per_core;

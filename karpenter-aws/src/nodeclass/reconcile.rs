@@ -26,6 +26,9 @@ pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 /// `ValidationSucceeded`.
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
+/// `CapacityReservationsReady` (upstream's, with its `ReservedCapacity` gate on: the default,
+/// and the only setting this build accepts).
+pub const CAPACITY_RESERVATIONS_READY: &str = "CapacityReservationsReady";
 /// The conditions `Ready` depends on, in upstream's order.
 pub const DEPENDENTS: &[&str] = &[
     AMIS_READY,
@@ -33,6 +36,7 @@ pub const DEPENDENTS: &[&str] = &[
     SECURITY_GROUPS_READY,
     INSTANCE_PROFILE_READY,
     VALIDATION_SUCCEEDED,
+    CAPACITY_RESERVATIONS_READY,
 ];
 
 /// What AMI resolution produced.
@@ -73,6 +77,10 @@ pub struct Observations {
     pub instance_profile: Result<String, String>,
     /// The runtime validation.
     pub validation: ValidationObservation,
+    /// The reservations the class's `capacityReservationSelectorTerms` select, as status
+    /// entries (`crate::reservation::select` and `crate::reservation::status` of what
+    /// DescribeCapacityReservations returned; empty without terms), or why the call failed.
+    pub capacity_reservations: Result<Vec<super::StatusCapacityReservation>, String>,
 }
 
 /// The outcome of [`reconcile`].
@@ -118,15 +126,13 @@ fn condition(
 /// `SecurityGroupsReady` False `SecurityGroupsNotFound`; `InstanceProfileReady` Unknown while
 /// the profile cannot be ensured; `ValidationSucceeded` False `TagValidationFailed` for
 /// restricted tags, `DependenciesNotReady` while another condition is not True, else the
-/// observed validation; `Ready` True iff all five are True. Requeue: 1 min when AMIs, subnets
+/// observed validation; `CapacityReservationsReady` True once the class's reservations were
+/// described (`status.capacityReservations` as observed); `Ready` True iff all six are True. Requeue: 1 min when AMIs, subnets
 /// or security groups are missing, else 5 min.
 pub fn reconcile(class: &EC2NodeClass, obs: &Observations, now: jiff::Timestamp) -> Reconciled {
     let previous = &class.status;
     let generation = class.metadata.generation;
-    let mut status = EC2NodeClassStatus {
-        capacity_reservations: previous.capacity_reservations.clone(),
-        ..EC2NodeClassStatus::default()
-    };
+    let mut status = EC2NodeClassStatus::default();
     let mut set = Vec::new();
     let mut requeue = 5 * MINUTE;
 
@@ -224,6 +230,36 @@ pub fn reconcile(class: &EC2NodeClass, obs: &Observations, now: jiff::Timestamp)
         }
     }
 
+    // Capacity reservations (upstream's reconciler): the selected ones, capacity blocks
+    // `expiring` 40 minutes before their end. A failed call keeps the previous list and
+    // condition (the condition starts Unknown) and retries within a minute.
+    let reservations_condition = match &obs.capacity_reservations {
+        Ok(selected) => {
+            status.capacity_reservations = selected.clone();
+            (
+                ConditionStatus::True,
+                CAPACITY_RESERVATIONS_READY.to_string(),
+                String::new(),
+            )
+        }
+        Err(message) => {
+            requeue = requeue.min(MINUTE);
+            status.capacity_reservations = previous.capacity_reservations.clone();
+            match previous.condition(CAPACITY_RESERVATIONS_READY) {
+                Some(c) => (
+                    c.status,
+                    c.reason.clone().unwrap_or_default(),
+                    c.message.clone().unwrap_or_default(),
+                ),
+                None => (
+                    ConditionStatus::Unknown,
+                    "CapacityReservationsNotReady".to_string(),
+                    message.clone(),
+                ),
+            }
+        }
+    };
+
     let restricted = class.spec.tags.keys().find(|k| {
         super::validation::RESTRICTED_TAG_KEYS.contains(&k.as_str())
             || k.starts_with(super::validation::RESTRICTED_TAG_PREFIX)
@@ -264,6 +300,12 @@ pub fn reconcile(class: &EC2NodeClass, obs: &Observations, now: jiff::Timestamp)
         validation.0,
         validation.1,
         validation.2,
+    ));
+    conditions.push((
+        CAPACITY_RESERVATIONS_READY.into(),
+        reservations_condition.0,
+        reservations_condition.1,
+        reservations_condition.2,
     ));
     let ready = if conditions.iter().all(|c| c.1 == ConditionStatus::True) {
         (ConditionStatus::True, READY.to_string(), String::new())

@@ -532,6 +532,7 @@ fn observations() -> Observations {
         }],
         instance_profile: Ok("cluster_123".into()),
         validation: ValidationObservation::Passed,
+        capacity_reservations: Ok(Vec::new()),
     }
 }
 
@@ -560,7 +561,7 @@ fn reconcile_resolves_everything_and_becomes_ready() {
         ready.last_transition_time.as_deref(),
         Some("2026-01-01T00:00:00Z")
     );
-    assert_eq!(s.conditions.len(), 6);
+    assert_eq!(s.conditions.len(), 7);
     assert_eq!(out.requeue_after, std::time::Duration::from_secs(300));
 
     // A second pass keeps the transition times.
@@ -644,4 +645,72 @@ fn reconcile_reports_missing_resources_and_failed_checks() {
         s.condition(VALIDATION_SUCCEEDED).unwrap().reason.as_deref(),
         Some("TagValidationFailed")
     );
+}
+
+#[test]
+fn reconcile_writes_the_selected_capacity_reservations() {
+    use super::reconcile::CAPACITY_RESERVATIONS_READY;
+    use crate::reservation::Reservation;
+    let mut class = parse(fixture("default.yaml"));
+    class.spec.capacity_reservation_selector_terms = vec![super::CapacityReservationSelectorTerm {
+        id: Some("cr-1".into()),
+        ..Default::default()
+    }];
+    let described = |id: &str| Reservation {
+        id: id.into(),
+        instance_type: "m5.large".into(),
+        availability_zone: "us-east-1a".into(),
+        owner_id: "111122223333".into(),
+        instance_match_criteria: "targeted".into(),
+        reservation_type: "default".into(),
+        state: "active".into(),
+        available_instance_count: 3,
+        ..Default::default()
+    };
+    let mut obs = observations();
+    // The describe answer may hold more than the terms select (an owner's other
+    // reservations): only the selected ones reach the status.
+    let t0 = now("2026-01-01T00:00:00Z");
+    let all = [described("cr-1"), described("cr-2")];
+    let terms = &class.spec.capacity_reservation_selector_terms;
+    obs.capacity_reservations = Ok(crate::reservation::status(
+        &crate::reservation::select(terms, &all, t0),
+        t0,
+    ));
+    let out = reconcile(&class, &obs, t0);
+    let ids: Vec<&str> = out
+        .status
+        .capacity_reservations
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(ids, ["cr-1"]);
+    assert!(
+        out.status
+            .condition(CAPACITY_RESERVATIONS_READY)
+            .unwrap()
+            .is_true()
+    );
+    assert!(out.status.condition(READY).unwrap().is_true());
+
+    // A failed call keeps what was known and the condition; a first failure is Unknown.
+    class.status = out.status.clone();
+    obs.capacity_reservations = Err("DescribeCapacityReservations: Throttling".into());
+    let kept = reconcile(&class, &obs, t0);
+    assert_eq!(
+        kept.status.capacity_reservations,
+        out.status.capacity_reservations
+    );
+    assert!(
+        kept.status
+            .condition(CAPACITY_RESERVATIONS_READY)
+            .unwrap()
+            .is_true()
+    );
+    assert_eq!(kept.requeue_after, std::time::Duration::from_secs(60));
+    class.status = Default::default();
+    let first = reconcile(&class, &obs, t0);
+    let c = first.status.condition(CAPACITY_RESERVATIONS_READY).unwrap();
+    assert_eq!(c.status, karpenter_core::api::ConditionStatus::Unknown);
+    assert!(!first.status.condition(READY).unwrap().is_true());
 }

@@ -29,6 +29,11 @@ pub fn instance_type_info(i: &ec2::InstanceTypeInfo) -> cat::InstanceTypeInfo {
                 .collect(),
             manufacturer: p.manufacturer().map(str::to_string),
             sustained_clock_speed_in_ghz: p.sustained_clock_speed_in_ghz(),
+            supported_features: p
+                .supported_features()
+                .iter()
+                .map(|f| f.as_str().to_string())
+                .collect(),
         }),
         network_info: i.network_info().map(|n| cat::NetworkInfo {
             default_network_card_index: int(n.default_network_card_index()),
@@ -114,6 +119,13 @@ pub fn instance_type_info(i: &ec2::InstanceTypeInfo) -> cat::InstanceTypeInfo {
         hypervisor: i.hypervisor().map(|h| h.as_str().to_string()),
         bare_metal: i.bare_metal(),
         nitro_enclaves_support: i.nitro_enclaves_support().map(|n| n.as_str().to_string()),
+        placement_group_info: i.placement_group_info().map(|p| cat::PlacementGroupInfo {
+            supported_strategies: p
+                .supported_strategies()
+                .iter()
+                .map(|s| s.as_str().to_string())
+                .collect(),
+        }),
     }
 }
 

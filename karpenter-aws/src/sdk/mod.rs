@@ -9,6 +9,8 @@
 //!   conversion, launch templates, CreateFleet, DescribeInstances, TerminateInstances).
 //! - [`nodeclass`]: EC2NodeClass status through DescribeSubnets, DescribeSecurityGroups, SSM,
 //!   DescribeImages and IAM, fed into [`crate::nodeclass::reconcile::reconcile`].
+//! - [`reservation`]: DescribeCapacityReservations and the reservation availability the
+//!   node-class loop and the provider share.
 //! - [`pricing`]: the Price List API client behind [`crate::pricing::PricingApi`] and spot
 //!   prices from DescribeSpotPriceHistory.
 //! - [`interruption`]: the SQS interruption-queue consumer.
@@ -20,6 +22,7 @@ pub mod interruption;
 pub mod nodeclass;
 pub mod pricing;
 pub mod provider;
+pub mod reservation;
 
 /// The SDK crates this shell is built on, re-exported so that embedders and tests name the
 /// same versions (request and response types, `Credentials`).

@@ -91,6 +91,7 @@ pub struct NodeClassResolver {
     validations: ValidationCache,
     protected: Arc<Mutex<BTreeMap<String, Instant>>>,
     protection: Duration,
+    reservations: super::reservation::SharedAvailability,
 }
 
 impl NodeClassResolver {
@@ -109,7 +110,21 @@ impl NodeClassResolver {
             validations: Arc::new(Mutex::new(BTreeMap::new())),
             protected: Arc::new(Mutex::new(BTreeMap::new())),
             protection: PROFILE_PROTECTION,
+            reservations: super::reservation::shared_availability(),
         }
+    }
+
+    /// The resolver syncing the instance counts DescribeCapacityReservations reports into
+    /// `availability` (the provider's, [`AwsCloudProvider::reservation_availability`]), so the
+    /// reserved offerings the provider lists have them.
+    ///
+    /// [`AwsCloudProvider::reservation_availability`]: super::provider::AwsCloudProvider::reservation_availability
+    pub fn with_reservation_availability(
+        mut self,
+        availability: super::reservation::SharedAvailability,
+    ) -> Self {
+        self.reservations = availability;
+        self
     }
 
     /// The resolver keeping profiles it created or replaced from garbage collection for
@@ -146,12 +161,20 @@ impl NodeClassResolver {
         let security_groups = self.security_groups(class).await?;
         let amis = self.amis(class, now).await?;
         let instance_profile = self.instance_profile(class).await;
+        let terms = &class.spec.capacity_reservation_selector_terms;
+        let capacity_reservations =
+            super::reservation::describe(&self.clients, terms, &self.reservations, now)
+                .await
+                .map(|all| {
+                    crate::reservation::status(&crate::reservation::select(terms, &all, now), now)
+                });
         let mut obs = Observations {
             amis,
             subnets,
             security_groups,
             instance_profile,
             validation: ValidationObservation::Passed,
+            capacity_reservations,
         };
         if self.dry_run {
             // The status the checks launch from: what the other observations make of it.

@@ -137,6 +137,7 @@ fn a_class_from_yaml_to_launch_ice_drift_and_interruption() {
             security_groups: groups,
             instance_profile: Ok("my-cluster_123".into()),
             validation: ValidationObservation::Passed,
+            capacity_reservations: Ok(Vec::new()),
         },
         now,
     );
@@ -180,6 +181,7 @@ fn a_class_from_yaml_to_launch_ice_drift_and_interruption() {
         name: launch::launch_template_name(&(&ud, "ami-new")),
         image_id: "ami-new".into(),
         instance_types: vec!["m5.large".into()],
+        reservation_id: None,
     };
     let offerings = vec![
         Offering {
@@ -187,12 +189,14 @@ fn a_class_from_yaml_to_launch_ice_drift_and_interruption() {
             zone: "us-east-1a".into(),
             capacity_type: "spot".into(),
             price: 0.03,
+            reservation_id: None,
         },
         Offering {
             instance_type: "m5.large".into(),
             zone: "us-east-1b".into(),
             capacity_type: "spot".into(),
             price: 0.04,
+            reservation_id: None,
         },
     ];
     let zonal: BTreeMap<String, String> = resolve::zonal_subnets(&subnets)
@@ -207,6 +211,7 @@ fn a_class_from_yaml_to_launch_ice_drift_and_interruption() {
         tags,
         context: None,
         price_overlay: false,
+        reserved_target_capacity_type: None,
     };
     let request = launch::build_fleet_request(&input).unwrap();
     assert_eq!(request.launch_template_configs[0].overrides.len(), 2);

@@ -243,6 +243,40 @@ fn launch_labels_resolve_values_and_the_reservation() {
 }
 
 #[test]
+fn launch_labels_carry_the_offerings_own_labels() {
+    let it = InstanceType::new(
+        "t",
+        Requirements::new(),
+        vec![
+            Offering::reserved("z1", "r-9", 2, 0.1, "example.com/res")
+                .with_label("example.com/res-type", Some("default"))
+                .with_label("example.com/absent", None),
+        ],
+        resources(1),
+        Overhead::default(),
+    );
+    let claim_labels = [("example.com/res-type".to_string(), "mine".to_string())].into();
+    let out = launch_labels(
+        &it,
+        &it.offerings[0],
+        &Requirements::new(),
+        &BTreeMap::new(),
+        None,
+    );
+    assert_eq!(out["example.com/res-type"], "default");
+    assert!(!out.contains_key("example.com/absent"));
+    // The claim's own labels still win.
+    let out = launch_labels(
+        &it,
+        &it.offerings[0],
+        &Requirements::new(),
+        &claim_labels,
+        None,
+    );
+    assert_eq!(out["example.com/res-type"], "mine");
+}
+
+#[test]
 fn launched_fills_status_from_the_offering() {
     let mut over = Offering::new("z1", "spot", 0.1);
     over.capacity_override = Some(

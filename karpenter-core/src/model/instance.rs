@@ -1,5 +1,7 @@
 //! Instance types, their offerings and the overhead a node reserves.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::labels;
@@ -69,8 +71,13 @@ pub struct Offering {
     pub reservation_capacity: u32,
     /// The provider's reservation-id label key, when the requirements carry it.
     reservation_label: Option<String>,
+    /// Further labels of the provider's: `Some(value)` is a label nodes launched through this
+    /// offering get (a requirement `In [value]`), `None` one they never get (`DoesNotExist`),
+    /// e.g. AWS's `karpenter.k8s.aws/capacity-reservation-type`.
+    labels: BTreeMap<String, Option<String>>,
     /// The offering's requirements: zone and capacity type (and the reservation id label when
-    /// the provider defines one). Kept in sync by the constructors and setters.
+    /// the provider defines one, and the provider's labels). Kept in sync by the constructors
+    /// and setters.
     requirements: Requirements,
     /// Resources that differ on nodes launched through this offering, merged over the instance
     /// type's capacity (the override wins per resource). See [`InstanceType::allocatable_groups`].
@@ -95,6 +102,8 @@ struct OfferingFields {
     reservation_capacity: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reservation_label: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     capacity_override: Option<ResourceList>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -111,6 +120,7 @@ impl From<OfferingFields> for Offering {
             reservation_id: f.reservation_id,
             reservation_capacity: f.reservation_capacity,
             reservation_label: f.reservation_label,
+            labels: f.labels,
             requirements: Requirements::new(),
             capacity_override: f.capacity_override,
             overhead_override: f.overhead_override,
@@ -130,6 +140,7 @@ impl From<Offering> for OfferingFields {
             reservation_id: o.reservation_id,
             reservation_capacity: o.reservation_capacity,
             reservation_label: o.reservation_label,
+            labels: o.labels,
             capacity_override: o.capacity_override,
             overhead_override: o.overhead_override,
         }
@@ -147,6 +158,7 @@ impl Offering {
             reservation_id: None,
             reservation_capacity: 0,
             reservation_label: None,
+            labels: BTreeMap::new(),
             requirements: Requirements::new(),
             capacity_override: None,
             overhead_override: None,
@@ -179,6 +191,23 @@ impl Offering {
         self.reservation_label = reservation_label.map(str::to_string);
         self.rebuild_requirements();
         self
+    }
+
+    /// The offering with a label of the provider's: `Some(value)` makes nodes launched
+    /// through it carry `key=value` (the offering requires `key In [value]`), `None` says they
+    /// never carry `key` (`key DoesNotExist`), so pods selecting the label land only on
+    /// offerings that give it.
+    pub fn with_label(mut self, key: &str, value: Option<&str>) -> Offering {
+        self.labels
+            .insert(key.to_string(), value.map(str::to_string));
+        self.rebuild_requirements();
+        self
+    }
+
+    /// The provider's labels of [`with_label`](Self::with_label): `None` values are keys the
+    /// offering's nodes never carry.
+    pub fn labels(&self) -> &BTreeMap<String, Option<String>> {
+        &self.labels
     }
 
     /// The offering marked available or not.
@@ -215,6 +244,12 @@ impl Offering {
         if let Some(key) = &self.reservation_label {
             match &self.reservation_id {
                 Some(id) => r.add(Requirement::new(key, Operator::In, [id.as_str()])),
+                None => r.add(Requirement::does_not_exist(key)),
+            }
+        }
+        for (key, value) in &self.labels {
+            match value {
+                Some(v) => r.add(Requirement::new(key, Operator::In, [v.as_str()])),
                 None => r.add(Requirement::does_not_exist(key)),
             }
         }

@@ -1,16 +1,16 @@
 //! The launch path: launch templates and the batched CreateFleet.
 
 use super::*;
+use crate::launch::template::{self, TemplateData, TemplateParams};
 
 impl AwsCloudProvider {
-    /// Ensures the launch template for `class`, `claim` and `image_id` exists and returns its
-    /// name.
+    /// Ensures the launch template for `class`, `claim` and `params` (the user data is
+    /// generated here) exists and returns its name.
     pub(super) async fn ensure_launch_template(
         &self,
         class: &EC2NodeClass,
         claim: &NodeClaim,
-        image_id: &str,
-        tags: &BTreeMap<String, String>,
+        mut params: TemplateParams,
     ) -> Result<String, CloudProviderError> {
         let family = class.spec.resolved_ami_family().unwrap_or_default();
         let mut taints: Vec<BootstrapTaint> = claim
@@ -30,12 +30,7 @@ impl AwsCloudProvider {
             api_server_endpoint: self.options.cluster_endpoint.clone(),
             ca_bundle: self.options.cluster_ca_bundle.clone(),
             cluster_cidr: self.options.cluster_cidr.clone(),
-            // An IPv6 service CIDR is an IPv6 cluster (upstream's IP family).
-            ipv6: self
-                .options
-                .cluster_cidr
-                .as_deref()
-                .is_some_and(|c| c.contains(':')),
+            ipv6: self.ipv6(),
             labels: claim.metadata.labels.clone(),
             taints,
             kubelet: class.spec.kubelet.clone(),
@@ -45,24 +40,9 @@ impl AwsCloudProvider {
         };
         let user_data = userdata::user_data(family, &boot)
             .map_err(|e| CloudProviderError::create("UserDataInvalid", e.to_string()))?;
-        let user_data = userdata::base64(user_data.as_bytes());
-        let TemplateInputs {
-            metadata,
-            security_groups,
-            profile,
-        } = TemplateInputs::of(class);
-        let content = serde_json::json!({
-            "imageId": image_id,
-            "userData": user_data,
-            "securityGroups": security_groups,
-            "instanceProfile": profile,
-            "metadata": [metadata.http_endpoint, metadata.http_protocol_ipv6,
-                metadata.http_put_response_hop_limit, metadata.http_tokens],
-            "blockDeviceMappings": serde_json::to_value(launch::block_device_mappings(class)).unwrap_or_default(),
-            "associatePublicIpAddress": class.spec.associate_public_ip_address,
-            "detailedMonitoring": class.spec.detailed_monitoring,
-            "tags": tags,
-        });
+        params.user_data = Some(userdata::base64(user_data.as_bytes()));
+        params.ipv6 = self.ipv6();
+        let content = template::template_data(class, &params);
         let name = launch::launch_template_name(&content);
         {
             let mut cache = lock(&self.launch_templates);
@@ -104,7 +84,7 @@ impl AwsCloudProvider {
             }
         };
         if !exists {
-            let data = launch_template_data(class, image_id, Some(&user_data), tags);
+            let data = to_sdk(&content);
             self.counters
                 .create_launch_template
                 .fetch_add(1, Ordering::Relaxed);
@@ -117,7 +97,7 @@ impl AwsCloudProvider {
                 .tag_specifications(
                     ec2::TagSpecification::builder()
                         .resource_type(ec2::ResourceType::LaunchTemplate)
-                        .set_tags(Some(convert::to_tags(tags)))
+                        .set_tags(Some(convert::to_tags(&content.tags)))
                         .build(),
                 )
                 .send()
@@ -223,96 +203,137 @@ impl AwsCloudProvider {
     }
 }
 
-/// What a launch template takes from its class besides the image and the user data: the
-/// resolved metadata options, the status security groups' ids and the status instance profile.
-/// The template's name (a hash of its content) and its data read the same values.
-pub(crate) struct TemplateInputs {
-    /// `spec.metadataOptions` with upstream's defaults.
-    pub(crate) metadata: crate::nodeclass::ResolvedMetadataOptions,
-    /// The ids of `status.securityGroups`, in status order.
-    pub(crate) security_groups: Vec<String>,
-    /// `status.instanceProfile`.
-    pub(crate) profile: Option<String>,
-}
-
-impl TemplateInputs {
-    /// The inputs of `class`.
-    pub(crate) fn of(class: &EC2NodeClass) -> TemplateInputs {
-        TemplateInputs {
-            metadata: class.spec.resolved_metadata_options(),
-            security_groups: class
-                .status
-                .security_groups
-                .iter()
-                .map(|g| g.id.clone())
-                .collect(),
-            profile: class.status.instance_profile.clone(),
-        }
-    }
-}
-
-/// The launch-template data of `class` for `image_id`: user data (base64), metadata options,
-/// monitoring, one network interface with the status security groups, the status instance
-/// profile, block devices ([`launch::block_device_mappings`]: the class's, else its AMI
-/// family's defaults), tags on the network interface. Launches and the dry-run permission
-/// check of `ValidationSucceeded` build it the same way.
+/// The launch-template data of `class` for `image_id` with no EFA interfaces, placement or
+/// reservation (the dry-run permission check of `ValidationSucceeded`).
 pub(crate) fn launch_template_data(
     class: &EC2NodeClass,
     image_id: &str,
     user_data: Option<&str>,
     tags: &BTreeMap<String, String>,
 ) -> ec2::RequestLaunchTemplateData {
-    let TemplateInputs {
-        metadata,
-        security_groups,
-        profile,
-    } = TemplateInputs::of(class);
+    to_sdk(&template::template_data(
+        class,
+        &TemplateParams {
+            image_id: image_id.to_string(),
+            user_data: user_data.map(str::to_string),
+            tags: tags.clone(),
+            ..TemplateParams::default()
+        },
+    ))
+}
+
+/// [`TemplateData`] as the SDK's `RequestLaunchTemplateData`, field for field.
+pub(crate) fn to_sdk(d: &TemplateData) -> ec2::RequestLaunchTemplateData {
+    let m = &d.metadata_options;
     let mut data = ec2::RequestLaunchTemplateData::builder()
-        .image_id(image_id)
-        .set_user_data(user_data.map(str::to_string))
+        .image_id(&d.image_id)
+        .set_user_data(d.user_data.clone())
         .metadata_options(
             ec2::LaunchTemplateInstanceMetadataOptionsRequest::builder()
                 .http_endpoint(ec2::LaunchTemplateInstanceMetadataEndpointState::from(
-                    metadata.http_endpoint.as_str(),
+                    m.http_endpoint.as_str(),
                 ))
                 .http_protocol_ipv6(ec2::LaunchTemplateInstanceMetadataProtocolIpv6::from(
-                    metadata.http_protocol_ipv6.as_str(),
+                    m.http_protocol_ipv6.as_str(),
                 ))
                 .http_put_response_hop_limit(
-                    i32::try_from(metadata.http_put_response_hop_limit).unwrap_or(1),
+                    i32::try_from(m.http_put_response_hop_limit).unwrap_or(1),
                 )
                 .http_tokens(ec2::LaunchTemplateHttpTokensState::from(
-                    metadata.http_tokens.as_str(),
+                    m.http_tokens.as_str(),
                 ))
-                .instance_metadata_tags(ec2::LaunchTemplateInstanceMetadataTagsState::Disabled)
+                .instance_metadata_tags(ec2::LaunchTemplateInstanceMetadataTagsState::from(
+                    m.instance_metadata_tags.as_str(),
+                ))
                 .build(),
         )
         .monitoring(
             ec2::LaunchTemplatesMonitoringRequest::builder()
-                .enabled(class.spec.detailed_monitoring.unwrap_or(false))
-                .build(),
-        )
-        .network_interfaces(
-            ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
-                .device_index(0)
-                .set_associate_public_ip_address(class.spec.associate_public_ip_address)
-                .set_groups(Some(security_groups.clone()))
+                .enabled(d.monitoring)
                 .build(),
         )
         .tag_specifications(
             ec2::LaunchTemplateTagSpecificationRequest::builder()
                 .resource_type(ec2::ResourceType::NetworkInterface)
-                .set_tags(Some(convert::to_tags(tags)))
+                .set_tags(Some(convert::to_tags(&d.tags)))
                 .build(),
         );
-    if let Some(p) = &profile {
+    for n in &d.network_interfaces {
+        let conntrack = n.connection_tracking.as_ref().map(|c| {
+            let secs = |v: Option<i64>| v.and_then(|v| i32::try_from(v).ok());
+            ec2::ConnectionTrackingSpecificationRequest::builder()
+                .set_tcp_established_timeout(secs(c.tcp_established_timeout))
+                .set_udp_stream_timeout(secs(c.udp_stream_timeout))
+                .set_udp_timeout(secs(c.udp_timeout))
+                .build()
+        });
+        data = data.network_interfaces(
+            ec2::LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .set_network_card_index(n.network_card_index)
+                .device_index(n.device_index)
+                .set_interface_type(n.interface_type.clone())
+                .set_groups(Some(n.groups.clone()))
+                .set_associate_public_ip_address(n.associate_public_ip_address)
+                .set_ipv4_prefix_count(n.ipv4_prefix_count)
+                .set_ipv6_prefix_count(n.ipv6_prefix_count)
+                .set_primary_ipv6(n.primary_ipv6)
+                .set_ipv6_address_count(n.ipv6_address_count)
+                .set_connection_tracking_specification(conntrack)
+                .build(),
+        );
+    }
+    if let Some(p) = &d.instance_profile {
         data = data.iam_instance_profile(
             ec2::LaunchTemplateIamInstanceProfileSpecificationRequest::builder()
                 .name(p)
                 .build(),
         );
     }
-    for m in launch::block_device_mappings(class) {
+    if let Some(v) = &d.nested_virtualization {
+        data = data.cpu_options(
+            ec2::LaunchTemplateCpuOptionsRequest::builder()
+                .nested_virtualization(ec2::NestedVirtualizationSpecification::from(v.as_str()))
+                .build(),
+        );
+    }
+    if let Some(p) = &d.placement {
+        data = data.placement(
+            ec2::LaunchTemplatePlacementRequest::builder()
+                .group_id(&p.group_id)
+                .set_partition_number(p.partition_number)
+                .build(),
+        );
+    }
+    // Launches outside a reservation opt out of open reservations (upstream with its
+    // ReservedCapacity gate on); reserved launches target theirs only.
+    let reservation = match &d.reservation {
+        Some(r) => ec2::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+            .capacity_reservation_preference(
+                ec2::CapacityReservationPreference::CapacityReservationsOnly,
+            )
+            .capacity_reservation_target(
+                ec2::CapacityReservationTarget::builder()
+                    .capacity_reservation_id(&r.id)
+                    .build(),
+            )
+            .build(),
+        None => ec2::LaunchTemplateCapacityReservationSpecificationRequest::builder()
+            .capacity_reservation_preference(ec2::CapacityReservationPreference::None)
+            .build(),
+    };
+    data = data.capacity_reservation_specification(reservation);
+    if let Some(market) = d
+        .reservation
+        .as_ref()
+        .and_then(|r| r.market_type.as_deref())
+    {
+        data = data.instance_market_options(
+            ec2::LaunchTemplateInstanceMarketOptionsRequest::builder()
+                .market_type(ec2::MarketType::from(market))
+                .build(),
+        );
+    }
+    for m in &d.block_device_mappings {
         let mut b = ec2::LaunchTemplateBlockDeviceMappingRequest::builder()
             .set_device_name(m.device_name.clone());
         if let Some(e) = &m.ebs {
@@ -325,6 +346,10 @@ pub(crate) fn launch_template_data(
                     .set_kms_key_id(e.kms_key_id.clone())
                     .set_snapshot_id(e.snapshot_id.clone())
                     .set_throughput(e.throughput.and_then(|v| i32::try_from(v).ok()))
+                    .set_volume_initialization_rate(
+                        e.volume_initialization_rate
+                            .and_then(|v| i32::try_from(v).ok()),
+                    )
                     .set_volume_size(size)
                     .set_volume_type(e.volume_type.as_deref().map(ec2::VolumeType::from))
                     .build(),

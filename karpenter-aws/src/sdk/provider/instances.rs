@@ -264,7 +264,20 @@ impl AwsCloudProvider {
             .unwrap_or_default();
         let spot = i.instance_lifecycle() == Some(&ec2::InstanceLifecycleType::Spot)
             || i.spot_instance_request_id().is_some();
-        let capacity_type = if spot { "spot" } else { "on-demand" };
+        // An instance in a reservation it was targeted at (`capacity-reservations-only`) is
+        // reserved (upstream); one that ran into an open reservation by itself is on-demand.
+        let reservation = i.capacity_reservation_id().filter(|_| {
+            i.capacity_reservation_specification()
+                .and_then(|s| s.capacity_reservation_preference())
+                == Some(&ec2::CapacityReservationPreference::CapacityReservationsOnly)
+        });
+        let capacity_type = if spot {
+            "spot"
+        } else if reservation.is_some() {
+            "reserved"
+        } else {
+            "on-demand"
+        };
         let instance_id = i.instance_id().unwrap_or_default();
         let mut labels = BTreeMap::new();
         let class = self.class(&class_name);
@@ -272,11 +285,11 @@ impl AwsCloudProvider {
             && let Ok(types) = self.instance_types_for_class(class).await
             && let Some(it) = types.iter().find(|t| t.name() == type_name)
         {
-            if let Some(o) = it
-                .offerings
-                .iter()
-                .find(|o| o.zone() == zone && o.capacity_type() == capacity_type)
-            {
+            if let Some(o) = it.offerings.iter().find(|o| {
+                o.zone() == zone
+                    && o.capacity_type() == capacity_type
+                    && o.reservation_id() == reservation
+            }) {
                 labels = launch_labels(it, o, &Requirements::new(), &BTreeMap::new(), None);
             }
             claim.status.capacity = drop_zeros(it.capacity());
@@ -302,6 +315,28 @@ impl AwsCloudProvider {
             karpenter_core::labels::CAPACITY_TYPE.into(),
             capacity_type.into(),
         );
+        if let Some(id) = reservation {
+            let lifecycle = i.instance_lifecycle();
+            let kind = if lifecycle == Some(&ec2::InstanceLifecycleType::CapacityBlock) {
+                "capacity-block"
+            } else {
+                "default"
+            };
+            let interruptible =
+                lifecycle == Some(&ec2::InstanceLifecycleType::InterruptibleCapacityReservation);
+            labels.insert(
+                crate::reservation::CAPACITY_RESERVATION_ID.into(),
+                id.into(),
+            );
+            labels.insert(
+                crate::reservation::CAPACITY_RESERVATION_TYPE.into(),
+                kind.into(),
+            );
+            labels.insert(
+                crate::reservation::CAPACITY_RESERVATION_INTERRUPTIBLE.into(),
+                interruptible.to_string(),
+            );
+        }
         if let Some(pool) = tags.get(launch::NODEPOOL_TAG) {
             labels.insert(karpenter_core::labels::NODEPOOL.into(), pool.clone());
         }

@@ -8,8 +8,14 @@
 //!   [`crate::pricing::Prices`] (the embedded snapshot, or a Pricing API refresh), spot prices
 //!   from DescribeSpotPriceHistory; offerings in the unavailable-offerings cache are marked
 //!   unavailable. Derived lists are cached for 5 minutes per class.
-//! - Create: the class must be `Ready`; the capacity type is `spot` when the claim allows it
-//!   and a spot offering is usable, else `on-demand`; one launch template per AMI
+//! - Reservations: the class's `status.capacityReservations` become reserved offerings
+//!   ([`reserved`]), with the instances left from the availability the node-class resolver
+//!   syncs.
+//! - Create: the class must be `Ready`; the capacity type is `reserved`, then `spot`, when the
+//!   claim allows it and such an offering is usable, else `on-demand` (upstream's order). A
+//!   reserved launch uses one launch template per reservation (targeting it) and one kind of
+//!   reservation ([`crate::reservation::pick_for_launch`]); its capacity errors mark the
+//!   reservation empty rather than the offering unavailable. Otherwise one launch template per AMI
 //!   (named from a hash of its content, looked up by name and created when missing, cached);
 //!   one CreateFleet `instant` request ([`crate::launch::build_fleet_request`]), batched with
 //!   identical requests of the same moment ([`batch`](super::provider) window: 35 ms idle, 1 s
@@ -196,6 +202,8 @@ pub struct AwsCloudProvider {
     types: Mutex<BTreeMap<String, TypesEntry>>,
     unavailable: Mutex<UnavailableOfferings>,
     launch_templates: Mutex<BTreeMap<String, Instant>>,
+    placement_groups: Mutex<BTreeMap<String, (Instant, crate::placement::PlacementGroup)>>,
+    reservations: crate::sdk::reservation::SharedAvailability,
     launch_template_lock: tokio::sync::Mutex<()>,
     fleet_batches: Arc<Mutex<HashMap<String, FleetBucket>>>,
     describe_batcher: batch::IdBatcher<ec2::Instance>,
@@ -261,6 +269,8 @@ impl AwsCloudProvider {
             types: Mutex::new(BTreeMap::new()),
             unavailable: Mutex::new(UnavailableOfferings::new()),
             launch_templates: Mutex::new(BTreeMap::new()),
+            placement_groups: Mutex::new(BTreeMap::new()),
+            reservations: crate::sdk::reservation::shared_availability(),
             launch_template_lock: tokio::sync::Mutex::new(()),
             fleet_batches: Arc::new(Mutex::new(HashMap::new())),
             describe_batcher: batch::IdBatcher::new(
@@ -307,6 +317,14 @@ impl AwsCloudProvider {
             &[],
             jiff::Timestamp::now(),
         )
+    }
+
+    /// An IPv6 cluster: its service CIDR is IPv6 (upstream's IP family).
+    fn ipv6(&self) -> bool {
+        self.options
+            .cluster_cidr
+            .as_deref()
+            .is_some_and(|c| c.contains(':'))
     }
 
     fn class(&self, name: &str) -> Option<EC2NodeClass> {
@@ -381,10 +399,13 @@ mod batch;
 mod fleet;
 mod housekeeping;
 mod instances;
+mod placement;
+mod reserved;
 mod types;
 
 pub(crate) use fleet::launch_template_data;
 pub use housekeeping::{LAUNCH_TEMPLATE_PREFIX, PRICE_REFRESH_INTERVAL};
+pub use placement::PLACEMENT_GROUP_TTL;
 
 #[async_trait]
 impl CloudProvider for AwsCloudProvider {
@@ -425,21 +446,33 @@ impl CloudProvider for AwsCloudProvider {
                     .any(|o| o.capacity_type() == ct && usable(o))
             })
         };
-        let capacity_type = if has("spot") { "spot" } else { "on-demand" };
-        let mut offerings: Vec<Offering> = candidates
-            .iter()
-            .flat_map(|it| {
-                it.offerings
-                    .iter()
-                    .filter(|o| o.capacity_type() == capacity_type && usable(o))
-                    .map(|o| Offering {
-                        instance_type: it.name().to_string(),
-                        zone: o.zone().to_string(),
-                        capacity_type: capacity_type.to_string(),
-                        price: o.price,
-                    })
-            })
-            .collect();
+        let capacity_type = if has("reserved") {
+            "reserved"
+        } else if has("spot") {
+            "spot"
+        } else {
+            "on-demand"
+        };
+        let reserved = capacity_type == "reserved";
+        let mut offerings: Vec<Offering> = if reserved {
+            reserved::launch_offerings(&candidates, usable)
+        } else {
+            candidates
+                .iter()
+                .flat_map(|it| {
+                    it.offerings
+                        .iter()
+                        .filter(|o| o.capacity_type() == capacity_type && usable(o))
+                        .map(|o| Offering {
+                            instance_type: it.name().to_string(),
+                            zone: o.zone().to_string(),
+                            capacity_type: capacity_type.to_string(),
+                            price: o.price,
+                            reservation_id: None,
+                        })
+                })
+                .collect()
+        };
         offerings.sort_by(|a, b| {
             a.price
                 .total_cmp(&b.price)
@@ -478,16 +511,62 @@ impl CloudProvider for AwsCloudProvider {
             &pool,
             class.name(),
         );
+        let placement_group = self.placement_group(&class).await?;
+        let placement = placement_group
+            .as_ref()
+            .map(|g| crate::launch::template::Placement {
+                group_id: g.id.clone(),
+                partition_number: g.partition_for(&requirements),
+            });
+        // A NodeClaim that requests EFA gets one template per EFA count: each interface is
+        // created on its own network card (upstream's grouping).
+        let wants_efa = requests.contains_key(crate::catalog::resources::EFA);
         let mut templates = Vec::new();
         for (image_id, instance_types) in by_ami {
-            let name = self
-                .ensure_launch_template(&class, node_claim, &image_id, &tags)
-                .await?;
-            templates.push(TemplateRef {
-                name,
-                image_id,
-                instance_types,
-            });
+            let mut by_efa: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+            for t in instance_types {
+                let efa = if wants_efa {
+                    types.iter().find(|it| it.name() == t).map_or(0, |it| {
+                        it.capacity()
+                            .get_or_zero(crate::catalog::resources::EFA)
+                            .value()
+                    })
+                } else {
+                    0
+                };
+                by_efa.entry(efa).or_default().push(t);
+            }
+            for (efa_count, instance_types) in by_efa {
+                // A reserved launch: one template per reservation, targeting it.
+                let targets = if reserved {
+                    reserved::targets(&offerings, &instance_types, &class)
+                        .into_iter()
+                        .map(|(t, types)| (Some(t), types))
+                        .collect()
+                } else {
+                    vec![(None, instance_types)]
+                };
+                for (reservation, instance_types) in targets {
+                    let reservation_id = reservation.as_ref().map(|r| r.id.clone());
+                    let params = crate::launch::template::TemplateParams {
+                        image_id: image_id.clone(),
+                        tags: tags.clone(),
+                        efa_count,
+                        placement: placement.clone(),
+                        reservation,
+                        ..Default::default()
+                    };
+                    let name = self
+                        .ensure_launch_template(&class, node_claim, params)
+                        .await?;
+                    templates.push(TemplateRef {
+                        name,
+                        image_id: image_id.clone(),
+                        instance_types,
+                        reservation_id,
+                    });
+                }
+            }
         }
         let subnets: Vec<crate::resolve::SubnetInfo> = class
             .status
@@ -511,7 +590,9 @@ impl CloudProvider for AwsCloudProvider {
         let input = FleetInput {
             capacity_type: capacity_type.to_string(),
             templates,
-            offerings,
+            reserved_target_capacity_type: reserved
+                .then(|| reserved::target_capacity_type(&offerings, &class)),
+            offerings: offerings.clone(),
             zonal_subnets,
             tags,
             context: class.spec.context.clone(),
@@ -519,7 +600,7 @@ impl CloudProvider for AwsCloudProvider {
         };
         let request = launch::build_fleet_request(&input)
             .map_err(|e| CloudProviderError::insufficient_capacity(Vec::new(), e.to_string()))?;
-        let decision = match self.create_fleet(request).await {
+        let mut decision = match self.create_fleet(request).await {
             Ok((instances, errors)) => {
                 launch::handle_fleet_result(capacity_type, &instances, &errors)
             }
@@ -539,6 +620,9 @@ impl CloudProvider for AwsCloudProvider {
                 }
             }
         };
+        if reserved {
+            self.reservations_failed(&mut decision, &offerings);
+        }
         if !decision.unavailable_offerings.is_empty()
             || !decision.unavailable_capacity_types.is_empty()
             || !decision.unavailable_subnets.is_empty()
@@ -570,28 +654,47 @@ impl CloudProvider for AwsCloudProvider {
                     fi.instance_type
                 ))
             })?;
+        let reservation_id = reserved::reservation_of(&offerings, &fi.instance_type, &fi.zone);
         let offering = it
             .offerings
             .iter()
-            .find(|o| o.zone() == fi.zone && o.capacity_type() == capacity_type)
+            .find(|o| {
+                o.zone() == fi.zone
+                    && o.capacity_type() == capacity_type
+                    && o.reservation_id() == reservation_id
+            })
             .ok_or_else(|| {
                 CloudProviderError::other(format!(
                     "CreateFleet launched {} in {} which was not requested",
                     fi.instance_type, fi.zone
                 ))
             })?;
+        if let Some(id) = reservation_id {
+            self.reservation_launched(id);
+        }
         let mut launched = node_claim.clone();
         launched.metadata.labels = launch_labels(
             it,
             offering,
             &requirements,
             &node_claim.metadata.labels,
-            None,
+            Some(crate::reservation::CAPACITY_RESERVATION_ID),
         );
         match zone_ids.get(&fi.zone) {
             Some(id) => launched.metadata.labels.insert(ZONE_ID.into(), id.clone()),
             None => launched.metadata.labels.remove(ZONE_ID),
         };
+        if let (Some(g), Some(p)) = (&placement_group, &placement) {
+            let labels = &mut launched.metadata.labels;
+            labels.insert(crate::placement::PLACEMENT_GROUP_ID.into(), g.id.clone());
+            labels.remove(crate::placement::PLACEMENT_GROUP_PARTITION);
+            if let Some(n) = p.partition_number {
+                labels.insert(
+                    crate::placement::PLACEMENT_GROUP_PARTITION.into(),
+                    n.to_string(),
+                );
+            }
+        }
         for (k, v) in drift::hash_annotations(&class) {
             launched.metadata.annotations.insert(k.to_string(), v);
         }
@@ -613,12 +716,21 @@ impl CloudProvider for AwsCloudProvider {
         let id = launch::parse_provider_id(&provider_id)
             .ok_or_else(|| CloudProviderError::not_found(provider_id.clone()))?
             .to_string();
-        let instance = self.describe_instance(&id).await?;
+        let instance = match self.describe_instance(&id).await {
+            Err(e) if e.is_not_found() => {
+                self.reservation_terminated(node_claim);
+                return Err(e);
+            }
+            r => r?,
+        };
         if instance.state().and_then(|s| s.name()) == Some(&ec2::InstanceStateName::ShuttingDown) {
             return Ok(());
         }
         match self.terminate_instance(&id).await {
-            Err(e) if e.is_not_found() => Err(CloudProviderError::not_found(provider_id)),
+            Err(e) if e.is_not_found() => {
+                self.reservation_terminated(node_claim);
+                Err(CloudProviderError::not_found(provider_id))
+            }
             r => r,
         }
     }
@@ -780,9 +892,20 @@ impl CloudProvider for AwsCloudProvider {
     fn well_known_labels(&self) -> Vec<String> {
         crate::catalog::labels::WELL_KNOWN
             .iter()
-            .chain([&ZONE_ID])
+            .chain([
+                &ZONE_ID,
+                &crate::placement::PLACEMENT_GROUP_ID,
+                &crate::placement::PLACEMENT_GROUP_PARTITION,
+                &crate::reservation::CAPACITY_RESERVATION_ID,
+                &crate::reservation::CAPACITY_RESERVATION_TYPE,
+                &crate::reservation::CAPACITY_RESERVATION_INTERRUPTIBLE,
+            ])
             .map(|s| s.to_string())
             .collect()
+    }
+
+    fn reservation_id_label(&self) -> Option<&str> {
+        Some(crate::reservation::CAPACITY_RESERVATION_ID)
     }
 
     fn restricted_label_domains(&self) -> Vec<String> {

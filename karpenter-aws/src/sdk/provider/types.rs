@@ -184,12 +184,14 @@ impl AwsCloudProvider {
             spot_price_factor: UPSTREAM_FALLBACK_SPOT_PRICE_FACTOR,
             ..AwsCatalogOptions::default()
         };
-        let opts = class.catalog_options(&base).map_err(|e| {
+        let mut opts = class.catalog_options(&base).map_err(|e| {
             CloudProviderError::node_class_not_ready(format!("EC2NodeClass {name}: {e}"))
         })?;
+        let placement_group = self.placement_group(class).await?;
+        opts.placement_group_strategy = placement_group.as_ref().map(|g| g.strategy.clone());
         let zone_ids = zone_ids(class);
         let key = format!(
-            "{zone_ids:?}|{zones:?}|{:?}|{opts:?}",
+            "{zone_ids:?}|{zones:?}|{:?}|{opts:?}|{placement_group:?}",
             class.status.amis.iter().map(|a| &a.id).collect::<Vec<_>>()
         );
         let cached = {
@@ -202,7 +204,15 @@ impl AwsCloudProvider {
         let types = match cached {
             Some(t) => t,
             None => {
-                let built = self.build_types(&data, &zones, &zone_ids, &opts)?;
+                let mut built = self.build_types(&data, &zones, &zone_ids, &opts)?;
+                if let Some(g) = &placement_group {
+                    for it in &mut built {
+                        let t = Arc::make_mut(it);
+                        for r in g.requirements() {
+                            t.add_requirement(r);
+                        }
+                    }
+                }
                 lock(&self.types).insert(
                     name,
                     TypesEntry {
@@ -214,7 +224,7 @@ impl AwsCloudProvider {
                 built
             }
         };
-        Ok(self.apply_unavailable(types))
+        Ok(self.apply_unavailable(self.apply_reservations(types, class)))
     }
 
     pub(super) fn build_types(
@@ -256,6 +266,11 @@ impl AwsCloudProvider {
             let mut converted = it.to_instance_type().map_err(|e| {
                 CloudProviderError::other(format!("instance type {}: {e}", it.name))
             })?;
+            // Spot and on-demand offerings never carry the reservation labels (upstream).
+            converted.offerings = std::mem::take(&mut converted.offerings)
+                .into_iter()
+                .map(crate::reservation::without_reservation)
+                .collect();
             // `topology.k8s.aws/zone-id`: the ids of the zones the type is offered in, from
             // the class's subnets (upstream takes them from there too; the catalog has no
             // subnets, so the provider adds the requirement).
