@@ -30,7 +30,7 @@
 //! stops the start with an error naming the setting and the call. The Kubernetes version is
 //! the API server's, else the one `eks:DescribeCluster` reported.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -44,8 +44,7 @@ use karpenter_aws::sdk::interruption::{
 use karpenter_aws::sdk::nodeclass::{NodeClassResolver, PROFILE_GC_INTERVAL};
 use karpenter_aws::sdk::pricing::SdkPricing;
 use karpenter_aws::sdk::provider::{
-    AwsCloudProvider, INSTANCE_PROFILE_ANNOTATION, NodeClassStore, PRICE_REFRESH_INTERVAL,
-    ProviderOptions,
+    AwsCloudProvider, NodeClassStore, PRICE_REFRESH_INTERVAL, ProviderOptions,
 };
 use karpenter_core::cloud::CloudProvider;
 use karpenter_core::crd::KubeNodeClaim;
@@ -60,7 +59,10 @@ use crate::cluster::{Caches, Change, objects};
 use crate::provider::{Provider, ProviderContext};
 use crate::settings::ControllerArgs;
 
+mod classes;
 pub mod reservations;
+
+use classes::{AbortOnDrop, class_changes, class_deleted, profiles_in_use};
 
 /// How often every EC2NodeClass is resolved again.
 pub const NODE_CLASS_INTERVAL: Duration = Duration::from_secs(60);
@@ -310,112 +312,6 @@ async fn node_classes(rt: Arc<AwsProvider>, ctx: ProviderContext) {
             _ = shutdown.wait_for(|s| *s) => return,
         }
     }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Whether a watch event calls for a node-class pass: a class seen for the first time, a new
-/// generation (a spec change; the loop's own status writes keep the generation), or a
-/// deletion. `generations` is what was seen so far.
-fn class_changed(
-    generations: &mut BTreeMap<String, Option<i64>>,
-    name: &str,
-    generation: Option<i64>,
-    deleted: bool,
-) -> bool {
-    if deleted {
-        return generations.remove(name).is_some();
-    }
-    generations.insert(name.to_string(), generation) != Some(generation)
-}
-
-/// Wakes the node-class loop when an EC2NodeClass is created, changed or deleted, as
-/// upstream's node-class controller reconciles on watch events.
-async fn class_changes(api: Api<DynamicObject>, wake: Arc<tokio::sync::Notify>) {
-    use futures::StreamExt;
-    use kube::runtime::WatchStreamExt;
-    use kube::runtime::watcher::{self, Event};
-    let mut generations = BTreeMap::new();
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    while let Some(event) = stream.next().await {
-        let (obj, deleted) = match event {
-            Ok(Event::Apply(o) | Event::InitApply(o)) => (o, false),
-            Ok(Event::Delete(o)) => (o, true),
-            Ok(_) => continue,
-            Err(e) => {
-                tracing::debug!(error = %e, "watching EC2NodeClasses");
-                continue;
-            }
-        };
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        if class_changed(&mut generations, &name, obj.metadata.generation, deleted) {
-            wake.notify_one();
-        }
-    }
-}
-
-/// What a deleted EC2NodeClass leaves: its launch templates are deleted, and its managed
-/// instance profile too unless a NodeClaim still names it (then the garbage collection takes
-/// it once the NodeClaim is gone).
-async fn class_deleted(rt: &AwsProvider, class: &EC2NodeClass, in_use: &BTreeSet<String>) {
-    let name = class.name();
-    match rt.provider.delete_class_launch_templates(name).await {
-        Ok(deleted) => {
-            tracing::info!(controller = "nodeclass", nodeclass = %name, templates = deleted.len(), "deleted the launch templates of a deleted EC2NodeClass")
-        }
-        Err(e) => {
-            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting launch templates")
-        }
-    }
-    if let Some(profile) = class_profile_to_keep(class, in_use) {
-        tracing::info!(controller = "nodeclass", nodeclass = %name, profile = %profile, "the instance profile of a deleted EC2NodeClass is still in use; the garbage collection deletes it later");
-        return;
-    }
-    match rt.resolver.delete_instance_profile(class).await {
-        Ok(()) => {
-            tracing::info!(controller = "nodeclass", nodeclass = %name, "deleted the instance profile of a deleted EC2NodeClass")
-        }
-        Err(e) => {
-            tracing::warn!(controller = "nodeclass", nodeclass = %name, error = %e, "deleting the instance profile")
-        }
-    }
-}
-
-/// The instance profile of a deleted class that a NodeClaim still names (`in_use`), if any.
-fn class_profile_to_keep(class: &EC2NodeClass, in_use: &BTreeSet<String>) -> Option<String> {
-    class
-        .status
-        .instance_profile
-        .clone()
-        .filter(|p| in_use.contains(p))
-}
-
-/// The instance profiles live NodeClaims launched with (their
-/// `karpenter.k8s.aws/instance-profile-name` annotations).
-fn profiles_in_use(caches: &Caches) -> BTreeSet<String> {
-    objects(&caches.nodeclaims)
-        .iter()
-        .filter_map(|c| {
-            let v = serde_json::to_value(&**c).ok()?;
-            let key = INSTANCE_PROFILE_ANNOTATION
-                .replace('~', "~0")
-                .replace('/', "~1");
-            Some(
-                v.pointer(&format!("/metadata/annotations/{key}"))?
-                    .as_str()?
-                    .to_string(),
-            )
-        })
-        .collect()
 }
 
 /// Launch-template cleanup and instance-profile garbage collection while this replica leads.
@@ -834,11 +730,13 @@ async fn interruptions(rt: Arc<AwsProvider>, ctx: ProviderContext) {
 
 #[cfg(test)]
 mod tests {
+    use super::classes::{class_changed, class_profile_to_keep};
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use karpenter_core::operator::InterruptionKind;
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher;
+    use std::collections::BTreeSet;
     use std::sync::Mutex;
     use tokio::sync::mpsc;
 
