@@ -934,3 +934,28 @@ impl LoopObserver for ReconcileObserver<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// The `error` label of `karpenter_cloudprovider_errors_total` for a failed call (upstream's
+/// names of the well-known errors, empty for the others); `None` when the call succeeded.
+pub fn cloud_error(response: &karpenter_core::operator::CloudResponse) -> Option<&'static str> {
+    let error = match response {
+        karpenter_core::operator::CloudResponse::Create(r) => r.as_ref().err(),
+        karpenter_core::operator::CloudResponse::Delete(r) => r.as_ref().err(),
+        karpenter_core::operator::CloudResponse::Get(r) => r.as_ref().err(),
+        karpenter_core::operator::CloudResponse::List(r) => r.as_ref().err(),
+        karpenter_core::operator::CloudResponse::InstanceTypes(r) => r.as_ref().err(),
+        karpenter_core::operator::CloudResponse::IsDrifted(r) => r.as_ref().err(),
+    }?;
+    Some(match error {
+        karpenter_core::cloud::CloudProviderError::NodeClaimNotFound { .. } => {
+            "NodeClaimNotFoundError"
+        }
+        karpenter_core::cloud::CloudProviderError::InsufficientCapacity { .. } => {
+            "InsufficientCapacityError"
+        }
+        karpenter_core::cloud::CloudProviderError::NodeClassNotReady { .. } => {
+            "NodeClassNotReadyError"
+        }
+        _ => "",
+    })
+}

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use karpenter_core::api::NodeClaim;
-use karpenter_core::cloud::{CloudProvider, CloudProviderError};
+use karpenter_core::cloud::CloudProvider;
 use karpenter_core::crd::{KubeNodeClaim, KubeNodeOverlay, KubeNodePool};
 use karpenter_core::lifecycle::termination::EvictionResponse;
 use karpenter_core::lifecycle::{self, EventType, NodeUpdate, ObjectKind};
 use karpenter_core::model::Timestamp;
-use karpenter_core::operator::{Action, CloudCall, CloudResponse, Input, Operator, OperatorConfig};
+use karpenter_core::operator::{Action, CloudCall, Input, Operator, OperatorConfig};
 use karpenter_core::scheduling::SchedulerOptions;
 use kube::api::{DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
@@ -529,7 +529,7 @@ async fn execute(
                     method,
                     provider.name(),
                     started.elapsed(),
-                    cloud_error(&response),
+                    crate::metrics::cloud_error(&response),
                 );
                 if let CloudCall::Create(claim) = &call {
                     tracing::info!(controller = "nodeclaim.lifecycle", nodeclaim = %claim.name(), "launching instance");
@@ -569,25 +569,6 @@ fn cloud_controller(call: &CloudCall) -> &'static str {
         CloudCall::InstanceTypes(_) => "provisioner",
         CloudCall::IsDrifted(_) => "nodeclaim.disruption",
     }
-}
-
-/// The `error` label of `karpenter_cloudprovider_errors_total` for a failed call (upstream's
-/// names of the well-known errors, empty for the others); `None` when the call succeeded.
-pub fn cloud_error(response: &CloudResponse) -> Option<&'static str> {
-    let error = match response {
-        CloudResponse::Create(r) => r.as_ref().err(),
-        CloudResponse::Delete(r) => r.as_ref().err(),
-        CloudResponse::Get(r) => r.as_ref().err(),
-        CloudResponse::List(r) => r.as_ref().err(),
-        CloudResponse::InstanceTypes(r) => r.as_ref().err(),
-        CloudResponse::IsDrifted(r) => r.as_ref().err(),
-    }?;
-    Some(match error {
-        CloudProviderError::NodeClaimNotFound { .. } => "NodeClaimNotFoundError",
-        CloudProviderError::InsufficientCapacity { .. } => "InsufficientCapacityError",
-        CloudProviderError::NodeClassNotReady { .. } => "NodeClassNotReadyError",
-        _ => "",
-    })
 }
 
 async fn update_nodeclaim(

@@ -93,7 +93,7 @@ fn scenario_scrape() -> String {
     let response = futures::executor::block_on(
         CloudCall::Get("fake://gone".into()).execute(provider.as_ref()),
     );
-    let error = crate::operate::cloud_error(&response);
+    let error = crate::metrics::cloud_error(&response);
     assert_eq!(error, Some("NodeClaimNotFoundError"));
     m.cloud_call(
         "nodeclaim.lifecycle",
