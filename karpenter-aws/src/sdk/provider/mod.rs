@@ -9,7 +9,7 @@
 //!   from DescribeSpotPriceHistory; offerings in the unavailable-offerings cache are marked
 //!   unavailable. Derived lists are cached for 5 minutes per class.
 //! - Reservations: the class's `status.capacityReservations` become reserved offerings
-//!   ([`reserved`]), with the instances left from the availability the node-class resolver
+//!   (module `reserved`), with the instances left from the availability the node-class resolver
 //!   syncs.
 //! - Create: the class must be `Ready`; the capacity type is `reserved`, then `spot`, when the
 //!   claim allows it and such an offering is usable, else `on-demand` (upstream's order). A
