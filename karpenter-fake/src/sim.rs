@@ -786,6 +786,33 @@ impl Sim {
             None => self.operator.next_wakeup(),
         };
         let next = [world_next, wakeup].into_iter().flatten().min();
+        if !self.advance(next, deadline)? {
+            return Ok(false);
+        }
+        if self.paused_until.is_some_and(|t| t <= self.now) {
+            self.paused_until = None;
+        }
+        self.tick();
+        Ok(true)
+    }
+
+    /// Wakes the operator (every leading replica) now, unless it is paused.
+    fn tick(&mut self) {
+        if self.replicas.is_some() {
+            self.tick_replicas(true);
+        } else if self.paused_until.is_none() {
+            self.deliver(Input::Tick);
+        }
+    }
+
+    /// Moves time to `next` (the earliest thing due) unless it is past `deadline`, delivers
+    /// the world events due by then and counts one more input at this instant (a livelock past
+    /// [`SimConfig::max_inputs_per_instant`]). `false` when nothing is due by `deadline`.
+    pub(crate) fn advance(
+        &mut self,
+        next: Option<Timestamp>,
+        deadline: Timestamp,
+    ) -> Result<bool, SimError> {
         let Some(next) = next else {
             return Ok(false);
         };
@@ -822,20 +849,7 @@ impl Sim {
                     .collect(),
             });
         }
-        if self.paused_until.is_some_and(|t| t <= self.now) {
-            self.paused_until = None;
-        }
-        self.tick();
         Ok(true)
-    }
-
-    /// Wakes the operator (every leading replica) now, unless it is paused.
-    fn tick(&mut self) {
-        if self.replicas.is_some() {
-            self.tick_replicas(true);
-        } else if self.paused_until.is_none() {
-            self.deliver(Input::Tick);
-        }
     }
 
     /// Moves the clock to `t` (when it is later than now) and wakes the operator there; run

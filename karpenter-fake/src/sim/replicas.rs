@@ -458,43 +458,10 @@ impl Sim {
             .into_iter()
             .flatten()
             .min();
-        let Some(next) = next else {
-            return Ok(false);
-        };
-        if next > deadline {
+        if !self.advance(next, deadline)? {
             return Ok(false);
         }
-        if next > self.now {
-            self.now = next;
-            self.inputs_at_instant = 0;
-        }
-        let due: Vec<(Timestamp, u64)> = self
-            .world
-            .keys()
-            .take_while(|(t, _)| *t <= self.now)
-            .copied()
-            .collect();
-        for k in due {
-            if let Some(e) = self.world.remove(&k) {
-                self.world_event(e);
-            }
-        }
-        self.drain_api_events();
         self.rounds_due();
-        self.inputs_at_instant += 1;
-        if self.inputs_at_instant > self.config.max_inputs_per_instant {
-            return Err(SimError::Livelock {
-                at: self.now,
-                limit: self.config.max_inputs_per_instant,
-                due: self
-                    .operator
-                    .wakeups()
-                    .into_iter()
-                    .filter(|(_, t)| *t <= self.now)
-                    .map(|(n, _)| n.to_string())
-                    .collect(),
-            });
-        }
         self.tick_replicas(false);
         Ok(true)
     }
